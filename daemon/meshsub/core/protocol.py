@@ -1,0 +1,246 @@
+"""The base class of every protocol: input dispatch plus the shared services.
+
+A subclass overrides the ``on_*`` hooks it needs and calls the services
+(``send``, ``broadcast``, ``relay``, ``deliver_local``, ``set_timer``, ``emit``,
+...), which queue actions; ``handle`` returns the queued actions to the driver.
+State the driver must see (neighbours, own position, local subscriptions) is
+updated here *before* the hook runs, so hooks read a consistent view.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from meshsub.core.api import (
+    Action,
+    Broadcast,
+    CancelTimer,
+    CoreType,
+    Deliver,
+    Emit,
+    FrameReceived,
+    Input,
+    LocalPublish,
+    LocalSubscribe,
+    LocalUnsubscribe,
+    Message,
+    MessageId,
+    MsgKind,
+    NeighborChanged,
+    NeighborDown,
+    NeighborInfo,
+    NeighborUp,
+    NodeId,
+    Position,
+    PositionChanged,
+    SendTo,
+    SendToMany,
+    SetTimer,
+    TelemetryValue,
+    TimerFired,
+)
+from meshsub.core.content import Event, Subscription
+from meshsub.core.syntax import format_event, format_subscription
+from meshsub.core.dedup import DuplicateCache
+from meshsub.core.params import ProtocolParams
+
+
+class Protocol:
+    """Base class; subclasses set the class attributes and override hooks."""
+
+    name: ClassVar[str] = ""
+    protocol_id: ClassVar[int] = 0
+    """Carried in every frame header; a receiver drops frames of another protocol."""
+    Params: ClassVar[type[ProtocolParams]] = ProtocolParams
+    message_kinds: ClassVar[Mapping[int, MsgKind]] = {}
+    """Message type -> telemetry kind, for the protocol's own types (>= 16)."""
+
+    def __init__(
+        self,
+        node: NodeId,
+        *,
+        epoch: int = 0,
+        params: ProtocolParams | None = None,
+        seed: int = 0,
+        dedup_capacity: int = 65536,
+    ) -> None:
+        self.node = node
+        self.epoch = epoch
+        self.params = params if params is not None else self.Params()
+        self.rng = random.Random(seed ^ (node * 0x9E3779B1))
+        self.now = 0.0
+        self.position: Position | None = None
+        self.neighbors: dict[NodeId, NeighborInfo] = {}
+        self.subscriptions: dict[str, Subscription] = {}
+        self.dedup = DuplicateCache(dedup_capacity)
+        self.drops: Counter[str] = Counter()
+        self._seq = 0
+        self._delivered = DuplicateCache(dedup_capacity)
+        self._actions: list[Action] = []
+
+    # ------------------------------------------------------------------ driver
+
+    def handle(self, inp: Input) -> list[Action]:
+        """Process one input and return the actions it caused, in order."""
+        self.now = inp.now
+        match inp:
+            case FrameReceived(sender=sender, message=message):
+                self._on_frame_core(sender, message)
+            case NeighborUp(neighbor=info):
+                self.neighbors[info.node] = info
+                self.on_neighbor_up(info)
+            case NeighborChanged(neighbor=info):
+                self.neighbors[info.node] = info
+                self.on_neighbor_changed(info)
+            case NeighborDown(node=node):
+                if self.neighbors.pop(node, None) is not None:
+                    self.on_neighbor_down(node)
+            case PositionChanged(position=position):
+                self.position = position
+                self.on_position(position)
+            case TimerFired(name=name):
+                self.on_timer(name)
+            case LocalSubscribe(sub_id=sub_id, subscription=sub):
+                self.subscriptions[sub_id] = sub
+                self.emit("subscribe", sub_id=sub_id, topic=sub.topic,
+                          content=format_subscription(sub))
+                self.on_subscribe(sub_id, sub)
+            case LocalUnsubscribe(sub_id=sub_id):
+                sub = self.subscriptions.pop(sub_id, None)
+                if sub is not None:
+                    self.emit("unsubscribe", sub_id=sub_id, topic=sub.topic)
+                    self.on_unsubscribe(sub_id, sub)
+            case LocalPublish(event=event, event_id=event_id):
+                self.emit("publish", event_id=str(event_id), topic=event.topic,
+                          content=format_event(event))
+                self.on_publish(event, event_id)
+        actions, self._actions = self._actions, []
+        return actions
+
+    def new_message_id(self) -> MessageId:
+        """A fresh id for a message this node originates.
+
+        Drivers call this too, to name an application's event before they
+        persist it and feed it in as ``LocalPublish``.
+        """
+        self._seq += 1
+        return MessageId(self.node, self.epoch, self._seq)
+
+    def kind_of(self, message_type: int) -> MsgKind:
+        """Telemetry kind of a message type (core types included)."""
+        if message_type == CoreType.BEACON:
+            return MsgKind.BEACON
+        return self.message_kinds.get(message_type, MsgKind.CONTROL)
+
+    def status(self) -> dict[str, Any]:
+        """Protocol state for operators (``meshsubctl status``); extend in subclasses."""
+        return {
+            "protocol": self.name,
+            "neighbors": len(self.neighbors),
+            "subscriptions": len(self.subscriptions),
+            "drops": dict(self.drops),
+        }
+
+    # ----------------------------------------------------------------- hooks
+
+    def on_frame(self, sender: NodeId, message: Message) -> None:
+        """A protocol message arrived from neighbour ``sender``."""
+
+    def on_neighbor_up(self, info: NeighborInfo) -> None:
+        """A neighbour came into range (a contact begins, in DTN terms)."""
+
+    def on_neighbor_changed(self, info: NeighborInfo) -> None:
+        """A neighbour's position or link quality changed."""
+
+    def on_neighbor_down(self, node: NodeId) -> None:
+        """A neighbour left (a contact ends)."""
+
+    def on_position(self, position: Position | None) -> None:
+        """Own position changed; ``None`` means the fix was lost."""
+
+    def on_timer(self, name: str) -> None:
+        """A timer set with ``set_timer`` fired."""
+
+    def on_subscribe(self, sub_id: str, subscription: Subscription) -> None:
+        """A local application subscribed (already in ``self.subscriptions``)."""
+
+    def on_unsubscribe(self, sub_id: str, subscription: Subscription) -> None:
+        """A local application unsubscribed (already removed)."""
+
+    def on_publish(self, event: Event, event_id: MessageId) -> None:
+        """A local application published ``event``."""
+
+    # -------------------------------------------------------------- services
+
+    def send(self, node: NodeId, message: Message) -> None:
+        self._actions.append(SendTo(node, message))
+
+    def send_many(self, nodes: frozenset[NodeId], message: Message) -> None:
+        if nodes:
+            self._actions.append(SendToMany(nodes, message))
+
+    def broadcast(self, message: Message) -> None:
+        self._actions.append(Broadcast(message))
+
+    def relay(self, message: Message) -> Message | None:
+        """The copy to forward, or ``None`` (counted drop) when its TTL is spent."""
+        if message.ttl <= 1:
+            self.drop("ttl_expired", message)
+            return None
+        return message.forwarded()
+
+    def is_duplicate(self, message_id: MessageId) -> bool:
+        """True if seen before; records it otherwise (bounded LRU)."""
+        return self.dedup.check_and_add(message_id)
+
+    def deliver_local(
+        self,
+        event: Event,
+        event_id: MessageId,
+        hop: int,
+        published_at: float | None = None,
+    ) -> int:
+        """Deliver to every local subscription that exactly matches; return how many.
+
+        Each (event, subscription) pair is delivered at most once, so protocols
+        may call this on every copy they receive.
+        """
+        delivered = 0
+        for sub_id, sub in self.subscriptions.items():
+            if not sub.matches(event):
+                continue
+            if self._delivered.check_and_add((event_id, sub_id)):
+                continue
+            self._actions.append(Deliver(sub_id, event, event_id, hop, published_at))
+            self.emit("deliver", event_id=str(event_id), sub_id=sub_id, hop=hop,
+                      topic=event.topic)
+            delivered += 1
+        return delivered
+
+    def set_timer(self, name: str, delay: float) -> None:
+        """Arm ``name`` to fire ``delay`` seconds from now (re-arming replaces it)."""
+        self._actions.append(SetTimer(name, self.now + max(0.0, delay)))
+
+    def cancel_timer(self, name: str) -> None:
+        self._actions.append(CancelTimer(name))
+
+    def emit(self, event: str, **attrs: TelemetryValue) -> None:
+        self._actions.append(Emit(event, attrs))
+
+    def drop(self, reason: str, message: Message | None = None, **attrs: TelemetryValue) -> None:
+        """Count and report a discarded message or event; never silent."""
+        self.drops[reason] += 1
+        if message is not None:
+            attrs.setdefault("event_id", str(message.id))
+            attrs.setdefault("msg_type", message.type)
+            attrs.setdefault("msg_kind", self.kind_of(message.type).value)
+        self.emit("drop", reason=reason, **attrs)
+
+    # -------------------------------------------------------------- internals
+
+    def _on_frame_core(self, sender: NodeId, message: Message) -> None:
+        """Core message types are handled here; the rest go to ``on_frame``."""
+        self.on_frame(sender, message)

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Install everything the project needs, idempotently; quick when already done.
+# Sourced by ./demo.sh and ./test.sh. Leaves .venv/bin first on PATH.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+log() { printf '[bootstrap] %s\n' "$*" >&2; }
+
+need_root() {
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then sudo "$@"; else
+      log "need root to run: $*"; exit 1; fi
+  else "$@"; fi
+}
+
+# 1. Debian packages: install only the ones dpkg does not report installed.
+mapfile -t PKGS < <(grep -v '^\s*#' scripts/apt-packages.txt | grep -v '^\s*$')
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  log "installing Debian packages: ${missing[*]}"
+  need_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  need_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# Packages whose services must not run on the host by default (tests start their own).
+for svc in mosquitto gpsd gpsd.socket; do
+  if systemctl is-enabled "$svc" >/dev/null 2>&1; then
+    need_root systemctl disable --now "$svc" >/dev/null 2>&1 || true
+  fi
+done
+
+# 2. The venv with the package in editable mode and the dev extras.
+PY="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  log "creating .venv"
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.meshsub-installed
+want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  log "installing meshsub (editable) with dev extras"
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+  .venv/bin/python -m pip install -q -e '.[dev]'
+  echo "$want" > "$stamp"
+fi
+export PATH="$ROOT/.venv/bin:$PATH"
+export VIRTUAL_ENV="$ROOT/.venv"

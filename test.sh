@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Run every check: lint (ruff), types (mypy, strict on core/wire/protocols) and the tests.
+# Tests that need root (network namespaces, containers) run when this runs as root.
+set -euo pipefail
+cd "$(dirname "$0")"
+source scripts/bootstrap.sh
+echo "== ruff"; ruff check .
+echo "== mypy"; mypy daemon/meshsub firmware-sim/meshsim telemetry/mesheval
+echo "== pytest"; exec python -m pytest "$@"
