@@ -1,0 +1,255 @@
+"""``FrameCodec``: messages to authenticated frames and back, for one node.
+
+Sans-I/O: it holds the node's transmit sequence, the replay windows and the
+partial reassemblies, and takes ``now`` from the driver. Every refused frame
+raises ``FrameError`` *and* is counted in ``counters`` under its reason, so a
+driver can emit a ``drop`` record from the exception and report totals from
+the counters.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Final
+
+from meshsub.core.api import Message, NodeId
+from meshsub.wire.errors import FrameError
+from meshsub.wire.frame import (
+    FRAGMENT_COUNT_MAX,
+    FRAGMENT_FIELDS,
+    FRAGMENT_ID_MAX,
+    PREFIX_BYTES,
+    SECTION_FIELDS,
+    WHOLE_FIELDS,
+    array,
+    decode_frame,
+    fragment_fields,
+    link_fields,
+    message_fields,
+    pack_body,
+    pack_elements,
+    packb,
+    parse_section,
+    seal,
+    unpack_array,
+)
+from meshsub.wire.keys import TAG_BYTES, KeyRing
+from meshsub.wire.reassembly import CHUNK_CHARGE, Reassembler
+from meshsub.wire.replay import DEFAULT_MAX_TRANSMITTERS, DEFAULT_WINDOW, ReplayWindow
+
+DEFAULT_PAYLOAD: Final = 1200
+MIN_PAYLOAD: Final = 256
+MAX_PAYLOAD: Final = 65507
+"""The largest UDP payload over IPv4."""
+DEFAULT_MAX_MESSAGE: Final = 65536
+DEFAULT_MAX_FRAGMENTS: Final = 512
+DEFAULT_MAX_REASSEMBLIES: Final = 64
+DEFAULT_REASSEMBLY_TIMEOUT: Final = 30.0
+WHOLE_OVERHEAD_MAX: Final = PREFIX_BYTES + TAG_BYTES + 25
+"""A whole frame is at most this much longer than its message section
+(prefix, tag, and the link fields: protocol id 2, transmitter 5, epoch 9, seq 9)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """A message accepted from the air, with who transmitted it over the last hop."""
+
+    transmitter: NodeId
+    transmitter_epoch: int
+    protocol_id: int
+    message: Message
+    frame_bytes: int
+    """Bytes of every frame that carried it (all fragments for a segmented message)."""
+    frames: int = 1
+
+
+class FrameCodec:
+    """Encodes this node's messages and decodes its neighbours' frames.
+
+    ``epoch`` is the node's boot epoch and must grow across reboots (a
+    persisted counter or the boot time): receivers refuse an older epoch and
+    track sequences per epoch. ``keys`` may be replaced at any time (rotation).
+    """
+
+    def __init__(
+        self,
+        node: NodeId,
+        epoch: int,
+        keys: KeyRing,
+        *,
+        payload_size: int = DEFAULT_PAYLOAD,
+        max_message: int = DEFAULT_MAX_MESSAGE,
+        max_fragments: int = DEFAULT_MAX_FRAGMENTS,
+        replay_window: int = DEFAULT_WINDOW,
+        max_transmitters: int = DEFAULT_MAX_TRANSMITTERS,
+        max_reassemblies: int = DEFAULT_MAX_REASSEMBLIES,
+        max_reassembly_bytes: int | None = None,
+        reassembly_timeout: float = DEFAULT_REASSEMBLY_TIMEOUT,
+    ) -> None:
+        link_fields(0, node, epoch, 0)  # range-checks node and epoch
+        if not MIN_PAYLOAD <= payload_size <= MAX_PAYLOAD:
+            raise ValueError(f"payload_size must be in {MIN_PAYLOAD}..{MAX_PAYLOAD}")
+        if max_message < 1:
+            raise ValueError("max_message must be positive")
+        if not 2 <= max_fragments <= FRAGMENT_COUNT_MAX:
+            raise ValueError(f"max_fragments must be in 2..{FRAGMENT_COUNT_MAX}")
+        if max_reassembly_bytes is None:
+            max_reassembly_bytes = max(
+                1 << 20, 4 * (max_message + max_fragments * CHUNK_CHARGE)
+            )
+        self.node = node
+        self.epoch = epoch
+        self.keys = keys
+        self.payload_size = payload_size
+        self.max_message = max_message
+        self.max_fragments = max_fragments
+        self.max_frame = max(payload_size, max_message + WHOLE_OVERHEAD_MAX)
+        """Longest frame ``decode`` reads; longer ones are ``oversized``."""
+        self.counters: Counter[str] = Counter()
+        self.replay = ReplayWindow(replay_window, max_transmitters)
+        self.reassembly = Reassembler(
+            self.counters,
+            max_message=max_message,
+            max_fragments=max_fragments,
+            max_partials=max_reassemblies,
+            max_bytes=max_reassembly_bytes,
+            timeout=reassembly_timeout,
+        )
+        self._seq = 0
+        self._fragment_id = 0
+
+    # -------------------------------------------------------------- encoding
+
+    def encode(self, protocol_id: int, message: Message) -> list[bytes]:
+        """One frame, or fragment frames, each at most ``payload_size`` bytes.
+
+        Raises ``FrameError`` (``unencodable``, ``oversized``) without using up
+        a sequence number. Every call makes new frames: a retransmission is
+        encoded again, never resent as the same bytes (receivers would drop it
+        as a replay).
+        """
+        fields = pack_elements(message_fields(message))
+        link = pack_elements(link_fields(protocol_id, self.node, self.epoch, self._seq + 1))
+        body = pack_body(message.body)
+        section_len = 1 + len(fields) + len(body)
+        if section_len > self.max_message:
+            raise FrameError(
+                "oversized", f"message of {section_len} bytes, limit {self.max_message}"
+            )
+        if PREFIX_BYTES + 1 + len(link) + section_len - 1 + TAG_BYTES <= self.payload_size:
+            self._seq += 1
+            frame = seal(self.keys, array(WHOLE_FIELDS, link, fields, body))
+            self._count_out([frame], fragments=False)
+            return [frame]
+        frames = self._segment(protocol_id, array(SECTION_FIELDS, fields, body))
+        self._count_out(frames, fragments=True)
+        return frames
+
+    def _segment(self, protocol_id: int, section: bytes) -> list[bytes]:
+        """Cut ``section`` into as few fragment frames as fit ``payload_size``."""
+        fragment_id = self._fragment_id
+        count = 2
+        while True:  # the header grows with count (seq, index): iterate to a fixed point
+            room = self.payload_size - self._fragment_overhead(protocol_id, fragment_id, count)
+            chunk = room - 2 if room - 2 <= 0xFF else room - 3  # bin8 or bin16 header
+            needed = math.ceil(len(section) / chunk)
+            if needed <= count:
+                count = max(needed, 2)
+                break
+            count = needed
+        if count > self.max_fragments:
+            raise FrameError("oversized", f"{count} fragments, limit {self.max_fragments}")
+        frames = []
+        for index in range(count):
+            link = link_fields(protocol_id, self.node, self.epoch, self._seq + 1 + index)
+            header = pack_elements([*link, *fragment_fields(fragment_id, index, count)])
+            piece = packb(section[index * chunk : (index + 1) * chunk])
+            frames.append(seal(self.keys, array(FRAGMENT_FIELDS, header, piece), fragment=True))
+        self._seq += count
+        self._fragment_id = (fragment_id + 1) & FRAGMENT_ID_MAX
+        return frames
+
+    def _fragment_overhead(self, protocol_id: int, fragment_id: int, count: int) -> int:
+        """Bytes of a fragment frame besides its chunk and the chunk's bin header, at most."""
+        link = link_fields(protocol_id, self.node, self.epoch, self._seq + count)
+        header = pack_elements([*link, fragment_id, count - 1, count])
+        return PREFIX_BYTES + 1 + len(header) + TAG_BYTES
+
+    def _count_out(self, frames: list[bytes], *, fragments: bool) -> None:
+        self.counters["messages_out"] += 1
+        self.counters["frames_out"] += len(frames)
+        self.counters["bytes_out"] += sum(len(f) for f in frames)
+        if fragments:
+            self.counters["fragments_out"] += len(frames)
+
+    # -------------------------------------------------------------- decoding
+
+    def decode(self, data: bytes | bytearray | memoryview, now: float) -> Decoded | None:
+        """The message a frame completes, or ``None`` if it was a fragment kept for later.
+
+        Raises only ``FrameError``, whatever ``data`` holds; each refusal is
+        counted under its reason. The replay window moves only for frames
+        whose tag verified.
+        """
+        self.counters["frames_in"] += 1
+        try:
+            if not isinstance(data, bytes | bytearray | memoryview):
+                raise FrameError("malformed", f"frame is {type(data).__name__}, not bytes")
+            self.counters["bytes_in"] += len(data)
+            return self._decode(data, now)
+        except FrameError as err:
+            self.counters[err.reason] += 1
+            raise
+
+    def _decode(self, data: bytes | bytearray | memoryview, now: float) -> Decoded | None:
+        self.reassembly.expire(now)
+        frame = decode_frame(data, self.keys, max_size=self.max_frame)
+        if frame.transmitter == self.node:
+            raise FrameError("own_frame", f"seq {frame.transmitter_seq}")
+        why = self.replay.check(frame.transmitter, frame.transmitter_epoch, frame.transmitter_seq)
+        if why is not None:
+            raise FrameError("replay", f"from {frame.transmitter:x}: {why}")
+        self.replay.accept(frame.transmitter, frame.transmitter_epoch, frame.transmitter_seq)
+        if frame.message is not None:
+            self.counters["messages_in"] += 1
+            return Decoded(
+                frame.transmitter,
+                frame.transmitter_epoch,
+                frame.protocol_id,
+                frame.message,
+                frame.size,
+            )
+        if frame.fragment is None:  # decode_frame returns one or the other
+            raise FrameError("malformed", "frame carries neither message nor fragment")
+        key = (frame.transmitter, frame.transmitter_epoch, frame.fragment.fragment_id)
+        done = self.reassembly.add(key, frame.protocol_id, frame.fragment, frame.size, now)
+        self.counters["fragments_in"] += 1
+        if done is None:
+            return None
+        message = parse_section(unpack_array(done.section))
+        self.counters["messages_in"] += 1
+        return Decoded(
+            frame.transmitter,
+            frame.transmitter_epoch,
+            frame.protocol_id,
+            message,
+            done.frame_bytes,
+            done.frames,
+        )
+
+    def expire(self, now: float) -> int:
+        """Drop timed-out partial messages (counted as ``reassembly_timeout``); how many."""
+        return self.reassembly.expire(now)
+
+    def status(self) -> dict[str, Any]:
+        """Counters and occupancy, for operators (``meshsubctl status``)."""
+        return {
+            "counters": dict(self.counters),
+            "transmitters": len(self.replay),
+            "reassemblies": len(self.reassembly),
+            "reassembly_bytes": self.reassembly.charged_bytes,
+            "key_ids": sorted(self.keys.key_ids),
+            "current_key": self.keys.current,
+        }

@@ -1,0 +1,301 @@
+"""The frame format: build authenticated frames, and parse-and-verify one frame.
+
+Layout (docs/wire.md has it byte by byte)::
+
+    version:u8  frame_flags:u8  key_id:u8  msgpack-array  tag:16
+
+The three prefix bytes are fixed so that a receiver finds the key and checks
+the tag *before* any msgpack parsing: an unauthenticated sender can reach
+nothing but a length check, three byte compares and one HMAC. The array is
+
+    whole frame  (13): [protocol_id, transmitter, tx_epoch, tx_seq,
+                        type, flags, origin, origin_epoch, seq, hop, ttl, reliable_id, body]
+    fragment     (8):  [protocol_id, transmitter, tx_epoch, tx_seq,
+                        fragment_id, index, count, chunk]
+
+and the chunks of a segmented message, joined, are the *message section*
+``[type, flags, origin, origin_epoch, seq, hop, ttl, reliable_id, body]``.
+msgpack integers are variable length, so small values cost one byte.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+import msgpack
+
+from meshsub.core.api import NODE_ID_MAX, Message, MessageId, NodeId
+from meshsub.wire.errors import FrameError
+from meshsub.wire.keys import TAG_BYTES, KeyRing
+
+VERSION: Final = 1
+FLAG_FRAGMENT: Final = 0x01
+KNOWN_FLAGS: Final = FLAG_FRAGMENT
+PREFIX_BYTES: Final = 3
+MIN_FRAME_BYTES: Final = PREFIX_BYTES + 1 + TAG_BYTES
+"""Prefix, the smallest msgpack value, tag: anything shorter is truncated."""
+
+WHOLE_FIELDS: Final = 13
+FRAGMENT_FIELDS: Final = 8
+SECTION_FIELDS: Final = 9
+
+U8: Final = 0xFF
+U16: Final = 0xFFFF
+U32: Final = 0xFFFF_FFFF
+U64: Final = 0xFFFF_FFFF_FFFF_FFFF
+
+PROTOCOL_ID_MAX: Final = U8
+TYPE_MAX: Final = U16
+FLAGS_MAX: Final = U32
+EPOCH_MAX: Final = U64
+SEQ_MAX: Final = U64
+HOP_MAX: Final = U8
+TTL_MAX: Final = U8
+RELIABLE_ID_MAX: Final = U32
+FRAGMENT_ID_MAX: Final = U32
+FRAGMENT_COUNT_MAX: Final = U16
+
+
+@dataclass(frozen=True, slots=True)
+class Fragment:
+    """One piece of a segmented message section."""
+
+    fragment_id: int
+    index: int
+    count: int
+    chunk: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """A verified frame: the link header plus either a message or a fragment."""
+
+    key_id: int
+    protocol_id: int
+    transmitter: NodeId
+    transmitter_epoch: int
+    transmitter_seq: int
+    message: Message | None
+    fragment: Fragment | None
+    size: int
+
+
+# ---------------------------------------------------------------------- encoding
+
+
+def packb(value: Any) -> bytes:
+    """``msgpack.packb`` with bin types, typed (msgpack ships no stubs)."""
+    packed: bytes = msgpack.packb(value, use_bin_type=True)
+    return packed
+
+
+def pack_body(body: Any) -> bytes:
+    """msgpack of a message body; ``FrameError('unencodable')`` if it cannot be."""
+    try:
+        return packb(body)
+    except Exception as exc:  # TypeError, OverflowError, ValueError (recursion), ...
+        raise FrameError("unencodable", f"body: {type(exc).__name__}: {exc}") from None
+
+
+def message_fields(message: Message) -> list[int | None]:
+    """The message header fields in wire order, range-checked."""
+    mid = message.id
+    return [
+        _out("type", message.type, TYPE_MAX),
+        _out("flags", message.flags, FLAGS_MAX),
+        _out("origin", mid.origin, NODE_ID_MAX),
+        _out("origin epoch", mid.epoch, EPOCH_MAX),
+        _out("seq", mid.seq, SEQ_MAX),
+        _out("hop", message.hop, HOP_MAX),
+        _out("ttl", message.ttl, TTL_MAX),
+        None
+        if message.reliable_id is None
+        else _out("reliable_id", message.reliable_id, RELIABLE_ID_MAX),
+    ]
+
+
+def link_fields(protocol_id: int, transmitter: NodeId, epoch: int, seq: int) -> list[int]:
+    """The per-frame (per-hop) header fields in wire order, range-checked."""
+    return [
+        _out("protocol_id", protocol_id, PROTOCOL_ID_MAX),
+        _out("transmitter", transmitter, NODE_ID_MAX),
+        _out("transmitter epoch", epoch, EPOCH_MAX),
+        _out("transmitter seq", seq, SEQ_MAX),
+    ]
+
+
+def fragment_fields(fragment_id: int, index: int, count: int) -> list[int]:
+    """The fragment header fields in wire order, range-checked."""
+    return [
+        _out("fragment id", fragment_id, FRAGMENT_ID_MAX),
+        _out("fragment index", index, FRAGMENT_COUNT_MAX),
+        _out("fragment count", count, FRAGMENT_COUNT_MAX),
+    ]
+
+
+def pack_elements(values: list[Any]) -> bytes:
+    """The msgpack encodings of ``values`` concatenated: an array without its header.
+
+    Lets the codec pack a body and the header fields once and assemble the
+    size check, the whole frame and the message section from the same bytes.
+    """
+    if len(values) > 15:
+        raise ValueError("pack_elements packs at most 15 values")
+    return packb(values)[1:]
+
+
+def array(size: int, *elements: bytes) -> bytes:
+    """A msgpack fixarray of ``size`` already-packed elements."""
+    return bytes((0x90 | size,)) + b"".join(elements)
+
+
+def seal(
+    keys: KeyRing,
+    payload: bytes,
+    *,
+    fragment: bool = False,
+    key_id: int | None = None,
+    version: int = VERSION,
+) -> bytes:
+    """Prefix and authenticate a packed array (also used by tests and the fuzzer)."""
+    kid = keys.current if key_id is None else key_id
+    head = bytes((version, FLAG_FRAGMENT if fragment else 0, kid)) + payload
+    return head + keys.tag(kid, head)
+
+
+def encode_message(
+    keys: KeyRing, protocol_id: int, transmitter: NodeId, epoch: int, seq: int, message: Message
+) -> bytes:
+    """One whole frame for ``message`` (no size limit: the codec enforces those)."""
+    link = pack_elements(link_fields(protocol_id, transmitter, epoch, seq))
+    fields = pack_elements(message_fields(message))
+    return seal(keys, array(WHOLE_FIELDS, link, fields, pack_body(message.body)))
+
+
+def _out(name: str, value: Any, maximum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= maximum:
+        raise FrameError("unencodable", f"{name} {value!r} is not an integer in 0..{maximum}")
+    return value
+
+
+# ---------------------------------------------------------------------- decoding
+
+
+def decode_frame(
+    data: bytes | bytearray | memoryview, keys: KeyRing, *, max_size: int | None = None
+) -> Frame:
+    """Parse and verify one frame; raises only ``FrameError``.
+
+    Stateless: replay, own-frame and reassembly checks belong to ``FrameCodec``.
+    """
+    if isinstance(data, memoryview):
+        data = data.tobytes()
+    elif not isinstance(data, bytes | bytearray):
+        raise FrameError("malformed", f"frame is {type(data).__name__}, not bytes")
+    size = len(data)
+    if max_size is not None and size > max_size:
+        raise FrameError("oversized", f"frame of {size} bytes, limit {max_size}")
+    if size < MIN_FRAME_BYTES:
+        raise FrameError("malformed", f"truncated frame of {size} bytes")
+    view = memoryview(data)
+    version, flags, key_id = view[0], view[1], view[2]
+    if version != VERSION:
+        raise FrameError("bad_version", f"version {version}, expected {VERSION}")
+    if flags & ~KNOWN_FLAGS:
+        raise FrameError("malformed", f"unknown frame flags 0x{flags:02x}")
+    if not keys.accepts(key_id):
+        raise FrameError("unknown_key", f"key id {key_id}")
+    if not keys.verify(key_id, view[: size - TAG_BYTES], view[size - TAG_BYTES :]):
+        raise FrameError("bad_tag", f"key id {key_id}")
+    fields = unpack_array(view[PREFIX_BYTES : size - TAG_BYTES])
+    if flags & FLAG_FRAGMENT:
+        return _fragment_frame(fields, key_id, size)
+    return _whole_frame(fields, key_id, size)
+
+
+def unpack_array(payload: memoryview | bytes) -> list[Any]:
+    """Unpack one msgpack array with every length bounded by the input's size."""
+    limit = len(payload)
+    try:
+        value = msgpack.unpackb(
+            payload,
+            raw=False,
+            use_list=True,
+            strict_map_key=False,
+            max_str_len=limit,
+            max_bin_len=limit,
+            max_array_len=limit,
+            max_map_len=limit // 2,
+            max_ext_len=limit,
+        )
+    except Exception as exc:  # ExtraData, FormatError, StackError, UnicodeDecodeError, ...
+        raise FrameError("malformed", f"msgpack: {type(exc).__name__}") from None
+    if not isinstance(value, list):
+        raise FrameError("malformed", f"expected an array, got {type(value).__name__}")
+    return value
+
+
+def parse_section(fields: list[Any]) -> Message:
+    """A ``Message`` from the 9 fields of a message section; ``malformed`` otherwise."""
+    if len(fields) != SECTION_FIELDS:
+        raise FrameError("malformed", f"message section of {len(fields)} fields")
+    return _message(fields)
+
+
+def _whole_frame(fields: list[Any], key_id: int, size: int) -> Frame:
+    if len(fields) != WHOLE_FIELDS:
+        raise FrameError("malformed", f"frame of {len(fields)} fields, expected {WHOLE_FIELDS}")
+    protocol_id, transmitter, epoch, seq = _link(fields)
+    return Frame(key_id, protocol_id, transmitter, epoch, seq, _message(fields[4:]), None, size)
+
+
+def _fragment_frame(fields: list[Any], key_id: int, size: int) -> Frame:
+    if len(fields) != FRAGMENT_FIELDS:
+        raise FrameError(
+            "malformed", f"fragment of {len(fields)} fields, expected {FRAGMENT_FIELDS}"
+        )
+    protocol_id, transmitter, epoch, seq = _link(fields)
+    fragment_id = _in("fragment id", fields[4], FRAGMENT_ID_MAX)
+    index = _in("fragment index", fields[5], FRAGMENT_COUNT_MAX)
+    count = _in("fragment count", fields[6], FRAGMENT_COUNT_MAX)
+    chunk = fields[7]
+    if not isinstance(chunk, bytes):
+        raise FrameError("malformed", f"fragment chunk is {type(chunk).__name__}, not bin")
+    if count < 2 or index >= count or not chunk:
+        raise FrameError("fragment_invalid", f"index {index} of {count}, {len(chunk)} bytes")
+    fragment = Fragment(fragment_id, index, count, chunk)
+    return Frame(key_id, protocol_id, transmitter, epoch, seq, None, fragment, size)
+
+
+def _link(fields: list[Any]) -> tuple[int, int, int, int]:
+    return (
+        _in("protocol_id", fields[0], PROTOCOL_ID_MAX),
+        _in("transmitter", fields[1], NODE_ID_MAX),
+        _in("transmitter epoch", fields[2], EPOCH_MAX),
+        _in("transmitter seq", fields[3], SEQ_MAX),
+    )
+
+
+def _message(fields: list[Any]) -> Message:
+    """Fields ``type .. body`` (9 of them) into a ``Message``."""
+    reliable = fields[7]
+    return Message(
+        type=_in("type", fields[0], TYPE_MAX),
+        id=MessageId(
+            _in("origin", fields[2], NODE_ID_MAX),
+            _in("origin epoch", fields[3], EPOCH_MAX),
+            _in("seq", fields[4], SEQ_MAX),
+        ),
+        body=fields[8],
+        hop=_in("hop", fields[5], HOP_MAX),
+        ttl=_in("ttl", fields[6], TTL_MAX),
+        flags=_in("flags", fields[1], FLAGS_MAX),
+        reliable_id=None if reliable is None else _in("reliable_id", reliable, RELIABLE_ID_MAX),
+    )
+
+
+def _in(name: str, value: Any, maximum: int) -> int:
+    if type(value) is not int or not 0 <= value <= maximum:
+        raise FrameError("malformed", f"{name} is not an integer in 0..{maximum}")
+    return value
