@@ -8,6 +8,7 @@ from a config or scenario file into it, with one clear error per bad key.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 import types
 import typing
@@ -73,11 +74,12 @@ def _coerce(key: str, value: Any, annotation: Any) -> Any:
         if not isinstance(value, str):
             raise ParameterError(key, f"expected a string, got {type(value).__name__}")
         return value
-    if isinstance(annotation, type) and issubclass(annotation, str):  # StrEnum
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
         try:
             return annotation(value)
         except ValueError:
-            raise ParameterError(key, f"must be one of {[m.value for m in annotation]}") from None
+            choices = [member.value for member in annotation]
+            raise ParameterError(key, f"must be one of {choices}") from None
     raise ParameterError(key, f"unsupported parameter type {annotation}")
 
 

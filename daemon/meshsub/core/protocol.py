@@ -43,9 +43,17 @@ from meshsub.core.api import (
     TimerFired,
 )
 from meshsub.core.content import Event, Subscription
-from meshsub.core.syntax import format_event, format_subscription
 from meshsub.core.dedup import DuplicateCache
 from meshsub.core.params import ProtocolParams
+from meshsub.core.reliable import (
+    TIMER_PREFIX,
+    Outcome,
+    ReceivedIds,
+    ReliableParams,
+    ReliableSender,
+    RetransmitPolicy,
+)
+from meshsub.core.syntax import format_event, format_subscription
 
 
 class Protocol:
@@ -80,6 +88,10 @@ class Protocol:
         self._seq = 0
         self._delivered = DuplicateCache(dedup_capacity)
         self._actions: list[Action] = []
+        policy = self.retransmit_policy()
+        rel_rng = random.Random(f"rel:{seed}:{node}:{epoch}")
+        self.reliable = ReliableSender(policy, rel_rng, first_id=rel_rng.getrandbits(32))
+        self._reliable_received = ReceivedIds(memory_s=max(60.0, 4 * policy.worst_case_span()))
 
     # ------------------------------------------------------------------ driver
 
@@ -96,23 +108,28 @@ class Protocol:
                 self.neighbors[info.node] = info
                 self.on_neighbor_changed(info)
             case NeighborDown(node=node):
-                if self.neighbors.pop(node, None) is not None:
+                known = self.neighbors.pop(node, None) is not None
+                self._apply_reliable(self.reliable.on_neighbor_down(node))
+                if known:
                     self.on_neighbor_down(node)
             case PositionChanged(position=position):
                 self.position = position
                 self.on_position(position)
             case TimerFired(name=name):
-                self.on_timer(name)
+                if name.startswith(TIMER_PREFIX):
+                    self._apply_reliable(self.reliable.on_timer(self.now, name))
+                else:
+                    self.on_timer(name)
             case LocalSubscribe(sub_id=sub_id, subscription=sub):
                 self.subscriptions[sub_id] = sub
                 self.emit("subscribe", sub_id=sub_id, topic=sub.topic,
                           content=format_subscription(sub))
                 self.on_subscribe(sub_id, sub)
             case LocalUnsubscribe(sub_id=sub_id):
-                sub = self.subscriptions.pop(sub_id, None)
-                if sub is not None:
-                    self.emit("unsubscribe", sub_id=sub_id, topic=sub.topic)
-                    self.on_unsubscribe(sub_id, sub)
+                removed = self.subscriptions.pop(sub_id, None)
+                if removed is not None:
+                    self.emit("unsubscribe", sub_id=sub_id, topic=removed.topic)
+                    self.on_unsubscribe(sub_id, removed)
             case LocalPublish(event=event, event_id=event_id):
                 self.emit("publish", event_id=str(event_id), topic=event.topic,
                           content=format_event(event))
@@ -142,6 +159,7 @@ class Protocol:
             "neighbors": len(self.neighbors),
             "subscriptions": len(self.subscriptions),
             "drops": dict(self.drops),
+            "reliable": {**self.reliable.stats, "pending": len(self.reliable.pending)},
         }
 
     # ----------------------------------------------------------------- hooks
@@ -162,7 +180,7 @@ class Protocol:
         """Own position changed; ``None`` means the fix was lost."""
 
     def on_timer(self, name: str) -> None:
-        """A timer set with ``set_timer`` fired."""
+        """A timer set with ``set_timer`` fired (names starting ``rel:`` are the core's)."""
 
     def on_subscribe(self, sub_id: str, subscription: Subscription) -> None:
         """A local application subscribed (already in ``self.subscriptions``)."""
@@ -173,6 +191,12 @@ class Protocol:
     def on_publish(self, event: Event, event_id: MessageId) -> None:
         """A local application published ``event``."""
 
+    def on_reliable_acked(self, node: NodeId, message: Message) -> None:
+        """``node`` acknowledged ``message`` sent with ``send_reliable`` (custody moves now)."""
+
+    def on_reliable_failed(self, node: NodeId, message: Message) -> None:
+        """A ``send_reliable`` to ``node`` was given up (retries spent or neighbour down)."""
+
     # -------------------------------------------------------------- services
 
     def send(self, node: NodeId, message: Message) -> None:
@@ -181,6 +205,27 @@ class Protocol:
     def send_many(self, nodes: frozenset[NodeId], message: Message) -> None:
         if nodes:
             self._actions.append(SendToMany(nodes, message))
+
+    def send_reliable(self, node: NodeId, message: Message) -> int:
+        """Unicast with per-hop ACK and retransmission; return the reliable id.
+
+        Exactly one of ``on_reliable_acked`` / ``on_reliable_failed`` follows.
+        A failure is also a counted drop (``reliable_give_up`` or
+        ``neighbor_down``).
+        """
+        rid, out = self.reliable.send(self.now, node, message)
+        self._actions.extend(out.actions)
+        return rid
+
+    def retransmit_policy(self) -> RetransmitPolicy:
+        """Reliable-send timing: from ``ReliableParams`` fields, else the defaults.
+
+        Override to map a protocol's own parameter names onto a policy; it is
+        called from ``__init__``, so it may read ``self.params`` only.
+        """
+        if isinstance(self.params, ReliableParams):
+            return self.params.retransmit_policy()
+        return RetransmitPolicy()
 
     def broadcast(self, message: Message) -> None:
         self._actions.append(Broadcast(message))
@@ -242,5 +287,34 @@ class Protocol:
     # -------------------------------------------------------------- internals
 
     def _on_frame_core(self, sender: NodeId, message: Message) -> None:
-        """Core message types are handled here; the rest go to ``on_frame``."""
+        """Core message types are handled here; the rest go to ``on_frame``.
+
+        A frame with a ``reliable_id`` is acknowledged every time it arrives
+        (ACKs get lost too) but passed up only the first time.
+        """
+        if message.type == CoreType.ACK:
+            rid = message.body
+            if isinstance(rid, bool) or not isinstance(rid, int) or not 0 <= rid < 1 << 32:
+                self.drop("malformed", message, peer=sender)
+                return
+            self._apply_reliable(self.reliable.on_ack(sender, rid))
+            return
+        rid = message.reliable_id
+        if rid is not None:
+            if isinstance(rid, bool) or not isinstance(rid, int) or not 0 <= rid < 1 << 32:
+                self.drop("malformed", message, peer=sender)
+                return
+            self.send(sender, Message(CoreType.ACK, message.id, rid, ttl=1))
+            if not self._reliable_received.accept(self.now, sender, rid):
+                self.drop("reliable_duplicate", message, peer=sender)
+                return
         self.on_frame(sender, message)
+
+    def _apply_reliable(self, out: Outcome) -> None:
+        """Queue a reliable-sender step's actions and run the protocol's hooks."""
+        self._actions.extend(out.actions)
+        for entry in out.acked:
+            self.on_reliable_acked(entry.node, entry.message)
+        for entry, reason in out.failed:
+            self.drop(reason, entry.message, peer=entry.node)
+            self.on_reliable_failed(entry.node, entry.message)

@@ -1,0 +1,111 @@
+"""TTL-limited flooding: the "Flooding"/"DF" baseline of the MANET and WSN papers.
+
+Every event is broadcast to the whole network (within ``ttl`` hops) and each
+node filters locally with the exact matcher, so nothing is kept about
+subscriptions: the upper bound on delivery and the lower bound on latency
+that the content-based protocols are compared against. Each node rebroadcasts
+each message once (duplicate suppression by ``MessageId``), after a small
+random delay so that neighbours that heard the same copy do not transmit in
+the same instant on a real radio.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from meshsub.core.api import FIRST_PROTOCOL_TYPE, Message, MessageId, MsgKind, NodeId
+from meshsub.core.content import Event
+from meshsub.core.params import ParameterError, ProtocolParams
+from meshsub.core.protocol import Protocol
+
+DATA = FIRST_PROTOCOL_TYPE
+FORWARD_TIMER = "fwd:"
+
+
+@dataclass(frozen=True, slots=True)
+class FloodingParams(ProtocolParams):
+    ttl: int = 16
+    """Hops a message may travel (1 = the publisher's neighbours only)."""
+    jitter: float = 0.01
+    """Upper bound (s) of the uniform random delay before a rebroadcast; 0 = at once."""
+
+    def validate(self) -> None:
+        if not 1 <= self.ttl <= 255:
+            raise ParameterError("ttl", "must be in 1..255")
+        if not (math.isfinite(self.jitter) and 0.0 <= self.jitter <= 10.0):
+            raise ParameterError("jitter", "must be between 0 and 10 seconds")
+
+
+def encode_body(event: Event, published_at: float) -> list[Any]:
+    return [event.to_wire(), published_at]
+
+
+def decode_body(body: Any) -> tuple[Event, float]:
+    """``(event, published_at)``; ``ValueError`` if the body is malformed."""
+    if not isinstance(body, list | tuple) or len(body) != 2:
+        raise ValueError("flooding DATA body is [event, published_at]")
+    wire, published_at = body
+    if isinstance(published_at, bool) or not isinstance(published_at, int | float) \
+            or not math.isfinite(published_at):
+        raise ValueError("published_at must be a finite number")
+    try:
+        event = Event.from_wire(wire)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"bad event: {exc}") from None
+    return event, float(published_at)
+
+
+class Flooding(Protocol):
+    """Flood every event; deliver wherever a local subscription matches."""
+
+    name: ClassVar[str] = "flooding"
+    protocol_id: ClassVar[int] = 1
+    Params: ClassVar[type[ProtocolParams]] = FloodingParams
+    message_kinds: ClassVar[dict[int, MsgKind]] = {DATA: MsgKind.DATA}
+
+    params: FloodingParams
+
+    def __init__(self, node: NodeId, **kwargs: Any) -> None:
+        super().__init__(node, **kwargs)
+        self._waiting: dict[str, Message] = {}
+        """Rebroadcasts waiting for their jitter timer, by timer name."""
+
+    def on_publish(self, event: Event, event_id: MessageId) -> None:
+        self.is_duplicate(event_id)  # our own copy coming back is a duplicate
+        self.deliver_local(event, event_id, hop=0, published_at=self.now)
+        self.broadcast(Message(DATA, event_id, encode_body(event, self.now), hop=0,
+                               ttl=self.params.ttl))
+
+    def on_frame(self, sender: NodeId, message: Message) -> None:
+        if message.type != DATA:
+            self.drop("unknown_type", message, peer=sender)
+            return
+        if message.id in self.dedup:
+            self.drops["duplicate"] += 1  # the rx records already show every copy
+            return
+        try:
+            event, published_at = decode_body(message.body)
+        except ValueError:  # not recorded as seen: a good copy may follow
+            self.drop("malformed", message, peer=sender)
+            return
+        self.is_duplicate(message.id)
+        self.deliver_local(event, message.id, hop=message.hop + 1, published_at=published_at)
+        copy = self.relay(message)
+        if copy is None:
+            return
+        if self.params.jitter <= 0.0:
+            self.broadcast(copy)
+            return
+        name = f"{FORWARD_TIMER}{message.id}"
+        self._waiting[name] = copy
+        self.set_timer(name, self.rng.uniform(0.0, self.params.jitter))
+
+    def on_timer(self, name: str) -> None:
+        copy = self._waiting.pop(name, None)
+        if copy is not None:
+            self.broadcast(copy)
+
+    def status(self) -> dict[str, Any]:
+        return {**super().status(), "waiting_rebroadcasts": len(self._waiting)}
