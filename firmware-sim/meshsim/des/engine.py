@@ -1,0 +1,372 @@
+"""The discrete-event driver: N protocol state machines over a radio model, in virtual time.
+
+SimPy's ``Environment`` is the clock and the event heap; every scheduled thing
+(a frame arrival, a timer, a workload input, a mobility tick, a contact) is a
+``Timeout`` with one callback, so there are no generator processes and ties
+break by scheduling order: the same scenario and seed always give the same run.
+
+Model, deliberately simple (docs/scenarios.md): links from the radio model (or
+from contact events), independent loss per receiver and per frame, arrival
+after ``radio.delay_s`` plus, with ``radio.bitrate_bps``, the serialisation
+time of the frames. There is no MAC: no contention, collisions, queueing or
+airtime sharing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from typing import Protocol as TypingProtocol
+
+import simpy
+
+from meshsim.des.codec import Sizer, make_sizer
+from meshsim.des.mobility import Trajectories
+from meshsim.des.radio import Links, compute_links, make_model
+from meshsim.des.stats import Delivery, Published, SimStats
+from meshsim.scenario.model import Contact, Scenario, to_plain
+from meshsim.scenario.plan import Plan, make_plan
+from meshsub.core.api import (
+    Action,
+    Broadcast,
+    CancelTimer,
+    Deliver,
+    Emit,
+    FrameReceived,
+    Input,
+    LocalPublish,
+    LocalSubscribe,
+    Message,
+    NeighborChanged,
+    NeighborDown,
+    NeighborInfo,
+    NeighborUp,
+    Position,
+    PositionChanged,
+    SendTo,
+    SendToMany,
+    SetTimer,
+    TelemetryValue,
+    TimerFired,
+)
+from meshsub.core.protocol import Protocol
+from meshsub.core.registry import get_protocol
+
+EPOCH = 1
+"""Every simulated node boots once."""
+
+
+class TelemetrySink(TypingProtocol):
+    def record(self, node: int, ts_ns: int, event: str,
+               attrs: Mapping[str, TelemetryValue]) -> None: ...
+
+
+class NullSink:
+    """Discards records (benchmarks of the engine alone, dry runs)."""
+
+    def record(self, node: int, ts_ns: int, event: str,
+               attrs: Mapping[str, TelemetryValue]) -> None:
+        return None
+
+
+def default_run_id(scenario: Scenario) -> str:
+    """Deterministic: name, seed and a digest of the resolved scenario.
+
+    Identical runs (same scenario, same seed) produce identical telemetry, so they
+    may share an id; anything that changes the run changes the digest.
+    """
+    digest = hashlib.sha256(json.dumps(to_plain(scenario), sort_keys=True,
+                                       default=str).encode()).hexdigest()[:8]
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", scenario.meta.name).strip("-") or "run"
+    return f"{name}-s{scenario.meta.seed}-{digest}"
+
+
+@dataclass(slots=True)
+class _Node:
+    proto: Protocol
+    sizer: Sizer
+    position: tuple[float, float]
+    timers: dict[str, int] = field(default_factory=dict)
+
+
+class Simulation:
+    """One run of a scenario. ``run()`` once; results in ``stats``."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        sink: TelemetrySink | None = None,
+        *,
+        plan: Plan | None = None,
+        sizer_factory: Callable[[int, int, int], Sizer] = make_sizer,
+    ) -> None:
+        self.scenario = scenario
+        self.plan = plan if plan is not None else make_plan(scenario)
+        self.sink: TelemetrySink = sink if sink is not None else NullSink()
+        self.env = simpy.Environment()
+        self.rng = random.Random(f"{scenario.meta.seed}:radio")
+        self.model = make_model(scenario.radio)
+        self.stats = SimStats(nodes=len(self.plan.positions))
+        self._timer_gen = 0
+        cls = get_protocol(scenario.protocol.name)
+        self.protocol_name = scenario.protocol.name
+        self.nodes: dict[int, _Node] = {
+            node: _Node(
+                cls(node, epoch=EPOCH, params=scenario.protocol.params, seed=scenario.meta.seed),
+                sizer_factory(node, EPOCH, scenario.radio.payload_size),
+                pos,
+            )
+            for node, pos in sorted(self.plan.positions.items())
+        }
+        self.links: Links = {node: {} for node in self.nodes}
+        self.trajectories = Trajectories(scenario.mobility.waypoints, self.plan.positions)
+        self._ran = False
+
+    # ------------------------------------------------------------------ running
+
+    def run(self) -> SimStats:
+        if self._ran:
+            raise RuntimeError("a Simulation runs once")
+        self._ran = True
+        started = time.perf_counter()
+        self._start()
+        self.env.run(until=self.scenario.end_s)
+        self.stats.sim_time_s = self.scenario.end_s
+        self.stats.wall_s = time.perf_counter() - started
+        return self.stats
+
+    def _at(self, t: float, fn: Callable[..., None], *args: Any) -> None:
+        """Schedule ``fn(*args)`` at absolute virtual time ``t`` (FIFO among equals)."""
+        ev = self.env.timeout(max(0.0, t - self.env.now))
+        ev.callbacks.append(lambda _ev: fn(*args))
+
+    def _start(self) -> None:
+        for node, st in self.nodes.items():
+            self._position(node, st.position)
+        if self.scenario.contacts is None:
+            self._set_links(self._radio_links())
+        for contact in self.scenario.contacts or ():
+            self._at(contact.t, self._contact, contact)
+        if self.scenario.mobility.model == "scripted":
+            tick = self.scenario.mobility.tick_s
+            self._at(tick, self._tick, tick)
+        for sub in self.plan.subscriptions:
+            self._at(sub.t, self._feed, sub.node,
+                     lambda now, s=sub: LocalSubscribe(now, s.sub_id, s.subscription))
+        for index, pub in enumerate(self.plan.publications):
+            self._at(pub.t, self._publish, index)
+
+    # ------------------------------------------------------------------- inputs
+
+    def _feed(self, node: int, make: Callable[[float], Input]) -> None:
+        self._handle(node, make(self.env.now))
+
+    def _handle(self, node: int, inp: Input) -> None:
+        st = self.nodes[node]
+        self.stats.node_events += 1
+        actions = st.proto.handle(inp)
+        if actions:
+            self._apply(node, st, actions)
+
+    def _publish(self, index: int) -> None:
+        pub = self.plan.publications[index]
+        proto = self.nodes[pub.node].proto
+        event_id = proto.new_message_id()
+        now = self.env.now
+        self.stats.published.append(Published(index, str(event_id), pub.node, now, pub.event))
+        self._handle(pub.node, LocalPublish(now, pub.event, event_id))
+
+    def _fire(self, node: int, name: str, gen: int) -> None:
+        st = self.nodes[node]
+        if st.timers.get(name) != gen:
+            return  # cancelled or re-armed since
+        del st.timers[name]
+        self._handle(node, TimerFired(self.env.now, name))
+
+    # ------------------------------------------------------------------ actions
+
+    def _apply(self, node: int, st: _Node, actions: Sequence[Action]) -> None:
+        for action in actions:
+            match action:
+                case Broadcast(message=message):
+                    self._transmit(node, st, None, message)
+                case SendTo(node=dest, message=message):
+                    self._transmit(node, st, (dest,), message)
+                case SendToMany(nodes=dests, message=message):
+                    self._transmit(node, st, tuple(sorted(dests)), message)
+                case Emit(event=event, attrs=attrs):
+                    self._record(node, event, attrs)
+                case Deliver(sub_id=sub_id, event_id=event_id, hop=hop):
+                    self.stats.deliveries.append(
+                        Delivery(str(event_id), node, sub_id, self.env.now, hop))
+                case SetTimer(name=name, at=at):
+                    self._timer_gen += 1
+                    st.timers[name] = self._timer_gen
+                    self._at(at, self._fire, node, name, self._timer_gen)
+                case CancelTimer(name=name):
+                    st.timers.pop(name, None)
+
+    def _record(self, node: int, event: str, attrs: Mapping[str, TelemetryValue]) -> None:
+        self.stats.records += 1
+        self.sink.record(node, round(self.env.now * 1e9), event, attrs)
+
+    def _transmit(self, node: int, st: _Node, dests: tuple[int, ...] | None,
+                  message: Message) -> None:
+        """One broadcast, or one unicast per destination; one encode per action."""
+        proto = st.proto
+        kind = proto.kind_of(message.type).value
+        try:
+            sizes = st.sizer(proto.protocol_id, message)
+        except Exception as exc:  # the codec refused the message: a counted drop
+            reason = getattr(exc, "reason", type(exc).__name__)
+            self.stats.encode_errors[reason] += 1
+            proto.drops[f"encode_{reason}"] += 1
+            self._record(node, "drop", {"reason": f"encode_{reason}",
+                                        "event_id": str(message.id),
+                                        "msg_type": message.type, "msg_kind": kind})
+            return
+        nbytes = sum(sizes)
+        nframes = len(sizes)
+        radio = self.scenario.radio
+        delay = radio.delay_s
+        if radio.bitrate_bps is not None:
+            delay += nbytes * 8 / radio.bitrate_bps
+        neighbors = self.links[node]
+        attrs: dict[str, TelemetryValue] = {
+            "bytes": nbytes, "msg_kind": kind, "msg_type": message.type,
+            "event_id": str(message.id), "hop": message.hop,
+        }
+        if dests is None:
+            self._count_tx(node, kind, nbytes, nframes, attrs)
+            candidates = sorted(neighbors.items())
+        else:
+            candidates = []
+            for dest in dests:
+                self._count_tx(node, kind, nbytes, nframes, {**attrs, "peer": dest})
+                loss = neighbors.get(dest)
+                if loss is None:
+                    self.stats.no_link += 1
+                else:
+                    candidates.append((dest, loss))
+        rng = self.rng
+        receivers = []
+        for dest, loss in candidates:
+            if loss > 0.0 and any(rng.random() < loss for _ in range(nframes)):
+                self.stats.lost += 1
+            else:
+                receivers.append(dest)
+        if receivers:
+            self._at(self.env.now + delay, self._arrive, node, receivers, message, nbytes, kind)
+
+    def _count_tx(self, node: int, kind: str, nbytes: int, nframes: int,
+                  attrs: Mapping[str, TelemetryValue]) -> None:
+        self.stats.tx[kind] += 1
+        self.stats.tx_bytes[kind] += nbytes
+        self.stats.tx_frames += nframes
+        self._record(node, "tx", attrs)
+
+    def _arrive(self, sender: int, receivers: list[int], message: Message, nbytes: int,
+                kind: str) -> None:
+        now = self.env.now
+        ts_ns = round(now * 1e9)
+        event_id = str(message.id)
+        attrs: dict[str, TelemetryValue] = {  # shared by every receiver's record (read-only)
+            "peer": sender, "bytes": nbytes, "msg_kind": kind, "msg_type": message.type,
+            "event_id": event_id, "hop": message.hop,
+        }
+        stats, links, sink, nodes = self.stats, self.links, self.sink, self.nodes
+        inp = FrameReceived(now, sender, message)
+        for dest in receivers:
+            if sender not in links[dest]:
+                stats.lost += 1  # the link went down while the frame was in flight
+                continue
+            stats.rx[kind] += 1
+            if kind == "data":
+                stats.rx_copies[(event_id, dest)] += 1
+            stats.records += 1
+            sink.record(dest, ts_ns, "rx", attrs)
+            st = nodes[dest]
+            stats.node_events += 1
+            actions = st.proto.handle(inp)
+            if actions:
+                self._apply(dest, st, actions)
+
+    # ----------------------------------------------------------------- topology
+
+    def _radio_links(self) -> Links:
+        positions = {node: st.position for node, st in self.nodes.items()}
+        return compute_links(positions, self.model, self.scenario.radio.links)
+
+    def _info(self, node: int, loss: float) -> NeighborInfo:
+        x, y = self.nodes[node].position
+        return NeighborInfo(node, Position(x, y, fixed_at=self.env.now), 1.0 - loss)
+
+    def _position(self, node: int, pos: tuple[float, float]) -> None:
+        self.nodes[node].position = pos
+        now = self.env.now
+        self._record(node, "position", {"x": pos[0], "y": pos[1]})
+        self._handle(node, PositionChanged(now, Position(pos[0], pos[1], fixed_at=now)))
+
+    def _link_up(self, a: int, b: int, loss: float) -> None:
+        self.links[a][b] = loss
+        self.stats.neighbor_changes += 1
+        self._record(a, "neighbor_up", {"peer": b})
+        self._handle(a, NeighborUp(self.env.now, self._info(b, loss)))
+
+    def _link_down(self, a: int, b: int) -> None:
+        del self.links[a][b]
+        self.stats.neighbor_changes += 1
+        self._record(a, "neighbor_down", {"peer": b})
+        self._handle(a, NeighborDown(self.env.now, b))
+
+    def _set_links(self, new: Links, moved: frozenset[int] = frozenset()) -> None:
+        """Move from the current link graph to ``new``, telling every node what changed."""
+        for a in sorted(self.nodes):
+            old_nb, new_nb = self.links[a], new.get(a, {})
+            for b in sorted(set(old_nb) - set(new_nb)):
+                self._link_down(a, b)
+            for b in sorted(new_nb):
+                if b not in old_nb:
+                    self._link_up(a, b, new_nb[b])
+                elif b in moved or old_nb[b] != new_nb[b]:
+                    old_nb[b] = new_nb[b]
+                    self._handle(a, NeighborChanged(self.env.now, self._info(b, new_nb[b])))
+
+    def _tick(self, period: float) -> None:
+        now = self.env.now
+        moved = []
+        for node in self.trajectories.nodes:
+            pos = self.trajectories.position(node, now)
+            if pos != self.nodes[node].position:
+                self._position(node, pos)
+                moved.append(node)
+        if moved and self.scenario.contacts is None:
+            self._set_links(self._radio_links(), frozenset(moved))
+        elif moved:
+            moved_set = set(moved)
+            for a in sorted(self.nodes):
+                for b, loss in sorted(self.links[a].items()):
+                    if b in moved_set:
+                        self._handle(a, NeighborChanged(now, self._info(b, loss)))
+        if now + period < self.scenario.end_s and now < self.trajectories.last_t:
+            self._at(now + period, self._tick, period)
+
+    def _contact(self, c: Contact) -> None:
+        if c.up:
+            if c.b in self.links[c.a]:
+                return
+            loss = self.scenario.radio.loss
+            for o in self.scenario.radio.links:
+                if {o.a, o.b} == {c.a, c.b} and o.loss is not None:
+                    loss = o.loss
+            self._link_up(c.a, c.b, loss)
+            self._link_up(c.b, c.a, loss)
+        elif c.b in self.links[c.a]:
+            self._link_down(c.a, c.b)
+            self._link_down(c.b, c.a)

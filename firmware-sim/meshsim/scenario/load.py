@@ -1,0 +1,457 @@
+"""Read and validate a scenario file: TOML text -> ``Scenario``.
+
+Everything that can be checked without running is checked here (types, ranges,
+node ids, expressions with the real parser, protocol name and parameters with
+the protocol's own ``Params``), so ``meshsim validate`` catches what a run would.
+"""
+
+from __future__ import annotations
+
+import copy
+import tomllib
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from meshsim.scenario.model import (
+    MOBILITY_MODELS,
+    PLACEMENTS,
+    RADIO_MODELS,
+    Area,
+    AttrDist,
+    Contact,
+    LinkOverride,
+    Meta,
+    Mobility,
+    Nodes,
+    ProtocolSpec,
+    PublicationGen,
+    PublicationSpec,
+    Radio,
+    Scenario,
+    SubscriberGen,
+    SubscriptionSpec,
+    Template,
+    Waypoint,
+    WeightedExpr,
+    Workload,
+)
+from meshsim.scenario.overrides import apply_override
+from meshsim.scenario.reader import ScenarioError, Table, check_int, check_number, type_name
+from meshsim.scenario.traces import parse_contact_line, parse_contacts, parse_waypoints
+from meshsub.core.content import ContentError
+from meshsub.core.params import ParameterError, parse_params
+from meshsub.core.registry import UnknownProtocolError, get_protocol
+from meshsub.core.syntax import parse_event, parse_subscription
+
+ATTR_KINDS = ("uniform_int", "uniform_float", "choice", "const")
+
+
+def load_scenario(path: str | Path, overrides: Sequence[str] = (),
+                  seed: int | None = None) -> Scenario:
+    """Load ``path``, apply ``--set`` overrides (and ``--seed``), validate."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError("", f"cannot read scenario {str(path)!r}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ScenarioError("", f"scenario {str(path)!r} is not UTF-8 text") from None
+    return loads_scenario(text, overrides, seed=seed, base_dir=path.parent, filename=str(path))
+
+
+def loads_scenario(text: str, overrides: Sequence[str] = (), *, seed: int | None = None,
+                   base_dir: Path | None = None, filename: str = "<scenario>") -> Scenario:
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError("", f"{filename}: invalid TOML: {exc}") from None
+    all_overrides = list(overrides)
+    if seed is not None:
+        all_overrides.append(f"scenario.seed={seed}")
+    for assignment in all_overrides:
+        apply_override(doc, assignment)
+    return from_dict(doc, base_dir=base_dir or Path("."), overrides=tuple(all_overrides))
+
+
+def from_dict(doc: dict[str, Any], *, base_dir: Path = Path("."),
+              overrides: tuple[str, ...] = ()) -> Scenario:
+    root = Table(doc, "")
+    meta = _meta(root.table("scenario", required=True))
+    area = _area(root.table("area", required=True))
+    nodes = _nodes(root.table("nodes", required=True), area)
+    ids = set(nodes.ids)
+    radio = _radio(root.table("radio"), ids)
+    mobility = _mobility(root.table("mobility"), ids, base_dir, meta)
+    contacts = _contacts(root, ids, base_dir)
+    protocol = _protocol(root.table("protocol", required=True))
+    workload = _workload(root.table("workload"), ids, meta)
+    root.done()
+    return Scenario(meta, area, radio, nodes, mobility, contacts, protocol, workload,
+                    source=copy.deepcopy(doc), overrides=overrides)
+
+
+# --------------------------------------------------------------------- sections
+
+
+def _meta(t: Table) -> Meta:
+    name = t.string("name")
+    if not name.strip():
+        raise t.err("name", "must not be empty")
+    meta = Meta(
+        name=name,
+        seed=t.integer("seed", 1, lo=0, hi=2**63 - 1),
+        duration_s=t.number("duration_s", lo=0.0, lo_open=True),
+        drain_s=t.number("drain_s", 10.0, lo=0.0),
+        warmup_s=t.number("warmup_s", 0.0, lo=0.0),
+        description=t.string("description", ""),
+    )
+    if meta.warmup_s >= meta.duration_s:
+        raise t.err("warmup_s", "must be less than duration_s")
+    t.done()
+    return meta
+
+
+def _area(t: Table) -> Area:
+    area = Area(
+        width_m=t.number("width_m", lo=0.0, lo_open=True),
+        height_m=t.number("height_m", lo=0.0, lo_open=True),
+        origin_lat=t.number("origin_lat", 0.0, lo=-90.0, hi=90.0),
+        origin_lon=t.number("origin_lon", 0.0, lo=-180.0, hi=180.0),
+    )
+    t.done()
+    return area
+
+
+def _radio(t: Table, ids: set[int]) -> Radio:
+    links = []
+    for lt in t.tables("links"):
+        a, b = _node_ref(lt, "a", ids), _node_ref(lt, "b", ids)
+        if a == b:
+            raise lt.err("b", "a link needs two different nodes")
+        loss = lt.opt_number("loss", lo=0.0)
+        if loss is not None and loss > 1.0:
+            raise lt.err("loss", f"must be <= 1 (got {loss:g})")
+        connected = lt.raw("connected", None)
+        if connected is not None and not isinstance(connected, bool):
+            raise lt.err("connected", f"expected true or false, got {type_name(connected)}")
+        if loss is None and connected is None:
+            raise lt.err("loss", "a link override needs loss and/or connected")
+        lt.done()
+        links.append(LinkOverride(a, b, loss, connected))
+    radio = Radio(
+        model=t.string("model", "unit_disk", choices=RADIO_MODELS),
+        range_m=t.number("range_m", 100.0, lo=0.0, lo_open=True),
+        loss=t.number("loss", 0.0, lo=0.0, hi=1.0),
+        ramp_start=t.number("ramp_start", 0.75, lo=0.0, hi=1.0),
+        delay_s=t.number("delay_s", 0.001, lo=0.0),
+        bitrate_bps=t.opt_number("bitrate_bps", lo=0.0, lo_open=True),
+        payload_size=t.integer("payload_size", 1200, lo=256, hi=65507),
+        links=tuple(links),
+    )
+    t.done()
+    return radio
+
+
+def _nodes(t: Table, area: Area) -> Nodes:
+    placement = t.string("placement", choices=PLACEMENTS)
+    positions: list[tuple[int, float, float]] = []
+    if placement == "explicit":
+        for pt in t.tables("positions"):
+            pid = pt.integer("id", len(positions) + 1, lo=0, hi=0xFFFF_FFFF)
+            x = pt.number("x", lo=0.0, hi=area.width_m)
+            y = pt.number("y", lo=0.0, hi=area.height_m)
+            pt.done()
+            positions.append((pid, x, y))
+        if not positions:
+            raise t.err("positions", "explicit placement needs at least one position")
+        count = t.integer("count", len(positions), lo=1)
+        if count != len(positions):
+            raise t.err("count", f"is {count} but {len(positions)} positions are listed")
+        ids = [p[0] for p in positions]
+        dup = next((i for i in ids if ids.count(i) > 1), None)
+        if dup is not None:
+            raise t.err("positions", f"node id {dup} appears twice")
+    else:
+        if t.has("positions"):
+            t.raw("positions")
+            raise t.err("positions", f"only for placement = \"explicit\" (not {placement!r})")
+        count = t.integer("count", lo=1, hi=100_000)
+        first = t.integer("first_id", 1, lo=0, hi=0xFFFF_FFFF - count + 1)
+        ids = list(range(first, first + count))
+    nodes = Nodes(
+        count=count,
+        placement=placement,
+        ids=tuple(ids),
+        spacing_m=t.opt_number("spacing_m", lo=0.0, lo_open=True),
+        connected=t.boolean("connected", False),
+        max_tries=t.integer("max_tries", 1000, lo=1),
+        positions=tuple(positions),
+    )
+    if nodes.connected and placement != "random":
+        raise t.err("connected", "only for placement = \"random\"")
+    t.done()
+    return nodes
+
+
+def _mobility(t: Table, ids: set[int], base_dir: Path, meta: Meta) -> Mobility:
+    model = t.string("model", "static", choices=MOBILITY_MODELS)
+    tick = t.number("tick_s", 1.0, lo=0.0, lo_open=True)
+    waypoints: list[Waypoint] = []
+    if model == "scripted":
+        for i, item in enumerate(t.array("waypoints", [])):
+            where = f"mobility.waypoints[{i}]"
+            if not isinstance(item, list) or len(item) != 4:
+                raise ScenarioError(where, "expected [t, node, x, y]")
+            waypoints.append(Waypoint(check_number(item[0], where, lo=0.0),
+                                      check_int(item[1], where),
+                                      check_number(item[2], where),
+                                      check_number(item[3], where)))
+        file = t.opt_string("file")
+        if file is not None:
+            waypoints.extend(parse_waypoints(_read_lines(base_dir, file, "mobility.file"),
+                                             f"mobility.file {file}"))
+        if not waypoints:
+            raise t.err("waypoints", "scripted mobility needs waypoints or a file")
+        for w in waypoints:
+            if w.node not in ids:
+                raise t.err("waypoints", f"unknown node {w.node}")
+    else:
+        for key in ("waypoints", "file"):
+            if t.has(key):
+                t.raw(key)
+                raise t.err(key, "only for model = \"scripted\"")
+    t.done()
+    ordered = tuple(sorted(waypoints, key=lambda w: (w.node, w.t)))
+    return Mobility(model, tick, ordered)
+
+
+def _contacts(root: Table, ids: set[int], base_dir: Path) -> tuple[Contact, ...] | None:
+    if not root.has("contacts"):
+        root.raw("contacts", None)
+        return None
+    t = root.table("contacts")
+    events: list[Contact] = []
+    for i, line in enumerate(t.array("events", [])):
+        where = f"contacts.events[{i}]"
+        if not isinstance(line, str):
+            raise ScenarioError(where, f"expected a string 'time CONN a b up|down', "
+                                       f"got {type_name(line)}")
+        events.append(parse_contact_line(line, where))
+    file = t.opt_string("file")
+    if file is not None:
+        events.extend(parse_contacts(_read_lines(base_dir, file, "contacts.file"),
+                                     f"contacts.file {file}"))
+    t.done()
+    for c in events:
+        for n in (c.a, c.b):
+            if n not in ids:
+                raise ScenarioError("contacts", f"unknown node {n} in contact at t={c.t:g}")
+    return tuple(sorted(events, key=lambda c: c.t))
+
+
+def _protocol(t: Table) -> ProtocolSpec:
+    name = t.string("name")
+    try:
+        cls = get_protocol(name)
+    except UnknownProtocolError as exc:
+        raise t.err("name", str(exc)) from None
+    except Exception as exc:  # a broken plugin must not crash validation
+        raise t.err("name", f"cannot load protocol {name!r}: {exc}") from None
+    values = t.table("params")
+    t.done()
+    try:
+        params = parse_params(cls.Params, dict(values.data))
+    except ParameterError as exc:
+        raise ScenarioError(f"protocol.params.{exc.key}", exc.problem) from None
+    except ValueError as exc:
+        raise ScenarioError("protocol.params", str(exc)) from None
+    return ProtocolSpec(name, params)
+
+
+def _workload(t: Table, ids: set[int], meta: Meta) -> Workload:
+    subs = []
+    for i, st in enumerate(t.tables("subscriptions")):
+        node = _node_ref(st, "node", ids)
+        expr = st.string("expr")
+        sub_id = st.string("id", "")
+        start = st.number("t", 0.0, lo=0.0)
+        st.done()
+        subs.append(SubscriptionSpec(node, expr, _parse_sub(st, "expr", expr), start,
+                                     sub_id or f"s{i}"))
+    pubs = []
+    for pt in t.tables("publications"):
+        node = _node_ref(pt, "node", ids)
+        when = pt.number("t", lo=0.0)
+        if when >= meta.duration_s:
+            raise pt.err("t", f"must be before scenario.duration_s ({meta.duration_s:g})")
+        text = pt.string("event")
+        pt.done()
+        pubs.append(PublicationSpec(when, node, text, _parse_event(pt, "event", text)))
+    subscribers = _subscribers(t.table("subscribers"), ids) if t.has("subscribers") else None
+    generator = _generator(t.table("generator"), ids, meta) if t.has("generator") else None
+    t.done()
+    seen: set[tuple[int, str]] = set()
+    for i, s in enumerate(subs):
+        if (s.node, s.sub_id) in seen:
+            raise ScenarioError(f"workload.subscriptions[{i}].id",
+                                f"duplicate id {s.sub_id!r} on node {s.node}")
+        seen.add((s.node, s.sub_id))
+    return Workload(tuple(subs), subscribers, tuple(sorted(pubs, key=lambda p: p.t)), generator)
+
+
+def _subscribers(t: Table, ids: set[int]) -> SubscriberGen:
+    count = t.opt_integer("count", lo=0)
+    fraction = t.opt_number("fraction", lo=0.0)
+    if fraction is not None and fraction > 1.0:
+        raise t.err("fraction", f"must be <= 1 (got {fraction:g})")
+    if (count is None) == (fraction is None):
+        raise t.err("count", "give exactly one of count and fraction")
+    candidates = _node_list(t, "nodes", ids)
+    if count is not None and count > len(candidates):
+        raise t.err("count", f"is {count} but only {len(candidates)} candidate nodes exist")
+    exprs = []
+    for et in t.tables("expressions"):
+        expr = et.string("expr")
+        weight = et.number("weight", 1.0, lo=0.0, lo_open=True)
+        et.done()
+        exprs.append(WeightedExpr(expr, _parse_sub(et, "expr", expr), weight))
+    if not exprs:
+        raise t.err("expressions", "at least one expression is needed")
+    gen = SubscriberGen(count, fraction, candidates, t.integer("per_node", 1, lo=1),
+                        tuple(exprs), t.number("t", 0.0, lo=0.0))
+    t.done()
+    return gen
+
+
+def _generator(t: Table, ids: set[int], meta: Meta) -> PublicationGen:
+    templates = []
+    for tt in t.tables("templates"):
+        topic = tt.string("topic")
+        weight = tt.number("weight", 1.0, lo=0.0, lo_open=True)
+        at = tt.table("attrs")
+        attrs = tuple((name, _attr_dist(at, name)) for name in sorted(at.data))
+        at.done()
+        tt.done()
+        template = Template(topic, weight, attrs)
+        _parse_event(tt, "topic", topic, template)
+        templates.append(template)
+    if not templates:
+        raise t.err("templates", "at least one event template is needed")
+    start = t.number("start_s", meta.warmup_s, lo=0.0)
+    stop = t.number("stop_s", meta.duration_s, lo=0.0)
+    if stop > meta.duration_s:
+        raise t.err("stop_s", f"must be <= scenario.duration_s ({meta.duration_s:g})")
+    if start >= stop:
+        raise t.err("start_s", f"must be less than stop_s ({stop:g})")
+    gen = PublicationGen(
+        rate_per_s=t.number("rate_per_s", lo=0.0, lo_open=True),
+        process=t.string("process", "poisson", choices=("poisson", "periodic")),
+        start_s=start,
+        stop_s=stop,
+        count=t.opt_integer("count", lo=1),
+        publishers=_node_list(t, "publishers", ids),
+        templates=tuple(templates),
+    )
+    t.done()
+    return gen
+
+
+def _attr_dist(t: Table, name: str) -> AttrDist:
+    spec = t.raw(name)
+    path = f"{t.path}.{name}"
+    if not isinstance(spec, dict):
+        return AttrDist("const", (_scalar(spec, path),))
+    st = Table(spec, path)
+    kinds = [k for k in ATTR_KINDS if k in spec]
+    if len(kinds) != 1:
+        st.raw("decimals", None)
+        for k in ATTR_KINDS:
+            st.raw(k, None)
+        st.done()
+        raise ScenarioError(path, f"give exactly one of {', '.join(ATTR_KINDS)}")
+    kind = kinds[0]
+    decimals = st.opt_integer("decimals", lo=0)
+    raw = st.raw(kind)
+    st.done()
+    where = f"{path}.{kind}"
+    if kind == "const":
+        return AttrDist(kind, (_scalar(raw, where),))
+    if not isinstance(raw, list) or not raw:
+        raise ScenarioError(where, f"expected a non-empty array, got {type_name(raw)}")
+    if kind == "choice":
+        return AttrDist(kind, tuple(_scalar(v, where) for v in raw))
+    if len(raw) != 2:
+        raise ScenarioError(where, "expected [low, high]")
+    lo: float
+    hi: float
+    if kind == "uniform_int":
+        lo, hi = check_int(raw[0], where), check_int(raw[1], where)
+    else:
+        lo, hi = check_number(raw[0], where), check_number(raw[1], where)
+    if lo > hi:
+        raise ScenarioError(where, "low must not exceed high")
+    return AttrDist(kind, (lo, hi), decimals)
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _scalar(value: Any, path: str) -> int | float | str | bool:
+    if isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return check_number(value, path)
+    raise ScenarioError(path, f"expected a number, string or boolean, got {type_name(value)}")
+
+
+def _node_ref(t: Table, key: str, ids: set[int]) -> int:
+    node = t.integer(key)
+    if node not in ids:
+        raise t.err(key, f"unknown node {node}")
+    return node
+
+
+def _node_list(t: Table, key: str, ids: set[int]) -> tuple[int, ...]:
+    raw = t.raw(key, "all")
+    if raw == "all":
+        return tuple(sorted(ids))
+    if not isinstance(raw, list) or not raw:
+        raise t.err(key, f"expected \"all\" or a non-empty array of node ids, got "
+                         f"{type_name(raw)}")
+    out = []
+    for i, v in enumerate(raw):
+        node = check_int(v, f"{t.path}.{key}[{i}]")
+        if node not in ids:
+            raise ScenarioError(f"{t.path}.{key}[{i}]", f"unknown node {node}")
+        out.append(node)
+    return tuple(sorted(set(out)))
+
+
+def _parse_sub(t: Table, key: str, expr: str) -> Any:
+    try:
+        return parse_subscription(expr)
+    except ContentError as exc:
+        raise t.err(key, str(exc)) from None
+
+
+def _parse_event(t: Table, key: str, text: str, template: Template | None = None) -> Any:
+    """Parse an event text, or check a template by building one sample event."""
+    try:
+        if template is None:
+            return parse_event(text)
+        from meshsim.scenario.plan import sample_event  # plan imports the engine's radio
+
+        return sample_event(template, None)
+    except ContentError as exc:
+        raise t.err(key, str(exc)) from None
+
+
+def _read_lines(base_dir: Path, name: str, key: str) -> Iterable[str]:
+    path = Path(name) if Path(name).is_absolute() else base_dir / name
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ScenarioError(key, f"cannot read {str(path)!r}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ScenarioError(key, f"{str(path)!r} is not UTF-8 text") from None

@@ -1,0 +1,217 @@
+"""The validated scenario: plain frozen dataclasses, one per TOML section.
+
+A ``Scenario`` says what to run (it may still contain generators that need the
+seed); ``meshsim.scenario.plan`` turns it into the concrete positions,
+subscriptions and publications. The same file drives the simulator now and the
+virtual mesh later, so nothing here is specific to the discrete-event engine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from meshsub.core.content import Event, Subscription
+from meshsub.core.params import ProtocolParams, params_to_dict
+
+RADIO_MODELS = ("unit_disk", "linear_ramp")
+PLACEMENTS = ("grid", "line", "random", "explicit")
+MOBILITY_MODELS = ("static", "scripted")
+
+
+@dataclass(frozen=True, slots=True)
+class Meta:
+    name: str
+    seed: int
+    duration_s: float
+    drain_s: float = 10.0
+    warmup_s: float = 0.0
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Area:
+    width_m: float
+    height_m: float
+    origin_lat: float = 0.0
+    origin_lon: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class LinkOverride:
+    """Per-pair radio override (both directions): force a link up/down, or its loss."""
+
+    a: int
+    b: int
+    loss: float | None = None
+    connected: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Radio:
+    model: str = "unit_disk"
+    range_m: float = 100.0
+    loss: float = 0.0
+    ramp_start: float = 0.75
+    """linear_ramp only: loss rises linearly from ``loss`` at ramp_start*range to 1 at range."""
+    delay_s: float = 0.001
+    bitrate_bps: float | None = None
+    payload_size: int = 1200
+    links: tuple[LinkOverride, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Nodes:
+    count: int
+    placement: str
+    ids: tuple[int, ...]
+    spacing_m: float | None = None
+    connected: bool = False
+    max_tries: int = 1000
+    positions: tuple[tuple[int, float, float], ...] = ()
+    """explicit placement: (id, x, y) per node."""
+
+
+@dataclass(frozen=True, slots=True)
+class Waypoint:
+    t: float
+    node: int
+    x: float
+    y: float
+
+
+@dataclass(frozen=True, slots=True)
+class Mobility:
+    model: str = "static"
+    tick_s: float = 1.0
+    waypoints: tuple[Waypoint, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Contact:
+    t: float
+    a: int
+    b: int
+    up: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolSpec:
+    name: str
+    params: ProtocolParams = field(default_factory=ProtocolParams)
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionSpec:
+    node: int
+    expr: str
+    subscription: Subscription
+    t: float = 0.0
+    sub_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PublicationSpec:
+    t: float
+    node: int
+    text: str
+    event: Event
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedExpr:
+    expr: str
+    subscription: Subscription
+    weight: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriberGen:
+    """Generated subscriptions: which nodes subscribe, and to what (seeded)."""
+
+    count: int | None
+    fraction: float | None
+    candidates: tuple[int, ...]
+    per_node: int
+    expressions: tuple[WeightedExpr, ...]
+    t: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class AttrDist:
+    """How one event attribute is drawn: kind in uniform_int/uniform_float/choice/const."""
+
+    kind: str
+    args: tuple[Any, ...]
+    decimals: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Template:
+    topic: str
+    weight: float
+    attrs: tuple[tuple[str, AttrDist], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PublicationGen:
+    """Generated publications: a Poisson or periodic process over a publisher set."""
+
+    rate_per_s: float
+    process: str
+    start_s: float
+    stop_s: float
+    count: int | None
+    publishers: tuple[int, ...]
+    templates: tuple[Template, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    subscriptions: tuple[SubscriptionSpec, ...] = ()
+    subscribers: SubscriberGen | None = None
+    publications: tuple[PublicationSpec, ...] = ()
+    generator: PublicationGen | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    meta: Meta
+    area: Area
+    radio: Radio
+    nodes: Nodes
+    mobility: Mobility
+    contacts: tuple[Contact, ...] | None
+    """None: links come from the radio model; otherwise only from these events."""
+    protocol: ProtocolSpec
+    workload: Workload
+    source: dict[str, Any] = field(default_factory=dict, compare=False)
+    """The TOML document after ``--set`` overrides (for the manifest)."""
+    overrides: tuple[str, ...] = ()
+
+    @property
+    def end_s(self) -> float:
+        return self.meta.duration_s + self.meta.drain_s
+
+
+def to_plain(value: Any) -> Any:
+    """JSON-able form of a scenario (for the run manifest)."""
+    if isinstance(value, ProtocolParams):
+        return params_to_dict(value)
+    if isinstance(value, Event | Subscription):
+        return None  # represented by their text next to them
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out = {}
+        for f in dataclasses.fields(value):
+            if f.name == "source":
+                continue
+            plain = to_plain(getattr(value, f.name))
+            if plain is not None or f.name not in ("event", "subscription"):
+                out[f.name] = plain
+        return out
+    if isinstance(value, tuple | list):
+        return [to_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): to_plain(v) for k, v in value.items()}
+    return value

@@ -1,0 +1,48 @@
+"""The run writer: schema-identical lines, atomic files, refusal of used directories."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from meshsim.telemetry_files import RunDirError, RunWriter, base_manifest
+from meshsub.core.telemetry import dump_line, make_record, parse_line
+
+
+def test_lines_equal_the_core_schema_functions(tmp_path: Path) -> None:
+    writer = RunWriter(tmp_path / "run", "r-1", "flooding", flush_lines=2)
+    cases = [
+        ("tx", {"bytes": 71, "msg_kind": "data", "msg_type": 16, "event_id": "1-1-1",
+                "hop": 0, "peer": None}),
+        ("publish", {"event_id": "1-1-2", "topic": "räume/temp", "content": 'a/b s="x\\"y"'}),
+        ("position", {"x": 1.5, "y": 0.0}),
+        ("neighbor_up", {"peer": 2}),
+    ]
+    for i, (event, attrs) in enumerate(cases):
+        writer.record(7, i * 1000, event, attrs)
+    assert not (tmp_path / "run" / "node-7.jsonl").exists()  # only the .tmp until close
+    writer.close(base_manifest(run="r-1", scenario_name="s", seed=1, protocol="flooding",
+                               params={}, warmup_s=0.0, nodes=1, scenario={}))
+    lines = (tmp_path / "run" / "node-7.jsonl").read_text(encoding="utf-8").splitlines()
+    expected = [dump_line(make_record(run="r-1", node=7, protocol="flooding", ts_ns=i * 1000,
+                                      event=event, attrs={"rec": i, "epoch": 1, **attrs}))
+                for i, (event, attrs) in enumerate(cases)]
+    assert lines == expected
+    assert all(parse_line(line) for line in lines)
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["files"] == ["node-7.jsonl"] and manifest["records"] == 4
+    assert manifest["tier"] == "simulation" and manifest["meshsub_version"]
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["manifest.json",
+                                                                      "node-7.jsonl"]
+
+
+def test_used_or_unusable_run_dirs_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "x").write_text("")
+    with pytest.raises(RunDirError, match="not empty"):
+        RunWriter(tmp_path / "used", "r", "p")
+    (tmp_path / "file").write_text("")
+    with pytest.raises(RunDirError, match="cannot use"):
+        RunWriter(tmp_path / "file", "r", "p")
