@@ -1,0 +1,316 @@
+"""Entry points: ``meshsubd`` (the field daemon) and ``meshsubctl`` (the operator tool).
+
+Exit statuses (``docs/operations.md``): 0 success (and a clean stop on
+SIGTERM/SIGINT), 1 runtime failure (daemon not running, request refused, fatal
+error), 2 bad usage or bad configuration (systemd's ``RestartPreventExitStatus=2``
+stops a restart loop on a typo). Every failure is one line on stderr, never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import inspect
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NoReturn, TextIO
+
+from meshsub import __version__
+
+DEFAULT_CONFIG = "/etc/meshsub/meshsub.toml"
+DEFAULT_STATE_DIR = "/var/lib/meshsub"
+SOCKET_NAME = "meshsubd.sock"
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports errors as one line and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message}\n")
+
+
+# ====================================================================== meshsubd
+
+
+def meshsubd_main(argv: Sequence[str] | None = None) -> int:
+    parser = _Parser(prog="meshsubd", description="meshsub field daemon")
+    parser.add_argument("--config", "-c", default=DEFAULT_CONFIG, help="TOML configuration file")
+    parser.add_argument("--check", action="store_true",
+                        help="validate the configuration and exit (0 valid, 2 invalid)")
+    parser.add_argument("--version", action="version", version=f"meshsubd {__version__}")
+    args = parser.parse_args(argv)
+
+    try:
+        from meshsub.runtime.config import ConfigError, load_config
+    except ImportError as exc:
+        return _fail("meshsubd", f"configuration support is missing: {exc}", EXIT_FAILURE)
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        return _fail("meshsubd", str(exc), EXIT_USAGE)
+    if args.check:
+        print(f"meshsubd: {args.config}: configuration is valid")
+        return EXIT_OK
+
+    try:
+        from meshsub.runtime.node import run
+    except ImportError as exc:
+        return _fail("meshsubd", f"the daemon main loop is not available: {exc}", EXIT_FAILURE)
+    try:
+        result: Any = run(config)
+        if inspect.iscoroutine(result):
+            result = asyncio.run(result)
+    except KeyboardInterrupt:
+        return EXIT_OK
+    except ConfigError as exc:
+        return _fail("meshsubd", str(exc), EXIT_USAGE)
+    except Exception as exc:
+        return _fail("meshsubd", f"fatal: {type(exc).__name__}: {exc}", EXIT_FAILURE)
+    return int(result) if isinstance(result, int) else EXIT_OK
+
+
+def _fail(prog: str, message: str, status: int) -> int:
+    first = message.splitlines()[0] if message else "error"
+    print(f"{prog}: {first}", file=sys.stderr)
+    return status
+
+
+# ===================================================================== meshsubctl
+
+
+class CtlError(Exception):
+    """A one-line failure with its exit status."""
+
+    def __init__(self, message: str, status: int = EXIT_FAILURE) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _socket_path(args: argparse.Namespace) -> Path:
+    if args.socket:
+        return Path(args.socket)
+    state = args.state_dir or os.environ.get("MESHSUB_STATE_DIR") or DEFAULT_STATE_DIR
+    return Path(state) / SOCKET_NAME
+
+
+class _Connection:
+    """A blocking newline-delimited JSON client of the control socket."""
+
+    def __init__(self, path: Path, timeout: float | None) -> None:
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        try:
+            self.sock.connect(str(path))
+        except (FileNotFoundError, ConnectionRefusedError):
+            self.sock.close()
+            raise CtlError(f"daemon not running (no control socket at {path})") from None
+        except PermissionError:
+            self.sock.close()
+            raise CtlError(f"permission denied on {path} (is this user in the daemon's group?)",
+                           ) from None
+        except OSError as exc:
+            self.sock.close()
+            raise CtlError(f"cannot connect to {path}: {exc.strerror or exc}") from None
+        self.file = self.sock.makefile("rb")
+
+    def request(self, obj: Mapping[str, Any]) -> Any:
+        try:
+            self.sock.sendall(json.dumps(obj).encode() + b"\n")
+        except OSError as exc:
+            raise CtlError(f"lost the daemon: {exc.strerror or exc}") from None
+        reply = self.read()
+        if reply is None:
+            raise CtlError("the daemon closed the connection")
+        if not isinstance(reply, dict) or "ok" not in reply:
+            raise CtlError("malformed reply from the daemon")
+        if not reply["ok"]:
+            raise CtlError(str(reply.get("error", "request refused")))
+        return reply.get("result")
+
+    def read(self) -> Any:
+        try:
+            line = self.file.readline()
+        except TimeoutError:
+            raise CtlError("the daemon did not answer in time") from None
+        except OSError as exc:
+            raise CtlError(f"lost the daemon: {exc.strerror or exc}") from None
+        if not line:
+            return None
+        try:
+            return json.loads(line)
+        except json.JSONDecodeError:
+            raise CtlError("malformed reply from the daemon") from None
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.file.close()
+            self.sock.close()
+
+
+def meshsubctl_main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    parser = _Parser(prog="meshsubctl", description="query and drive a running meshsubd")
+    parser.add_argument("--state-dir", help=f"daemon state directory (default {DEFAULT_STATE_DIR}"
+                        " or $MESHSUB_STATE_DIR)")
+    parser.add_argument("--socket", help="control socket path (overrides --state-dir)")
+    parser.add_argument("--json", action="store_true", help="machine-readable JSON output")
+    parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for a reply")
+    parser.add_argument("--version", action="version", version=f"meshsubctl {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("status", help="node, protocol, link, location, MQTT and counters")
+    sub.add_parser("neighbors", help="one-hop neighbours")
+    sub.add_parser("subscriptions", help="local subscriptions")
+    p = sub.add_parser("pub", help="publish an event: TOPIC [name=value ...]")
+    p.add_argument("text", nargs="+", help="the event in text syntax")
+    s = sub.add_parser("sub", help="subscribe and print deliveries until Ctrl-C")
+    s.add_argument("text", nargs="+", help="the subscription in text syntax")
+    args = parser.parse_args(argv)
+
+    try:
+        return _run_ctl(args, out)
+    except CtlError as exc:
+        return _fail("meshsubctl", str(exc), exc.status)
+    except KeyboardInterrupt:
+        return EXIT_OK
+    except BrokenPipeError:  # `meshsubctl sub | head`
+        with contextlib.suppress(OSError):
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the interpreter's flush
+        return EXIT_OK
+
+
+def _run_ctl(args: argparse.Namespace, out: TextIO) -> int:
+    from meshsub.core.syntax import format_event, parse_event, parse_subscription
+    from meshsub.core.values import ContentError
+
+    text = " ".join(getattr(args, "text", []) or [])
+    # a bad expression is refused before any connection is made
+    try:
+        if args.command == "pub":
+            text = format_event(parse_event(text))
+        elif args.command == "sub":
+            parse_subscription(text)
+    except ContentError as exc:
+        raise CtlError(str(exc), EXIT_USAGE) from None
+
+    path = _socket_path(args)
+    if args.command == "sub":
+        return _stream(path, text, args.json, out)
+    conn = _Connection(path, args.timeout)
+    try:
+        if args.command == "pub":
+            result = conn.request({"cmd": "pub", "event": text})
+        else:
+            result = conn.request({"cmd": args.command})
+    finally:
+        conn.close()
+    if args.json:
+        print(json.dumps(result, indent=2, sort_keys=True, default=str), file=out)
+    elif args.command == "status":
+        _print_status(result, out)
+    elif args.command == "pub":
+        print(f"published {result.get('event_id', '?')}", file=out)
+    else:
+        rows = result if isinstance(result, list) else []
+        if not rows:
+            print(f"no {args.command}", file=out)
+        else:
+            _print_table(rows, out)
+    return EXIT_OK
+
+
+def _stream(path: Path, expression: str, as_json: bool, out: TextIO) -> int:
+    """Subscribe, then print deliveries until Ctrl-C (exit 0) or the daemon goes (exit 1)."""
+    from meshsub.core.content import Event
+    from meshsub.core.syntax import format_event
+
+    conn = _Connection(path, None)
+    # Ctrl-C must raise KeyboardInterrupt here even if the caller ignored SIGINT
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGINT) if main else None
+    if main:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        result = conn.request({"cmd": "sub", "expr": expression})
+        if not as_json:
+            print(f"subscribed as {result.get('sub_id', '?')}: {expression} (Ctrl-C to stop)",
+                  file=sys.stderr)
+        while True:
+            line = conn.read()
+            if line is None:
+                raise CtlError("the daemon ended the subscription")
+            if as_json:
+                print(json.dumps(line, sort_keys=True), file=out, flush=True)
+                continue
+            d = line.get("deliver", {}) if isinstance(line, dict) else {}
+            try:
+                shown = format_event(Event(d.get("topic", ""), d.get("attrs", {})))
+            except ValueError:
+                shown = json.dumps(d)
+            extra = f" (+{line['dropped']} dropped)" if line.get("dropped") else ""
+            print(f"{d.get('event_id', '?')} hop={d.get('hop', '?')} {shown}{extra}",
+                  file=out, flush=True)
+    except KeyboardInterrupt:
+        return EXIT_OK
+    finally:
+        conn.close()
+        if main:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _flatten(obj: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    if isinstance(obj, Mapping) and obj:
+        for key in sorted(obj):
+            yield from _flatten(obj[key], f"{prefix}.{key}" if prefix else str(key))
+    else:
+        yield prefix, obj
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}".rstrip("0").rstrip(".") if value == value else "nan"
+    if isinstance(value, list | tuple):
+        return ",".join(_cell(v) for v in value) or "-"
+    if isinstance(value, Mapping):
+        return " ".join(f"{k}={_cell(v)}" for k, v in value.items()) or "-"
+    return str(value)
+
+
+def _print_status(result: Any, out: TextIO) -> None:
+    pairs = list(_flatten(result if isinstance(result, Mapping) else {"result": result}))
+    width = max((len(k) for k, _ in pairs), default=0)
+    for key, value in pairs:
+        print(f"{key.ljust(width)}  {_cell(value)}", file=out)
+
+
+def _print_table(rows: list[Any], out: TextIO) -> None:
+    columns: list[str] = []
+    for row in rows:
+        for key in row if isinstance(row, Mapping) else ():
+            if key not in columns:
+                columns.append(key)
+    cells = [[_cell(row.get(c)) if isinstance(row, Mapping) else _cell(row) for c in columns]
+             for row in rows]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+    print("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip(),
+          file=out)
+    for r in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip(), file=out)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(meshsubctl_main())

@@ -1,0 +1,336 @@
+"""The telemetry sink: validated JSON Lines, rolled and renamed atomically into a spool.
+
+Records go to ``<spool>/.current-<epoch>-<n>.jsonl``; a file is closed when
+it reaches ``max_file_bytes`` or ``max_file_age_s``, fsynced, and renamed to
+``<spool>/<node>-<epoch>-<n>.jsonl``. Readers (Spark's file source, the
+Ansible fetch) only ever see complete, closed files because a rename is atomic
+and dot-files are ignored by both.
+
+The event loop never waits on the disk for long: records are buffered in
+memory and written on a timer; the fsync and rename of a closed file run in a
+worker thread. The spool is bounded: beyond ``max_total_bytes`` the oldest
+closed files are deleted, and when the memory buffer is full new records are
+dropped. Both losses are counted and written down as ``counter`` records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import IO, Any
+
+from meshsub.core.telemetry import TelemetryError, dump_line, make_record, validate_record
+from meshsub.runtime.logging import get_logger
+
+log = get_logger("meshsub.spool")
+
+_CLOSED = re.compile(r"^(\d+)-(\d+)-(\d+)\.jsonl$")
+_CURRENT = re.compile(r"^\.current-(\d+)-(\d+)\.jsonl$")
+
+
+class TelemetrySpool:
+    """Buffered, bounded, atomically rolled JSON Lines telemetry files."""
+
+    def __init__(
+        self,
+        spool_dir: Path,
+        *,
+        node: int,
+        epoch: int,
+        run: str = "field",
+        protocol: str = "",
+        max_file_bytes: int = 4 * 1024 * 1024,
+        max_file_age_s: float = 60.0,
+        max_total_bytes: int = 256 * 1024 * 1024,
+        max_buffer_records: int = 10000,
+        flush_interval_s: float = 1.0,
+        live: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if max_file_bytes < 1 or max_total_bytes < max_file_bytes:
+            raise ValueError("need 0 < max_file_bytes <= max_total_bytes")
+        self.dir = Path(spool_dir)
+        self.node = node
+        self.epoch = epoch
+        self.run = run
+        self.protocol = protocol
+        self.max_file_bytes = max_file_bytes
+        self.max_file_age_s = max_file_age_s
+        self.max_total_bytes = max_total_bytes
+        self.max_buffer_records = max_buffer_records
+        self.flush_interval_s = flush_interval_s
+        self.live = live
+        self._clock = clock
+        self.counters: Counter[str] = Counter()
+        self._buffer: list[str] = []
+        self._file: IO[bytes] | None = None
+        self._file_path: Path | None = None
+        self._file_bytes = 0
+        self._file_opened = 0.0
+        self._n = 0
+        self._task: asyncio.Task[None] | None = None
+        self._closing: set[asyncio.Task[None]] = set()
+        self._reported_drops = 0
+
+    @classmethod
+    def from_config(cls, telemetry: Any, spool_dir: Path, **kwargs: Any) -> TelemetrySpool:
+        """From ``meshsub.runtime.config.TelemetryConfig`` plus node/epoch/protocol/live."""
+        return cls(
+            Path(spool_dir),
+            max_file_bytes=telemetry.roll_bytes,
+            max_file_age_s=telemetry.roll_seconds,
+            max_total_bytes=telemetry.max_spool_bytes,
+            **kwargs,
+        )
+
+    # ------------------------------------------------------------ records
+
+    def write(self, record: Mapping[str, Any]) -> bool:
+        """Validate and buffer one record; False (counted) if invalid or dropped."""
+        try:
+            line = dump_line(validate_record(dict(record)))
+        except (TelemetryError, ValueError, TypeError) as exc:
+            self.counters["invalid"] += 1
+            if self.counters["invalid"] <= 10:  # a buggy emitter must not flood the log
+                log.warning("invalid telemetry record", exc=exc)
+            return False
+        if len(self._buffer) >= self.max_buffer_records:
+            self.counters["dropped"] += 1
+            return False
+        self._buffer.append(line)
+        self.counters["records"] += 1
+        if self.live is not None:
+            try:
+                self.live(line)
+            except Exception as exc:  # a live feed is best effort, never fatal
+                self.counters["live_errors"] += 1
+                log.debug("live telemetry hook failed", exc=exc)
+        return True
+
+    def emit(self, event: str, ts_ns: int | None = None, **attrs: Any) -> bool:
+        """Build a record for this node (resource fields filled in) and write it."""
+        record = make_record(
+            run=self.run,
+            node=self.node,
+            protocol=self.protocol,
+            ts_ns=time.time_ns() if ts_ns is None else ts_ns,
+            event=event,
+            attrs={"epoch": self.epoch, **attrs},
+        )
+        return self.write(record)
+
+    # ------------------------------------------------------------ files
+
+    def _open_next(self) -> None:
+        self._n += 1
+        self._file_path = self.dir / f".current-{self.epoch}-{self._n}.jsonl"
+        self._file = open(self._file_path, "ab")  # noqa: SIM115 - closed by _roll
+        self._file_bytes = 0
+        self._file_opened = self._clock()
+
+    def _final_name(self, epoch: int, n: int) -> Path:
+        return self.dir / f"{self.node}-{epoch}-{n}.jsonl"
+
+    def flush(self) -> None:
+        """Write the buffer to the current file (no fsync); roll if it is full or old."""
+        if self._buffer:
+            if self._file is None:
+                self._open_next()
+            assert self._file is not None
+            data = ("\n".join(self._buffer) + "\n").encode()
+            try:
+                self._file.write(data)
+                self._file.flush()
+            except OSError as exc:
+                # keep the records for the next try; the buffer bound limits the damage
+                self.counters["write_errors"] += 1
+                log.error("telemetry write failed", exc=exc, path=str(self._file_path))
+                return
+            self._buffer.clear()
+            self._file_bytes += len(data)
+        if self._file is not None and (
+            self._file_bytes >= self.max_file_bytes
+            or self._clock() - self._file_opened >= self.max_file_age_s
+        ):
+            self._schedule_close()
+
+    def _detach(self) -> tuple[IO[bytes], Path, Path] | None:
+        if self._file is None or self._file_path is None:
+            return None
+        detached = (self._file, self._file_path, self._final_name(self.epoch, self._n))
+        self._file = None
+        self._file_path = None
+        return detached
+
+    def _schedule_close(self) -> None:
+        detached = self._detach()
+        if detached is None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._close_file(*detached)
+            return
+        task = loop.create_task(asyncio.to_thread(self._close_file, *detached))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    def _close_file(self, handle: IO[bytes], path: Path, final: Path) -> None:
+        """fsync, close, rename atomically, fsync the directory, enforce the bound."""
+        try:
+            handle.flush()
+            os.fsync(handle.fileno())
+            handle.close()
+            os.replace(path, final)
+            self._fsync_dir()
+            self.counters["files"] += 1
+        except OSError as exc:
+            self.counters["close_errors"] += 1
+            log.error("telemetry file close failed", exc=exc, path=str(path))
+            with contextlib.suppress(OSError):
+                handle.close()
+        self._enforce_bound()
+
+    def _fsync_dir(self) -> None:
+        fd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def closed_files(self) -> list[Path]:
+        """This node's closed files, oldest first."""
+        found: list[tuple[int, int, Path]] = []
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(self.dir):
+                m = _CLOSED.match(entry.name)
+                if m and int(m.group(1)) == self.node:
+                    found.append((int(m.group(2)), int(m.group(3)), Path(entry.path)))
+        return [p for _, _, p in sorted(found)]
+
+    def _enforce_bound(self) -> None:
+        files = self.closed_files()
+        sizes = {}
+        for path in files:
+            with contextlib.suppress(OSError):
+                sizes[path] = path.stat().st_size
+        total = sum(sizes.values()) + self._file_bytes
+        for path in files:
+            if total <= self.max_total_bytes:
+                break
+            try:
+                lines = path.read_bytes().count(b"\n")
+                path.unlink()
+            except OSError as exc:
+                log.error("cannot delete old telemetry file", exc=exc, path=str(path))
+                continue
+            total -= sizes.get(path, 0)
+            self.counters["files_deleted"] += 1
+            self.counters["deleted_records"] += lines
+            log.warning("spool full: deleted oldest telemetry file", path=path.name, records=lines)
+
+    def _recover(self) -> None:
+        """Close files a crashed run left open: trim a torn last line, then rename."""
+        for entry in list(os.scandir(self.dir)):
+            m = _CURRENT.match(entry.name)
+            if not m:
+                continue
+            epoch, n = int(m.group(1)), int(m.group(2))
+            path = Path(entry.path)
+            try:
+                data = path.read_bytes()
+                cut = data.rfind(b"\n") + 1
+                if cut < len(data):
+                    self.counters["torn_lines"] += 1
+                    with open(path, "r+b") as fh:
+                        fh.truncate(cut)
+                if cut == 0:
+                    path.unlink()
+                    continue
+                with open(path, "rb") as fh:
+                    os.fsync(fh.fileno())
+                final = self._final_name(epoch, n)
+                while final.exists():  # never overwrite a closed file: take the next number
+                    n += 1
+                    final = self._final_name(epoch, n)
+                os.replace(path, final)
+                self.counters["recovered_files"] += 1
+            except OSError as exc:
+                log.error("cannot recover telemetry file", exc=exc, path=entry.name)
+
+    def roll(self) -> None:
+        """Flush and close the current file now, synchronously (tests, SIGHUP, stop)."""
+        self._report_drops()
+        self.flush()
+        detached = self._detach()
+        if detached is not None:
+            self._close_file(*detached)
+
+    def _report_drops(self) -> None:
+        lost = self.counters["dropped"] + self.counters["deleted_records"]
+        if lost != self._reported_drops:
+            self._reported_drops = lost
+            # bypass the buffer bound: this record is the account of the loss
+            record = make_record(
+                run=self.run, node=self.node, protocol=self.protocol, ts_ns=time.time_ns(),
+                event="counter",
+                attrs={"epoch": self.epoch, "reason": "telemetry_dropped", "bytes": lost},
+            )
+            self._buffer.append(dump_line(record))
+
+    # ------------------------------------------------------------ lifecycle
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "dir": str(self.dir),
+            "buffered": len(self._buffer),
+            "current_bytes": self._file_bytes,
+            **dict(self.counters),
+        }
+
+    async def start(self) -> None:
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OSError(f"telemetry spool {self.dir}: {exc.strerror or exc}") from None
+        await asyncio.to_thread(self._recover)
+        existing = [
+            int(m.group(3)) for p in self.closed_files()
+            if (m := _CLOSED.match(p.name)) and int(m.group(2)) == self.epoch
+        ]
+        self._n = max(existing, default=0)
+        self._task = asyncio.get_running_loop().create_task(self._flusher())
+
+    async def _flusher(self) -> None:
+        while True:
+            await asyncio.sleep(self.flush_interval_s)
+            self._report_drops()
+            self.flush()
+
+    async def stop(self) -> None:
+        """Flush everything and close the current file; the spool is complete after this."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        self._report_drops()
+        self.flush()
+        detached = self._detach()
+        if detached is not None:
+            await asyncio.to_thread(self._close_file, *detached)
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
+
+    async def __aenter__(self) -> TelemetrySpool:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()

@@ -1,0 +1,495 @@
+"""Durable node state in one SQLite file in the state directory.
+
+What lives here is what must survive a restart (or a SIGKILL, or a pulled
+power plug): local subscriptions, the outbox of accepted local publications,
+the boot epoch, per-origin sequence state, the delivered-ids cache and the
+store-carry-forward buffer.
+
+Durability: WAL journal. Commits that make a promise are fsynced
+(``synchronous=FULL``): accepted publications (the outbox: "an event the broker
+saw acknowledged is not lost" must hold across a pulled plug, and a Pi in the
+field loses power), subscriptions and the boot epoch (a reused epoch would
+reuse message ids). Bookkeeping that follows such a commit (outbox removal,
+delivered ids, origin state, the buffer) uses ``NORMAL``: it survives a
+process crash, and a power cut loses at most the newest of it, which costs a
+re-feed or a duplicate, never an event; and the event loop does not wait for
+the disk on every buffer update. Callers batch (one commit per MQTT batch).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgpack
+
+from meshsub.core.api import MessageId
+from meshsub.core.buffer import StoredValue
+from meshsub.core.content import Event
+from meshsub.core.syntax import format_event, parse_event
+
+DB_NAME = "meshsub.db"
+SCHEMA_VERSION = 1
+
+# Each entry migrates from version (index) to version (index + 1).
+_MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+    CREATE TABLE subscriptions (
+        sub_id TEXT PRIMARY KEY,
+        expression TEXT NOT NULL,
+        source TEXT NOT NULL,
+        created REAL NOT NULL
+    );
+    CREATE TABLE outbox (
+        ord INTEGER PRIMARY KEY AUTOINCREMENT,
+        event_id TEXT NOT NULL UNIQUE,
+        event TEXT NOT NULL,
+        accepted REAL NOT NULL
+    );
+    CREATE TABLE ingress (
+        mid INTEGER PRIMARY KEY,
+        digest BLOB NOT NULL,
+        event_id TEXT NOT NULL
+    );
+    CREATE TABLE origins (
+        origin INTEGER PRIMARY KEY,
+        epoch INTEGER NOT NULL,
+        seq INTEGER NOT NULL
+    );
+    CREATE TABLE delivered (
+        ord INTEGER PRIMARY KEY AUTOINCREMENT,
+        event_id TEXT NOT NULL,
+        sub_id TEXT NOT NULL,
+        UNIQUE (event_id, sub_id)
+    );
+    CREATE TABLE buffer (
+        key TEXT PRIMARY KEY,
+        value BLOB NOT NULL,
+        ord INTEGER NOT NULL
+    );
+    """,
+)
+
+
+class StoreError(Exception):
+    """The state database cannot be used; the message is one line for operators."""
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxEntry:
+    """An accepted local publication not yet handed to the protocol."""
+
+    event_id: MessageId
+    event: str
+    """The event in the core text syntax (``format_event``)."""
+    accepted: float
+    """Wall-clock time the daemon accepted it (seconds since the epoch)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ingress:
+    """The MQTT packet an outbox entry came from, to recognise a redelivery."""
+
+    mid: int
+    digest: bytes
+
+
+class Store:
+    """The node's SQLite state; every method is a short synchronous transaction."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        delivered_capacity: int = 65536,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if delivered_capacity < 1:
+            raise ValueError("delivered_capacity must be at least 1")
+        self.path = Path(path)
+        self.delivered_capacity = delivered_capacity
+        self._clock = clock
+        self._db = self._open()
+
+    @classmethod
+    def in_state_dir(cls, state_dir: Path, **kwargs: Any) -> Store:
+        """Open (creating if needed) ``<state_dir>/meshsub.db``."""
+        try:
+            Path(state_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"state directory {state_dir}: {exc.strerror or exc}") from None
+        return cls(Path(state_dir) / DB_NAME, **kwargs)
+
+    # ------------------------------------------------------------ lifecycle
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            db = sqlite3.connect(self.path, isolation_level=None, timeout=5.0)
+        except sqlite3.Error as exc:
+            raise StoreError(f"state database {self.path}: {exc}") from None
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
+            db.execute("PRAGMA foreign_keys=ON")
+            check = db.execute("PRAGMA quick_check").fetchone()
+            if check is None or check[0] != "ok":
+                raise StoreError(f"state database {self.path} is corrupt: {check and check[0]}")
+            self._migrate(db)
+        except sqlite3.Error as exc:
+            db.close()
+            raise StoreError(f"state database {self.path} is unreadable: {exc}") from None
+        except StoreError:
+            db.close()
+            raise
+        return db
+
+    def _migrate(self, db: sqlite3.Connection) -> None:
+        version = int(db.execute("PRAGMA user_version").fetchone()[0])
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"state database {self.path} has schema version {version}, newer than "
+                f"this meshsubd supports ({SCHEMA_VERSION})"
+            )
+        while version < SCHEMA_VERSION:
+            script = _MIGRATIONS[version]
+            version += 1
+            # executescript commits first; the version bump is part of the script
+            db.executescript(f"BEGIN;\n{script}\nPRAGMA user_version={version};\nCOMMIT;")
+
+    def close(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self._db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def transaction(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
+        """One atomic commit around the block (nesting is not supported).
+
+        ``durable`` commits are fsynced (``synchronous=FULL``). The others use
+        ``NORMAL``: they survive a process crash, and a power cut can only lose
+        a suffix of them, because WAL commits are ordered and the next durable
+        commit syncs everything before it. That is safe wherever the change
+        follows a durable one it depends on (an outbox entry is removed only
+        after it was fed; losing the removal means a harmless re-feed) and
+        keeps the event loop from waiting on the disk for every small update.
+        """
+        try:
+            if not durable:
+                self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise StoreError(f"state database {self.path}: {exc}") from None
+        try:
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            try:
+                self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
+                raise StoreError(f"state database {self.path}: commit failed: {exc}") from None
+        finally:
+            if not durable:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("PRAGMA synchronous=FULL")
+
+    @property
+    def schema_version(self) -> int:
+        return int(self._db.execute("PRAGMA user_version").fetchone()[0])
+
+    # ---------------------------------------------------------------- epoch
+
+    def next_epoch(self) -> int:
+        """Increment and return the boot epoch; call once per daemon start."""
+        with self.transaction() as db:
+            row = db.execute("SELECT value FROM meta WHERE key='epoch'").fetchone()
+            epoch = (int(row[0]) if row else 0) + 1
+            db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('epoch', ?)", (epoch,))
+        return epoch
+
+    @property
+    def epoch(self) -> int:
+        """The current boot epoch (0 before the first ``next_epoch``)."""
+        row = self._db.execute("SELECT value FROM meta WHERE key='epoch'").fetchone()
+        return int(row[0]) if row else 0
+
+    # -------------------------------------------------------- subscriptions
+
+    def put_subscription(self, sub_id: str, expression: str, source: str = "mqtt") -> None:
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO subscriptions (sub_id, expression, source, created) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT(sub_id) DO UPDATE SET "
+                "expression=excluded.expression, source=excluded.source",
+                (sub_id, expression, source, self._clock()),
+            )
+
+    def delete_subscription(self, sub_id: str) -> bool:
+        """Forget ``sub_id``; True if it existed."""
+        with self.transaction() as db:
+            cur = db.execute("DELETE FROM subscriptions WHERE sub_id=?", (sub_id,))
+        return cur.rowcount > 0
+
+    def subscriptions(self, source: str | None = None) -> dict[str, str]:
+        """sub_id -> expression (text syntax), optionally of one source only."""
+        if source is None:
+            rows = self._db.execute("SELECT sub_id, expression FROM subscriptions ORDER BY sub_id")
+        else:
+            rows = self._db.execute(
+                "SELECT sub_id, expression FROM subscriptions WHERE source=? ORDER BY sub_id",
+                (source,),
+            )
+        return {str(a): str(b) for a, b in rows}
+
+    # --------------------------------------------------------------- outbox
+
+    def outbox_add(
+        self, entries: Sequence[tuple[MessageId, str, Ingress | None]]
+    ) -> list[OutboxEntry]:
+        """Persist accepted publications in one commit; they survive SIGKILL after return."""
+        now = self._clock()
+        added: list[OutboxEntry] = []
+        with self.transaction() as db:
+            for event_id, event, ingress in entries:
+                db.execute(
+                    "INSERT INTO outbox (event_id, event, accepted) VALUES (?, ?, ?)",
+                    (str(event_id), event, now),
+                )
+                if ingress is not None:
+                    db.execute(
+                        "INSERT OR REPLACE INTO ingress (mid, digest, event_id) VALUES (?, ?, ?)",
+                        (ingress.mid, ingress.digest, str(event_id)),
+                    )
+                added.append(OutboxEntry(event_id, event, now))
+        return added
+
+    def outbox_remove(self, event_id: MessageId) -> bool:
+        """The protocol accepted ``event_id``: drop it from the outbox."""
+        with self.transaction(durable=False) as db:
+            cur = db.execute("DELETE FROM outbox WHERE event_id=?", (str(event_id),))
+        return cur.rowcount > 0
+
+    def outbox_remove_many(self, event_ids: Iterable[MessageId]) -> None:
+        with self.transaction(durable=False) as db:
+            db.executemany("DELETE FROM outbox WHERE event_id=?", [(str(e),) for e in event_ids])
+
+    def outbox_pending(self) -> list[OutboxEntry]:
+        """Unconsumed entries in acceptance order (re-fed at start)."""
+        rows = self._db.execute("SELECT event_id, event, accepted FROM outbox ORDER BY ord")
+        return [OutboxEntry(MessageId.parse(e), str(t), float(a)) for e, t, a in rows]
+
+    def outbox_len(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM outbox").fetchone()[0])
+
+    def ingress_seen(self, ingress: Ingress) -> MessageId | None:
+        """The event id an identical earlier MQTT packet (same mid and digest) became."""
+        row = self._db.execute(
+            "SELECT event_id FROM ingress WHERE mid=? AND digest=?", (ingress.mid, ingress.digest)
+        ).fetchone()
+        return MessageId.parse(row[0]) if row else None
+
+    # -------------------------------------------------------- origin state
+
+    def origin_states(self) -> dict[int, tuple[int, int]]:
+        """origin -> (epoch, highest seq) as last saved."""
+        rows = self._db.execute("SELECT origin, epoch, seq FROM origins")
+        return {int(o): (int(e), int(s)) for o, e, s in rows}
+
+    def save_origin_states(self, states: Mapping[int, tuple[int, int]]) -> None:
+        """Upsert many origins in one commit (the node saves periodically, not per frame)."""
+        with self.transaction(durable=False) as db:
+            db.executemany(
+                "INSERT INTO origins (origin, epoch, seq) VALUES (?, ?, ?) "
+                "ON CONFLICT(origin) DO UPDATE SET epoch=excluded.epoch, seq=excluded.seq",
+                [(o, e, s) for o, (e, s) in states.items()],
+            )
+
+    # ----------------------------------------------------- delivered cache
+
+    def delivered_seen(self, event_id: MessageId, sub_id: str) -> bool:
+        row = self._db.execute(
+            "SELECT 1 FROM delivered WHERE event_id=? AND sub_id=?", (str(event_id), sub_id)
+        ).fetchone()
+        return row is not None
+
+    def delivered_add(self, pairs: Iterable[tuple[MessageId, str]]) -> None:
+        """Remember deliveries; only the newest ``delivered_capacity`` are kept."""
+        with self.transaction(durable=False) as db:
+            db.executemany(
+                "INSERT OR IGNORE INTO delivered (event_id, sub_id) VALUES (?, ?)",
+                [(str(e), s) for e, s in pairs],
+            )
+            top = db.execute("SELECT MAX(ord) FROM delivered").fetchone()[0]
+            if top is not None:
+                db.execute("DELETE FROM delivered WHERE ord <= ?",
+                           (int(top) - self.delivered_capacity,))
+
+    def delivered_len(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM delivered").fetchone()[0])
+
+    # --------------------------------------------------------------- buffer
+
+    def buffer(self) -> SqliteBufferStore:
+        """The persistent store-carry-forward buffer backed by this database."""
+        return SqliteBufferStore(self)
+
+
+class OutboxFullError(StoreError):
+    """The outbox holds its maximum of unconsumed publications."""
+
+
+class LocalPublisher:
+    """The life of a local publication: persist, (acknowledge), feed, forget.
+
+    An event is written to the outbox before anyone is told it was accepted;
+    it is removed only once ``feed`` (the node handing it to the protocol as
+    ``LocalPublish``) returned normally. "Done" therefore means *the protocol
+    accepted it*: for flooding that is the first broadcast queued, for
+    store-carry-forward protocols the event is then in the protocol's own
+    (persistent) buffer. Entries left over by a crash are re-fed at start with
+    their original ids, so receivers' duplicate suppression absorbs any resend.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        new_id: Callable[[], MessageId],
+        feed: Callable[[Event, MessageId], None],
+        *,
+        limit: int = 10000,
+    ) -> None:
+        self.store = store
+        self.new_id = new_id
+        self._feed = feed
+        self.limit = limit
+        self.fed = 0
+        self.feed_errors = 0
+
+    def persist(self, events: Sequence[tuple[Event, Ingress | None]]) -> list[MessageId]:
+        """Assign ids and persist all ``events`` in one commit.
+
+        Raises ``OutboxFullError`` (nothing persisted) when they do not fit.
+        """
+        if self.store.outbox_len() + len(events) > self.limit:
+            raise OutboxFullError(f"outbox full ({self.limit} unconsumed publications)")
+        rows = [(self.new_id(), format_event(event), ingress) for event, ingress in events]
+        self.store.outbox_add(rows)
+        return [row[0] for row in rows]
+
+    def feed(self, event: Event, event_id: MessageId) -> bool:
+        """Hand one persisted event to the node; forget it once accepted."""
+        return self.feed_many([(event, event_id)]) == 1
+
+    def feed_many(self, items: Sequence[tuple[Event, MessageId]]) -> int:
+        """Feed events in order, then forget the accepted ones in one commit; return how many.
+
+        An entry whose feed raised stays in the outbox for the next start. The
+        removal is one transaction for the batch: losing it (power cut) only
+        means a re-feed with the same id, which receivers suppress as a duplicate.
+        """
+        done: list[MessageId] = []
+        for event, event_id in items:
+            try:
+                self._feed(event, event_id)
+            except Exception:  # the node failed: keep the entry for the next start
+                self.feed_errors += 1
+                continue
+            done.append(event_id)
+        if done:
+            self.store.outbox_remove_many(done)
+            self.fed += len(done)
+        return len(done)
+
+    def publish(self, event: Event) -> MessageId:
+        """Persist and feed one event (the control socket's ``pub``)."""
+        (event_id,) = self.persist([(event, None)])
+        self.feed(event, event_id)
+        return event_id
+
+    def refeed_pending(self) -> int:
+        """Feed every entry a previous run left in the outbox; return how many."""
+        items: list[tuple[Event, MessageId]] = []
+        for entry in self.store.outbox_pending():
+            try:
+                items.append((parse_event(entry.event), entry.event_id))
+            except ValueError:  # cannot happen for rows we wrote; never crash on it
+                self.store.outbox_remove(entry.event_id)
+                self.feed_errors += 1
+        return self.feed_many(items)
+
+
+class SqliteBufferStore:
+    """The durable ``meshsub.core.buffer.BufferStore``: MessageId -> msgpack-able list.
+
+    Iteration is in insertion order (oldest first); putting an existing key
+    again moves it to the end, as ``MemoryStore`` does. A value that does not
+    unpack is skipped and counted in ``corrupt`` (the buffer would reject it
+    anyway), never raised into the protocol.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.corrupt = 0
+
+    def put(self, key: MessageId, value: StoredValue) -> None:
+        try:
+            packed = msgpack.packb(value, use_bin_type=True)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise TypeError(f"buffer value is not msgpack-serialisable: {exc}") from None
+        with self._store.transaction(durable=False) as db:
+            db.execute("DELETE FROM buffer WHERE key=?", (str(key),))
+            top = db.execute("SELECT COALESCE(MAX(ord), 0) FROM buffer").fetchone()[0]
+            db.execute("INSERT INTO buffer (key, value, ord) VALUES (?, ?, ?)",
+                       (str(key), packed, int(top) + 1))
+
+    def _unpack(self, data: bytes) -> StoredValue | None:
+        try:
+            value = msgpack.unpackb(data, raw=False)
+        except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError):
+            value = None
+        if not isinstance(value, list):
+            self.corrupt += 1
+            return None
+        return value
+
+    def get(self, key: MessageId) -> StoredValue | None:
+        row = self._store._db.execute(
+            "SELECT value FROM buffer WHERE key=?", (str(key),)
+        ).fetchone()
+        return None if row is None else self._unpack(row[0])
+
+    def delete(self, key: MessageId) -> bool:
+        with self._store.transaction(durable=False) as db:
+            cur = db.execute("DELETE FROM buffer WHERE key=?", (str(key),))
+        return cur.rowcount > 0
+
+    def iterate(self) -> Iterator[tuple[MessageId, StoredValue]]:
+        rows = self._store._db.execute("SELECT key, value FROM buffer ORDER BY ord").fetchall()
+        out: list[tuple[MessageId, StoredValue]] = []
+        for key, data in rows:
+            value = self._unpack(data)
+            try:
+                mid = MessageId.parse(key)
+            except ValueError:
+                self.corrupt += 1
+                continue
+            if value is not None:
+                out.append((mid, value))
+        return iter(out)
+
+    def __len__(self) -> int:
+        return int(self._store._db.execute("SELECT COUNT(*) FROM buffer").fetchone()[0])

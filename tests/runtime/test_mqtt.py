@@ -1,0 +1,482 @@
+"""The MQTT bridge against a real mosquitto on a free loopback port."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import json
+import shutil
+import socket
+import subprocess
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import aiomqtt
+import pytest
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+
+from meshsub.core.api import Deliver, MessageId
+from meshsub.core.content import Event, Subscription
+from meshsub.core.syntax import parse_event
+from meshsub.runtime.mqtt import (
+    PROP_EVENT_ID,
+    PROP_ORIGIN,
+    MqttBridge,
+    MqttSettings,
+    PayloadError,
+    check_sub_id,
+    event_from_payload,
+)
+from meshsub.runtime.store import LocalPublisher, Store, StoreError
+
+MOSQUITTO = "/usr/sbin/mosquitto"
+NODE = 0x2A
+pytestmark = pytest.mark.skipif(shutil.which(MOSQUITTO) is None, reason="mosquitto not installed")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Broker:
+    """A private mosquitto that tests can stop and start again on the same port."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.port = _free_port()
+        self.conf = workdir / "mosquitto.conf"
+        self.conf.write_text(
+            f"listener {self.port} 127.0.0.1\nallow_anonymous true\n"
+            f"persistence true\npersistence_location {workdir}/\nautosave_interval 0\n"
+            f"max_queued_messages 1000\nuser {getpass.getuser()}\n"
+        )
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    async def start(self) -> None:
+        self.proc = subprocess.Popen([MOSQUITTO, "-c", str(self.conf)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(200):
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port)):
+                return
+            await asyncio.sleep(0.025)
+        raise RuntimeError("mosquitto did not start")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(10)
+            self.proc = None
+
+
+@pytest.fixture
+async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
+    b = Broker(tmp_path)
+    await b.start()
+    yield b
+    b.stop()
+
+
+class FakeNode:
+    """Records what the bridge hands to the node; assigns ids like the protocol would."""
+
+    def __init__(self, epoch: int = 1) -> None:
+        self.epoch = epoch
+        self.seq = 0
+        self.events: list[tuple[Event, MessageId]] = []
+        self.subs: dict[str, Subscription] = {}
+        self.unsubs: list[str] = []
+
+    def new_id(self) -> MessageId:
+        self.seq += 1
+        return MessageId(NODE, self.epoch, self.seq)
+
+    def feed(self, event: Event, event_id: MessageId) -> None:
+        self.events.append((event, event_id))
+
+    def subscribe(self, sub_id: str, sub: Subscription) -> None:
+        self.subs[sub_id] = sub
+
+    def unsubscribe(self, sub_id: str) -> None:
+        self.subs.pop(sub_id, None)
+        self.unsubs.append(sub_id)
+
+
+def _settings(broker: Broker, **kw: Any) -> MqttSettings:
+    return MqttSettings(host="127.0.0.1", port=broker.port, reconnect_min_s=0.05,
+                        reconnect_max_s=0.2, **kw)
+
+
+def _bridge(settings: MqttSettings, store: Store, node: FakeNode) -> MqttBridge:
+    publisher = LocalPublisher(store, node.new_id, node.feed)
+    return MqttBridge(settings, node=NODE, store=store, publisher=publisher,
+                      on_subscribe=node.subscribe, on_unsubscribe=node.unsubscribe)
+
+
+async def until(cond: Callable[[], Any], what: str, timeout: float = 10.0) -> None:
+    """Poll ``cond`` (events, not time, are what the tests assert on)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not cond():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    s = Store.in_state_dir(tmp_path / "state")
+    yield s
+    s.close()
+
+
+@contextlib.asynccontextmanager
+async def app_client(broker: Broker, *topics: str) -> AsyncIterator[aiomqtt.Client]:
+    async with aiomqtt.Client("127.0.0.1", broker.port,
+                              protocol=aiomqtt.ProtocolVersion.V5) as client:
+        for topic in topics:
+            await client.subscribe(topic, qos=1)
+        yield client
+
+
+async def next_message(client: aiomqtt.Client, timeout: float = 10.0) -> aiomqtt.Message:
+    return await asyncio.wait_for(anext(client.messages), timeout)
+
+
+@contextlib.asynccontextmanager
+async def running(bridge: MqttBridge) -> AsyncIterator[MqttBridge]:
+    await bridge.start()
+    try:
+        await until(lambda: bridge.state == "connected", "connection")
+        yield bridge
+    finally:
+        await bridge.stop()
+
+
+# ------------------------------------------------------------------ pure parts
+
+
+def test_event_payload_validation() -> None:
+    ev = event_from_payload("sensors/temp", b'{"value": 21.5, "room": "lab", "ok": true}')
+    assert ev == parse_event("sensors/temp value=21.5 room=lab ok=true")
+    assert event_from_payload("a/b", b"").attrs == {}
+    cases = {
+        b"[1, 2]": "bad_json",
+        b"{nope": "bad_json",
+        b'{"x": NaN}': "bad_json",
+        b'{"x": null}': "bad_attr",
+        b'{"x": {"y": 1}}': "bad_attr",
+        b'{"bad name": 1}': "bad_attr",
+        b"\xff\xfe": "bad_json",
+    }
+    for payload, reason in cases.items():
+        with pytest.raises(PayloadError) as info:
+            event_from_payload("t", payload)
+        assert info.value.reason == reason, payload
+    with pytest.raises(PayloadError, match="exceeds"):
+        event_from_payload("t", b"{}" + b" " * 100, max_bytes=10)
+    with pytest.raises(PayloadError) as info:
+        event_from_payload("a/+/b", b"{}")
+    assert info.value.reason == "bad_topic"
+
+
+def test_sub_ids() -> None:
+    assert check_sub_id("kitchen-1.temp_x") == "kitchen-1.temp_x"
+    for bad in ("", "a/b", "a b", "x" * 65, "ctl-1", "é"):
+        with pytest.raises(PayloadError):
+            check_sub_id(bad)
+
+
+def test_settings_validation() -> None:
+    with pytest.raises(ValueError, match="prefix"):
+        MqttSettings(prefix="a/#")
+    with pytest.raises(ValueError):
+        MqttSettings(port=0)
+    with pytest.raises(ValueError, match="telemetry"):
+        MqttSettings(telemetry_topic="meshsub/pub/t")  # would loop back in as events
+
+
+def test_settings_from_config() -> None:
+    from meshsub.runtime.config import MqttConfig
+
+    cfg = MqttConfig(host="10.0.0.1", port=1884, client_id="c", topic_prefix="ms", keepalive=20)
+    s = MqttSettings.from_config(cfg, telemetry_topic="ms/telemetry/1", queue_limit=5)
+    assert (s.host, s.port, s.client_id, s.prefix, s.keepalive, s.queue_limit) == (
+        "10.0.0.1", 1884, "c", "ms", 20, 5)
+
+
+# ------------------------------------------------------------------ with a broker
+
+
+async def test_publication_is_persisted_acked_and_fed(broker: Broker, store: Store) -> None:
+    node = FakeNode()
+    bridge = _bridge(_settings(broker), store, node)
+    async with running(bridge), app_client(broker) as app:
+        await app.publish("meshsub/pub/sensors/temp", b'{"value": 21, "room": "lab"}', qos=1)
+        await until(lambda: len(node.events) == 1, "the event")
+        event, event_id = node.events[0]
+        assert event == parse_event("sensors/temp value=21 room=lab")
+        assert event_id == MessageId(NODE, 1, 1)
+        assert store.outbox_len() == 0  # fed, so consumed
+        assert bridge.counters["events_accepted"] == 1
+
+
+async def test_bad_payloads_are_reported_and_counted(broker: Broker, store: Store) -> None:
+    node = FakeNode()
+    async with (running(_bridge(_settings(broker), store, node)) as bridge,
+                app_client(broker, "meshsub/error") as app):
+        await app.publish("meshsub/pub/t", b"[1]", qos=1)
+        err = await next_message(app)
+        body = json.loads(err.payload)
+        assert body["reason"] == "bad_json" and body["topic"] == "meshsub/pub/t"
+        await app.publish("meshsub/sub/s1", b"t x >>> 1", qos=1)
+        body = json.loads((await next_message(app)).payload)
+        assert body["reason"] == "bad_subscription"
+        await app.publish("meshsub/sub/ctl-9", b"t", qos=1)
+        body = json.loads((await next_message(app)).payload)
+        assert body["reason"] == "bad_sub_id"
+        assert node.events == [] and node.subs == {}
+        assert bridge.counters["rejected:bad_json"] == 1
+        assert bridge.counters["rejected:bad_subscription"] == 1
+
+
+async def test_subscribe_deliver_once_unsubscribe(broker: Broker, store: Store) -> None:
+    node = FakeNode()
+    async with (running(_bridge(_settings(broker), store, node)) as bridge,
+                app_client(broker, "meshsub/deliver/#") as app):
+        await app.publish("meshsub/sub/hot", b"sensors/# value>=20", qos=1, retain=True)
+        await until(lambda: "hot" in node.subs, "the subscription")
+        assert store.subscriptions() == {"hot": "sensors/# value>=20"}
+        event = parse_event("sensors/temp value=25 room=lab")
+        d = Deliver("hot", event, MessageId(7, 3, 9), hop=2, published_at=100.0)
+        assert bridge.deliver(d, latency_s=0.25) is True
+        assert bridge.deliver(d) is True  # a second copy is suppressed
+        msg = await next_message(app)
+        assert msg.topic.value == "meshsub/deliver/hot/sensors/temp"
+        body = json.loads(msg.payload)
+        assert body == {"sub_id": "hot", "topic": "sensors/temp",
+                        "attrs": {"room": "lab", "value": 25}, "event_id": "7-3-9",
+                        "origin": 7, "hop": 2, "node": NODE, "published_at": 100.0,
+                        "latency_s": 0.25}
+        props = dict(msg.properties.UserProperty)  # type: ignore[union-attr]
+        assert props[PROP_ORIGIN] == "7" and props[PROP_EVENT_ID] == "7-3-9"
+        await until(lambda: store.delivered_seen(MessageId(7, 3, 9), "hot"), "delivered record")
+        assert bridge.deliver(d) is True
+        assert bridge.counters["duplicate_delivery"] == 2
+        assert bridge.deliver(Deliver("nobody", event, MessageId(7, 3, 10), 1)) is False
+        # unsubscribe: an empty retained payload also clears the retained expression
+        await app.publish("meshsub/sub/hot", b"", qos=1, retain=True)
+        await until(lambda: "hot" not in node.subs, "the unsubscription")
+        assert store.subscriptions() == {}
+        with pytest.raises(TimeoutError):
+            await next_message(app, timeout=0.3)  # exactly one delivery was published
+
+
+async def test_own_publications_never_come_back(broker: Broker, store: Store) -> None:
+    node = FakeNode()
+    settings = _settings(broker, prefix="loop")
+    async with running(_bridge(settings, store, node)) as bridge, app_client(broker, "#") as app:
+        await app.publish("loop/sub/all", b"#", qos=1)
+        await until(lambda: "all" in node.subs, "the subscription")
+        bridge.deliver(Deliver("all", parse_event("x/y a=1"), MessageId(3, 1, 1), 1))
+        seen = await next_message(app)
+        while not seen.topic.value.startswith("loop/deliver/"):
+            seen = await next_message(app)
+        # an application (or a broker bridge) re-publishing a delivery into pub/ keeps
+        # the provenance properties: the daemon must not take it in as a new event
+        props = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+        props.UserProperty = list(seen.properties.UserProperty)  # type: ignore[union-attr]
+        await app.publish("loop/pub/x/y", b'{"a": 1}', qos=1, properties=props)
+        await until(lambda: bridge.counters["dropped:loop"] == 1, "the loop drop")
+        # a retained event replayed by a resubscription is not a new event either
+        await app.publish("loop/pub/r", b'{"a": 2}', qos=1, retain=True)
+        await until(lambda: len(node.events) == 1, "the live copy")
+    assert node.events[0][0] == parse_event("r a=2")
+    node2 = FakeNode(epoch=2)
+    async with running(_bridge(settings, store, node2)) as bridge2:
+        await until(lambda: bridge2.counters["dropped:retained_event"] >= 1, "retained drop")
+    assert node2.events == []
+    assert bridge.counters["events_accepted"] == 1
+
+
+async def test_broker_down_queues_then_delivers_once(broker: Broker, store: Store) -> None:
+    node = FakeNode()
+    bridge = _bridge(_settings(broker, queue_limit=3), store, node)
+    # the application keeps a persistent session; the broker saves it across its restart
+    app_props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+    app_props.SessionExpiryInterval = 300
+
+    def app() -> aiomqtt.Client:
+        return aiomqtt.Client("127.0.0.1", broker.port, identifier="app-1",
+                              protocol=aiomqtt.ProtocolVersion.V5, clean_start=False,
+                              properties=app_props)
+
+    async with running(bridge):
+        async with app() as client:
+            await client.subscribe("meshsub/deliver/#", qos=1)
+            await client.publish("meshsub/sub/s", b"t/#", qos=1, retain=True)
+            await until(lambda: "s" in node.subs, "subscription")
+        broker.stop()
+        await until(lambda: bridge.state != "connected", "disconnect")
+        for n in range(1, 6):  # 5 deliveries into a queue of 3: the 2 oldest are dropped
+            bridge.deliver(Deliver("s", parse_event(f"t/x n={n}"), MessageId(9, 1, n), 1))
+        assert bridge.counters["dropped:queue_full"] == 2
+        assert bridge.status()["queued"] == 3
+        await broker.start()
+        await until(lambda: bridge.status()["queued"] == 0, "the queue to drain")
+        await until(lambda: store.delivered_seen(MessageId(9, 1, 5), "s"), "delivered")
+        assert bridge.counters["connects"] >= 2
+        async with app() as client:
+            got = []
+            with contextlib.suppress(TimeoutError):
+                while True:
+                    got.append(json.loads((await next_message(client, 0.5)).payload)["attrs"]["n"])
+    assert got == [3, 4, 5]
+    assert [store.delivered_seen(MessageId(9, 1, n), "s") for n in range(1, 6)] == [
+        False, False, True, True, True]
+
+
+async def test_unpersisted_event_is_not_acked_and_comes_again(broker: Broker, store: Store,
+                                                              monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:
+    """Acknowledge-after-persist: a failed commit leaves the event with the broker."""
+    node = FakeNode()
+    bridge = _bridge(_settings(broker), store, node)
+    real = store.outbox_add
+    failures = [1]
+
+    def flaky(entries: Any) -> Any:
+        if failures:
+            failures.pop()
+            raise StoreError("disk full")
+        return real(entries)
+
+    monkeypatch.setattr(store, "outbox_add", flaky)
+    async with running(bridge), app_client(broker) as app:
+        await app.publish("meshsub/pub/t", b'{"a": 1}', qos=1)
+        await until(lambda: len(node.events) == 1, "the redelivered event")
+        assert bridge.counters["store_errors"] == 1
+        assert bridge.counters["connects"] >= 2  # it dropped the session to get it again
+        await asyncio.sleep(0.2)
+    assert len(node.events) == 1  # exactly once
+
+
+async def test_events_published_while_daemon_is_down_arrive(broker: Broker,
+                                                            store: Store) -> None:
+    """The persistent session makes the broker hold QoS 1 events for a stopped daemon."""
+    settings = _settings(broker)
+    async with running(_bridge(settings, store, FakeNode())):
+        pass  # the first connection creates the session
+    async with app_client(broker) as app:
+        await app.publish("meshsub/pub/t", b'{"a": 1}', qos=1)
+        await app.publish("meshsub/sub/later", b"t", qos=1)
+    node = FakeNode(epoch=2)
+    async with running(_bridge(settings, store, node)):
+        await until(lambda: len(node.events) == 1 and "later" in node.subs, "queued messages")
+    assert node.events[0][1] == MessageId(NODE, 2, 1)
+
+
+async def test_restart_restores_subscriptions(broker: Broker, store: Store) -> None:
+    store.put_subscription("keep", "a/b x=1", source="mqtt")
+    store.put_subscription("ctl-1", "z", source="ctl")
+    node = FakeNode()
+    bridge = _bridge(_settings(broker), store, node)
+    async with running(bridge):
+        assert set(node.subs) == {"keep"}
+        assert bridge.owns("keep") and not bridge.owns("ctl-1")
+
+
+async def test_redelivered_packet_is_recognised(store: Store) -> None:
+    """Same packet id and bytes after a crash between commit and PUBACK: one event."""
+    node = FakeNode()
+    bridge = MqttBridge(MqttSettings(), node=NODE, store=store,
+                        publisher=LocalPublisher(store, node.new_id, node.feed),
+                        on_subscribe=node.subscribe, on_unsubscribe=node.unsubscribe)
+    msg = _msg("meshsub/pub/t", b'{"a": 1}', 17)
+    client: Any = _FakeClient()
+    bridge.handle_batch([msg], client)
+    bridge.handle_batch([msg], client)
+    bridge.handle_batch([_msg("meshsub/pub/t", b'{"a": 2}', 17)], client)  # mid reused, new data
+    assert [e.attrs["a"] for e, _ in node.events] == [1, 2]
+    assert client._client.acks == [17, 17, 17]
+    assert bridge.counters["redelivered"] == 1
+
+
+async def test_live_telemetry_only_when_connected(broker: Broker, store: Store) -> None:
+    node = FakeNode()
+    topic = f"meshsub/telemetry/{NODE}"
+    bridge = _bridge(_settings(broker, telemetry_topic=topic), store, node)
+    bridge.publish_telemetry('{"x":1}')
+    assert bridge.counters["dropped:telemetry_offline"] == 1
+    async with running(bridge), app_client(broker, topic) as app:
+        bridge.publish_telemetry('{"x":2}')
+        assert (await next_message(app)).payload == b'{"x":2}'
+
+
+class _FakePaho:
+    def __init__(self) -> None:
+        self.acks: list[int] = []
+
+    def ack(self, mid: int, qos: int) -> None:
+        self.acks.append(mid)
+
+
+class _FakeClient:
+    def __init__(self) -> None:
+        self._client = _FakePaho()
+
+
+def _msg(topic: str, payload: bytes, mid: int, retain: bool = False) -> aiomqtt.Message:
+    return aiomqtt.Message(topic, payload, qos=1, retain=retain, mid=mid, properties=None)
+
+
+async def test_subscription_replace_idempotence_and_store_failure(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    node = FakeNode()
+    calls: list[str] = []
+    bridge = MqttBridge(MqttSettings(), node=NODE, store=store,
+                        publisher=LocalPublisher(store, node.new_id, node.feed),
+                        on_subscribe=lambda i, s: calls.append(f"+{i}"),
+                        on_unsubscribe=lambda i: calls.append(f"-{i}"))
+    client: Any = _FakeClient()
+    bridge.handle_batch([_msg("meshsub/sub/a", b"t x=1", 1)], client)
+    bridge.handle_batch([_msg("meshsub/sub/a", b"t   x=1", 2, retain=True)], client)  # same
+    bridge.handle_batch([_msg("meshsub/sub/a", b"t x=2", 3)], client)  # replaced
+    assert calls == ["+a", "-a", "+a"]
+    assert store.subscriptions() == {"a": "t x=2"}
+
+    def broken(*args: Any, **kw: Any) -> None:
+        raise StoreError("disk I/O error")
+
+    monkeypatch.setattr(store, "put_subscription", broken)
+    with pytest.raises(StoreError):
+        bridge.handle_batch([_msg("meshsub/sub/b", b"t", 4)], client)
+    assert client._client.acks == [1, 2, 3]  # 4 not acknowledged: the broker sends it again
+    assert "b" not in bridge.subscriptions and calls[-1] == "+a"
+
+
+async def test_mixed_batch_keeps_order(store: Store) -> None:
+    """A subscription between publications is applied between them, acks follow commits."""
+    node = FakeNode()
+    order: list[str] = []
+    publisher = LocalPublisher(store, node.new_id,
+                               lambda e, i: order.append(f"pub {e.attrs['n']}"))
+    bridge = MqttBridge(MqttSettings(), node=NODE, store=store, publisher=publisher,
+                        on_subscribe=lambda i, s: order.append(f"sub {i}"),
+                        on_unsubscribe=lambda i: order.append(f"unsub {i}"))
+    client: Any = _FakeClient()
+    bridge.handle_batch([
+        _msg("meshsub/pub/t", b'{"n": 1}', 1),
+        _msg("meshsub/pub/t", b'{"n": 2}', 2),
+        _msg("meshsub/sub/s", b"t", 3),
+        _msg("meshsub/pub/t", b"not json", 4),
+        _msg("meshsub/pub/t", b'{"n": 3}', 5),
+        _msg("meshsub/sub/s", b"", 6),
+    ], client)
+    assert order == ["pub 1", "pub 2", "sub s", "pub 3", "unsub s"]
+    assert sorted(client._client.acks) == [1, 2, 3, 4, 5, 6]
+    assert bridge.counters["rejected:bad_json"] == 1
+    assert store.outbox_len() == 0

@@ -1,0 +1,191 @@
+"""The telemetry spool: validation, rolling, atomic names, bounds, crash recovery."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from meshsub.core.telemetry import make_record, parse_line
+from meshsub.runtime.spool import TelemetrySpool
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def record(n: int = 0, **attrs: Any) -> dict[str, Any]:
+    return make_record(run="r", node=5, protocol="flooding", ts_ns=1000 + n, event="tx",
+                       attrs={"rec": n, "bytes": 100, **attrs})
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [parse_line(line) for line in path.read_text().splitlines()]
+
+
+def spool(tmp_path: Path, **kw: Any) -> TelemetrySpool:
+    kw.setdefault("flush_interval_s", 3600.0)  # tests flush explicitly
+    return TelemetrySpool(tmp_path, node=5, epoch=3, protocol="flooding", **kw)
+
+
+async def test_records_end_up_in_a_closed_file(tmp_path: Path) -> None:
+    s = spool(tmp_path)
+    await s.start()
+    for n in range(3):
+        assert s.write(record(n))
+    assert s.emit("neighbor_up", peer=9)
+    await s.stop()
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == ["5-3-1.jsonl"]
+    got = lines(tmp_path / "5-3-1.jsonl")
+    assert [r["event"] for r in got] == ["tx", "tx", "tx", "neighbor_up"]
+    assert got[3]["node"] == 5 and got[3]["epoch"] == 3 and got[3]["peer"] == 9
+
+
+async def test_invalid_records_are_counted_not_written(tmp_path: Path) -> None:
+    s = spool(tmp_path)
+    await s.start()
+    assert not s.write({"event": "tx"})
+    assert not s.write(record(1, colour="red"))
+    assert not s.write(record(2, bytes=float("nan")))
+    assert s.write(record(3))
+    await s.stop()
+    assert s.counters["invalid"] == 3
+    assert [r["rec"] for r in lines(tmp_path / "5-3-1.jsonl")] == [3]
+
+
+async def test_roll_by_size_and_age(tmp_path: Path) -> None:
+    clock = Clock()
+    s = spool(tmp_path, max_file_bytes=500, max_file_age_s=10.0, clock=clock)
+    await s.start()
+    for n in range(10):  # ~100 bytes a line: the size bound rolls
+        s.write(record(n))
+        s.flush()
+    rolled_by_size = s._n
+    assert rolled_by_size >= 2
+    s.write(record(99))
+    s.flush()
+    assert s._file is not None
+    clock.t = 11.0  # the age bound rolls too
+    s.flush()
+    assert s._file is None
+    await s.stop()
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert not any(n.startswith(".current") for n in names)
+    assert len(names) == s._n
+    recs = [r["rec"] for p in s.closed_files() for r in lines(p)]
+    assert recs == [*range(10), 99]  # nothing lost, nothing duplicated, in order
+    assert all(p.stat().st_size <= 500 + 200 for p in s.closed_files())
+
+
+async def test_flush_timer_writes_without_blocking(tmp_path: Path) -> None:
+    s = spool(tmp_path, flush_interval_s=0.01)
+    await s.start()
+    s.write(record(1))
+    current = tmp_path / ".current-3-1.jsonl"
+    for _ in range(500):
+        if current.exists() and current.stat().st_size > 0:
+            break
+        await asyncio.sleep(0.01)
+    assert json.loads(current.read_text())["rec"] == 1
+    await s.stop()
+
+
+async def test_spool_bound_deletes_oldest_and_accounts(tmp_path: Path) -> None:
+    s = spool(tmp_path, max_file_bytes=300, max_total_bytes=900)
+    await s.start()
+    for n in range(40):
+        s.write(record(n))
+        s.roll()
+    await s.stop()
+    files = s.closed_files()
+    assert sum(p.stat().st_size for p in files) <= 900
+    assert s.counters["files_deleted"] > 0
+    counters = [r for p in files for r in lines(p) if r["event"] == "counter"]
+    assert counters and counters[-1]["reason"] == "telemetry_dropped"
+    kept = [r["rec"] for p in files for r in lines(p) if r["event"] == "tx"]
+    assert kept == sorted(kept) and kept[-1] == 39
+    assert counters[-1]["bytes"] >= 40 - len(kept) - 1
+
+
+async def test_full_buffer_drops_new_records_and_says_so(tmp_path: Path) -> None:
+    s = spool(tmp_path, max_buffer_records=5)
+    await s.start()
+    results = [s.write(record(n)) for n in range(8)]
+    assert results == [True] * 5 + [False] * 3
+    await s.stop()
+    got = lines(tmp_path / "5-3-1.jsonl")
+    assert [r["rec"] for r in got if r["event"] == "tx"] == [0, 1, 2, 3, 4]
+    assert got[-1]["event"] == "counter" and got[-1]["bytes"] == 3
+
+
+async def test_crash_leftovers_are_recovered(tmp_path: Path) -> None:
+    good = json.dumps(record(1), separators=(",", ":"))
+    (tmp_path / ".current-2-4.jsonl").write_text(good + "\n" + good[:20])  # torn last line
+    (tmp_path / ".current-2-5.jsonl").write_text("")  # nothing in it
+    s = spool(tmp_path)
+    await s.start()
+    await s.stop()
+    assert [r["rec"] for r in lines(tmp_path / "5-2-4.jsonl")] == [1]
+    assert not (tmp_path / ".current-2-5.jsonl").exists()
+    assert s.counters["torn_lines"] == 1 and s.counters["recovered_files"] == 1
+
+
+async def test_recovery_never_overwrites_and_numbering_follows(tmp_path: Path) -> None:
+    good = json.dumps(record(7), separators=(",", ":")) + "\n"
+    (tmp_path / "5-3-1.jsonl").write_text(good)
+    (tmp_path / ".current-3-1.jsonl").write_text(good)  # same epoch, same number
+    s = spool(tmp_path)
+    await s.start()
+    s.write(record(8))
+    await s.stop()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "5-3-1.jsonl", "5-3-2.jsonl", "5-3-3.jsonl"]
+    assert [r["rec"] for r in lines(tmp_path / "5-3-3.jsonl")] == [8]
+
+
+async def test_numbering_continues_within_an_epoch(tmp_path: Path) -> None:
+    for _ in range(2):
+        s = spool(tmp_path)
+        await s.start()
+        s.write(record(0))
+        await s.stop()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["5-3-1.jsonl", "5-3-2.jsonl"]
+
+
+async def test_live_hook_gets_lines_and_may_fail(tmp_path: Path) -> None:
+    seen: list[str] = []
+
+    def live(line: str) -> None:
+        seen.append(line)
+        if len(seen) == 2:
+            raise RuntimeError("broker gone")
+
+    s = spool(tmp_path, live=live)
+    await s.start()
+    for n in range(3):
+        assert s.write(record(n))
+    await s.stop()
+    assert [json.loads(x)["rec"] for x in seen] == [0, 1, 2]
+    assert s.counters["live_errors"] == 1
+
+
+def test_bad_bounds() -> None:
+    with pytest.raises(ValueError):
+        TelemetrySpool(Path("/nonexistent"), node=1, epoch=1, max_file_bytes=10,
+                       max_total_bytes=5)
+
+
+def test_from_config(tmp_path: Path) -> None:
+    from meshsub.runtime.config import TelemetryConfig
+
+    cfg = TelemetryConfig(max_spool_bytes=2_000_000, roll_bytes=10_000, roll_seconds=5.0)
+    s = TelemetrySpool.from_config(cfg, tmp_path, node=1, epoch=2, protocol="flooding")
+    assert (s.max_file_bytes, s.max_file_age_s, s.max_total_bytes) == (10_000, 5.0, 2_000_000)

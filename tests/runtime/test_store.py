@@ -1,0 +1,246 @@
+"""The SQLite state: durability across reopen, bounds, migrations, corrupt files."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from meshsub.core.api import Message, MessageId
+from meshsub.core.buffer import BufferEntry, MemoryStore, ScfBuffer
+from meshsub.core.syntax import parse_event
+from meshsub.runtime.store import (
+    DB_NAME,
+    SCHEMA_VERSION,
+    Ingress,
+    LocalPublisher,
+    OutboxFullError,
+    SqliteBufferStore,
+    Store,
+    StoreError,
+)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    s = Store.in_state_dir(tmp_path)
+    yield s
+    s.close()
+
+
+def test_pragmas_and_schema(store: Store) -> None:
+    assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert store._db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    assert store.schema_version == SCHEMA_VERSION
+    with store.transaction(durable=False) as db:
+        assert db.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL inside
+    assert store._db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL again
+    with pytest.raises(RuntimeError), store.transaction(durable=False):
+        raise RuntimeError("rolled back")
+    assert store._db.execute("PRAGMA synchronous").fetchone()[0] == 2
+
+
+def test_epoch_increments_across_reopen(tmp_path: Path) -> None:
+    with Store.in_state_dir(tmp_path) as s:
+        assert s.epoch == 0
+        assert s.next_epoch() == 1
+        assert s.next_epoch() == 2
+    with Store.in_state_dir(tmp_path) as s:
+        assert s.epoch == 2
+        assert s.next_epoch() == 3
+
+
+def test_subscriptions_roundtrip(tmp_path: Path) -> None:
+    with Store.in_state_dir(tmp_path) as s:
+        s.put_subscription("a", "sensors/# x>1")
+        s.put_subscription("b", "t y=2", source="ctl")
+        s.put_subscription("a", "sensors/# x>2")  # replaces
+        assert s.delete_subscription("zzz") is False
+    with Store.in_state_dir(tmp_path) as s:
+        assert s.subscriptions() == {"a": "sensors/# x>2", "b": "t y=2"}
+        assert s.subscriptions(source="mqtt") == {"a": "sensors/# x>2"}
+        assert s.delete_subscription("a") is True
+        assert s.subscriptions() == {"b": "t y=2"}
+
+
+def test_outbox_order_remove_and_ingress(store: Store) -> None:
+    ids = [MessageId(7, 1, n) for n in range(1, 4)]
+    ing = Ingress(5, b"d" * 16)
+    store.outbox_add([(ids[0], "t a=1", ing), (ids[1], "t a=2", None), (ids[2], "t a=3", None)])
+    assert [e.event_id for e in store.outbox_pending()] == ids
+    assert store.ingress_seen(ing) == ids[0]
+    assert store.ingress_seen(Ingress(5, b"x" * 16)) is None
+    assert store.outbox_remove(ids[1]) is True
+    assert store.outbox_remove(ids[1]) is False
+    assert [e.event for e in store.outbox_pending()] == ["t a=1", "t a=3"]
+    assert store.outbox_len() == 2
+
+
+def test_outbox_add_is_atomic(store: Store) -> None:
+    mid = MessageId(1, 1, 1)
+    store.outbox_add([(mid, "t", None)])
+    with pytest.raises(sqlite3.IntegrityError):  # duplicate id in the second batch
+        store.outbox_add([(MessageId(1, 1, 2), "t", None), (mid, "t", None)])
+    assert store.outbox_len() == 1
+
+
+def test_origin_states(store: Store) -> None:
+    store.save_origin_states({1: (3, 10), 2: (1, 5)})
+    store.save_origin_states({1: (4, 0)})
+    assert store.origin_states() == {1: (4, 0), 2: (1, 5)}
+
+
+def test_delivered_cache_is_bounded(tmp_path: Path) -> None:
+    with Store.in_state_dir(tmp_path, delivered_capacity=10) as s:
+        pairs = [(MessageId(1, 1, n), "s") for n in range(25)]
+        s.delivered_add(pairs[:20])
+        s.delivered_add(pairs[20:])
+        s.delivered_add(pairs[24:])  # already there: ignored
+        assert s.delivered_len() == 10
+        assert not s.delivered_seen(*pairs[14])
+        assert s.delivered_seen(*pairs[15])
+        assert s.delivered_seen(*pairs[24])
+        assert not s.delivered_seen(MessageId(1, 1, 24), "other")
+
+
+def test_buffer_store_follows_the_protocol(store: Store) -> None:
+    buf = store.buffer()
+    mem = MemoryStore()
+    for target in (buf, mem):
+        target.put(MessageId(1, 1, 1), [1, "a"])
+        target.put(MessageId(1, 1, 2), [2, b"\x00"])
+        target.put(MessageId(1, 1, 1), [3])  # re-put moves to the end
+        assert target.delete(MessageId(9, 9, 9)) is False
+    assert list(buf.iterate()) == list(mem.iterate())
+    assert buf.get(MessageId(1, 1, 1)) == [3]
+    assert buf.get(MessageId(5, 5, 5)) is None
+    assert len(buf) == 2
+    assert buf.delete(MessageId(1, 1, 2)) is True
+    assert len(buf) == 1
+    with pytest.raises(TypeError):
+        buf.put(MessageId(1, 1, 3), [object()])
+
+
+def test_scf_buffer_survives_reopen(tmp_path: Path) -> None:
+    msg = Message(type=20, id=MessageId(3, 1, 9), body={"k": [1, 2]}, hop=2, ttl=5)
+    with Store.in_state_dir(tmp_path) as s:
+        buffer = ScfBuffer(4, store=s.buffer())
+        assert buffer.add(msg, now=1.0, expires_at=100.0)[0]
+    with Store.in_state_dir(tmp_path) as s:
+        again = ScfBuffer(4, store=s.buffer())
+        assert again.entry(msg.id) == BufferEntry(msg, 1.0, 100.0)
+
+
+def test_buffer_store_skips_corrupt_values(store: Store) -> None:
+    store._db.execute("INSERT INTO buffer (key, value, ord) VALUES ('1-1-1', x'c1', 1)")
+    store._db.execute("INSERT INTO buffer (key, value, ord) VALUES ('garbage', x'90', 2)")
+    buf = SqliteBufferStore(store)
+    assert list(buf.iterate()) == []
+    assert buf.corrupt == 2
+
+
+def test_corrupt_file_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / DB_NAME).write_bytes(b"this is not a database, it is a text file " * 200)
+    with pytest.raises(StoreError, match=r"unreadable|corrupt") as info:
+        Store.in_state_dir(tmp_path)
+    assert "\n" not in str(info.value)
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    with Store.in_state_dir(tmp_path) as s:
+        s._db.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    with pytest.raises(StoreError, match="newer"):
+        Store.in_state_dir(tmp_path)
+
+
+def test_unusable_state_dir(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(StoreError, match="state directory"):
+        Store.in_state_dir(blocker / "sub")
+
+
+class _Feed:
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.got: list[tuple[str, MessageId]] = []
+
+    def __call__(self, event: object, event_id: MessageId) -> None:
+        if self.fail:
+            raise RuntimeError("node broke")
+        self.got.append((str(event), event_id))
+
+
+def _ids(epoch: int) -> object:
+    seq = iter(range(1, 1000))
+    return lambda: MessageId(42, epoch, next(seq))
+
+
+def test_publisher_feeds_then_forgets(store: Store) -> None:
+    feed = _Feed()
+    pub = LocalPublisher(store, _ids(1), feed)  # type: ignore[arg-type]
+    event_id = pub.publish(parse_event("t a=1"))
+    assert event_id == MessageId(42, 1, 1)
+    assert [i for _, i in feed.got] == [event_id]
+    assert store.outbox_len() == 0
+
+
+def test_publisher_keeps_unfed_events_and_refeeds_after_restart(tmp_path: Path) -> None:
+    with Store.in_state_dir(tmp_path) as s:
+        pub = LocalPublisher(s, _ids(1), _Feed(fail=True))  # type: ignore[arg-type]
+        first = pub.publish(parse_event("t a=1"))
+        pub.persist([(parse_event("t a=2"), None)])
+        assert pub.feed_errors == 1
+        assert s.outbox_len() == 2
+    with Store.in_state_dir(tmp_path) as s:
+        feed = _Feed()
+        pub = LocalPublisher(s, _ids(2), feed)  # type: ignore[arg-type]
+        assert pub.refeed_pending() == 2
+        assert feed.got[0][1] == first  # the original id, so receivers dedupe resends
+        assert s.outbox_len() == 0
+
+
+def test_publisher_outbox_limit(store: Store) -> None:
+    pub = LocalPublisher(store, _ids(1), _Feed(fail=True), limit=2)  # type: ignore[arg-type]
+    pub.persist([(parse_event("t a=1"), None), (parse_event("t a=2"), None)])
+    with pytest.raises(OutboxFullError):
+        pub.persist([(parse_event("t a=3"), None)])
+    assert store.outbox_len() == 2
+
+
+def test_outbox_survives_sigkill(tmp_path: Path) -> None:
+    """A child persists an event and is SIGKILLed at once; the entry is there after."""
+    script = textwrap.dedent(f"""
+        import os, signal
+        from meshsub.core.api import MessageId
+        from meshsub.runtime.store import Store
+        s = Store.in_state_dir({str(tmp_path)!r})
+        s.outbox_add([(MessageId(1, 1, 1), "t a=1", None)])
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, check=False)
+    assert proc.returncode == -9, proc.stderr
+    with Store.in_state_dir(tmp_path) as s:
+        assert [e.event for e in s.outbox_pending()] == ["t a=1"]
+
+
+def test_feed_many_keeps_only_the_failed(store: Store) -> None:
+    got: list[MessageId] = []
+
+    def feed(event: object, event_id: MessageId) -> None:
+        if event_id.seq == 2:
+            raise RuntimeError("protocol refused")
+        got.append(event_id)
+
+    pub = LocalPublisher(store, _ids(1), feed)  # type: ignore[arg-type]
+    events = [parse_event(f"t a={n}") for n in range(3)]
+    ids = pub.persist([(e, None) for e in events])
+    assert pub.feed_many(list(zip(events, ids, strict=True))) == 2
+    assert got == [ids[0], ids[2]]
+    assert [e.event_id for e in store.outbox_pending()] == [ids[1]]
+    assert (pub.fed, pub.feed_errors) == (2, 1)
