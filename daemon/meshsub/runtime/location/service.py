@@ -1,0 +1,112 @@
+"""Runs a location source through the tracker and tells the node about positions."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from meshsub.core.api import Position
+from meshsub.core.geo import LocalFrame
+from meshsub.runtime.config import LocationConfig
+from meshsub.runtime.location.fix import FixSource
+from meshsub.runtime.location.gpsd import GpsdSource
+from meshsub.runtime.location.nmea import NmeaSerialSource
+from meshsub.runtime.location.static import StaticSource
+from meshsub.runtime.location.tracker import Gating, LocationTracker, PositionReport
+
+log = logging.getLogger(__name__)
+
+
+def make_source(cfg: LocationConfig, clock: Callable[[], float]) -> FixSource | None:
+    """The provider named by ``location.source``; ``None`` for ``none`` (no position)."""
+    if cfg.source == "none":
+        return None
+    if cfg.source == "gpsd":
+        return GpsdSource(cfg.gpsd.host, cfg.gpsd.port, clock=clock)
+    if cfg.source == "nmea":
+        return NmeaSerialSource(cfg.nmea.device, cfg.nmea.baud, clock=clock)
+    static = cfg.static
+    if static is None:
+        raise ValueError("location.source is 'static' but location.static is missing")
+    if static.x is not None and static.y is not None:
+        return StaticSource(local=(static.x, static.y, static.z), clock=clock,
+                            period=max(1.0, cfg.max_age / 2))
+    return StaticSource(lat=static.lat, lon=static.lon, alt=static.alt, clock=clock,
+                        period=max(1.0, cfg.max_age / 2))
+
+
+def make_tracker(cfg: LocationConfig, source: str) -> LocationTracker:
+    origin = LocalFrame(cfg.origin.lat, cfg.origin.lon, cfg.origin.alt) if cfg.origin else None
+    gating = Gating(cfg.min_mode, cfg.max_hdop, cfg.min_satellites, cfg.movement_threshold,
+                    cfg.max_age, cfg.stale_after)
+    return LocationTracker(gating, origin, source)
+
+
+class LocationService:
+    """Consumes ``source``, gates with ``tracker``, calls ``on_position`` on each report.
+
+    ``on_position(None)`` means the fix was lost; the node turns each call into
+    a ``PositionChanged`` input. A tick every ``tick_interval`` seconds catches
+    staleness even when the source falls silent.
+    """
+
+    def __init__(
+        self,
+        source: FixSource,
+        tracker: LocationTracker,
+        on_position: Callable[[Position | None], None],
+        *,
+        clock: Callable[[], float],
+        tick_interval: float = 1.0,
+    ) -> None:
+        self.source = source
+        self.tracker = tracker
+        self._on_position = on_position
+        self._clock = clock
+        self._tick_interval = tick_interval
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        self._tasks = [asyncio.create_task(self._consume(), name="location-source"),
+                       asyncio.create_task(self._ticker(), name="location-tick")]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+
+    async def __aenter__(self) -> LocationService:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def _emit(self, report: PositionReport | None) -> None:
+        if report is None:
+            return
+        pos = report.position
+        if pos is None:
+            log.warning("position lost source=%s reason=%s", self.source.name,
+                        self.tracker.last_reject)
+        else:
+            log.info("position x=%.1f y=%.1f error_m=%.1f", pos.x, pos.y, pos.error_m)
+        self._on_position(pos)
+
+    async def _consume(self) -> None:
+        async for fix in self.source.fixes():
+            self._emit(self.tracker.update(fix, self._clock()))
+
+    async def _ticker(self) -> None:
+        while True:
+            await asyncio.sleep(self._tick_interval)
+            self._emit(self.tracker.tick(self._clock()))
+
+    def status(self) -> dict[str, Any]:
+        return {**self.tracker.status(self._clock()), "provider": self.source.status()}

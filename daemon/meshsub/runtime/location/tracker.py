@@ -1,0 +1,174 @@
+"""Fix-quality gating, local metres, hysteresis and staleness for the own position.
+
+The protocol must only see positions worth acting on: a gated fix (mode,
+HDOP, satellites), converted to local metres about the fleet's origin,
+re-announced only when it moved more than the threshold or the last report
+is older than ``max_age``; and exactly one ``None`` when the fix is lost or
+goes stale (Meshtastic's six-hour stale bad fix is the cautionary tale).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from meshsub.core.api import Position
+from meshsub.core.geo import GeoError, LocalFrame
+from meshsub.runtime.location.fix import Fix
+
+UERE_M = 5.0
+"""User equivalent range error: horizontal error estimate = HDOP x UERE."""
+
+
+@dataclass(frozen=True, slots=True)
+class PositionReport:
+    """Something to hand to the protocol: a new position, or ``None`` for no fix."""
+
+    position: Position | None
+
+
+@dataclass(frozen=True, slots=True)
+class Gating:
+    min_mode: int = 2
+    max_hdop: float = 5.0
+    min_satellites: int = 4
+    movement_threshold: float = 10.0
+    max_age: float = 60.0
+    stale_after: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.min_mode not in (2, 3):
+            raise ValueError("min_mode must be 2 or 3")
+        if not (self.max_hdop > 0 and self.max_age > 0 and self.stale_after > 0):
+            raise ValueError("max_hdop, max_age and stale_after must be positive")
+        if self.movement_threshold < 0 or self.min_satellites < 0:
+            raise ValueError("movement_threshold and min_satellites must not be negative")
+
+
+class LocationTracker:
+    """Turns raw fixes into position reports; pure logic, the caller supplies ``now``."""
+
+    def __init__(self, gating: Gating, origin: LocalFrame | None, source: str = "") -> None:
+        self.gating = gating
+        self.origin = origin
+        self.source = source
+        self.fix: Fix | None = None
+        """The last fix that passed the gate."""
+        self.position: Position | None = None
+        """The last position reported to the protocol (``None``: no fix)."""
+        self.reported_at: float | None = None
+        self.accepted = 0
+        self.rejected: Counter[str] = Counter()
+        self.last_reject: str | None = None
+        self.last_seen: Fix | None = None
+
+    @property
+    def has_fix(self) -> bool:
+        return self.position is not None
+
+    def reject_reason(self, fix: Fix) -> str | None:
+        """Why ``fix`` fails the gate, or ``None`` if it passes."""
+        g = self.gating
+        if fix.static:
+            return None
+        if fix.mode < 2:
+            return "no_fix"
+        if not fix.has_position:
+            return "no_position"
+        if fix.mode < g.min_mode:
+            return "mode"
+        if fix.hdop is None or not math.isfinite(fix.hdop):
+            return "hdop_unknown"
+        if fix.hdop > g.max_hdop:
+            return "hdop"
+        if g.min_satellites > 0 and (fix.satellites is None or fix.satellites < g.min_satellites):
+            return "satellites"
+        return None
+
+    def _local(self, fix: Fix) -> tuple[float, float, float] | None:
+        if fix.local is not None:
+            return fix.local
+        if self.origin is None or fix.lat is None or fix.lon is None:
+            return None
+        try:
+            return self.origin.to_local(fix.lat, fix.lon, fix.alt or 0.0)
+        except GeoError:
+            return None
+
+    def update(self, fix: Fix, now: float) -> PositionReport | None:
+        """Feed one fix; return what to tell the protocol, if anything."""
+        self.last_seen = fix
+        reason = self.reject_reason(fix)
+        local = self._local(fix) if reason is None else None
+        if reason is None and local is None:
+            reason = "no_origin" if self.origin is None else "bad_coordinates"
+        if reason is not None:
+            self.rejected[reason] += 1
+            self.last_reject = reason
+            if reason == "no_fix":  # the receiver says so: no need to wait for staleness
+                self.fix = None
+                return self._lose()
+            return None
+        assert local is not None
+        self.accepted += 1
+        self.fix = fix
+        x, y, z = local
+        error = 0.0 if fix.static else (fix.hdop or 0.0) * UERE_M
+        candidate = Position(x, y, z if fix.alt is not None or fix.local else 0.0,
+                             error, fix.received_at)
+        if self.position is None or self.reported_at is None:
+            return self._report(candidate, now)
+        moved = math.hypot(candidate.x - self.position.x, candidate.y - self.position.y)
+        if moved > self.gating.movement_threshold or now - self.reported_at >= self.gating.max_age:
+            return self._report(candidate, now)
+        return None
+
+    def tick(self, now: float) -> PositionReport | None:
+        """Time passes: detect a stale fix; re-announce an old report of a fresh fix."""
+        if self.fix is None:
+            return None
+        if not self.fix.static and now - self.fix.received_at > self.gating.stale_after:
+            self.fix = None
+            self.rejected["stale"] += 1
+            self.last_reject = "stale"
+            return self._lose()
+        if (self.position is not None and self.reported_at is not None
+                and now - self.reported_at >= self.gating.max_age):
+            return self._report(self.position, now)
+        return None
+
+    def _report(self, position: Position, now: float) -> PositionReport:
+        self.position = position
+        self.reported_at = now
+        return PositionReport(position)
+
+    def _lose(self) -> PositionReport | None:
+        if self.position is None:
+            return None  # never had a fix, or the loss was already reported once
+        self.position = None
+        return PositionReport(None)
+
+    def status(self, now: float) -> dict[str, Any]:
+        """The state ``meshsubctl status`` shows."""
+        fix = self.fix
+        pos = self.position
+        return {
+            "source": self.source,
+            "fix": pos is not None,
+            "mode": fix.mode if fix else (self.last_seen.mode if self.last_seen else None),
+            "lat": fix.lat if fix else None,
+            "lon": fix.lon if fix else None,
+            "x": round(pos.x, 2) if pos else None,
+            "y": round(pos.y, 2) if pos else None,
+            "z": round(pos.z, 2) if pos else None,
+            "error_m": round(pos.error_m, 2) if pos else None,
+            "hdop": fix.hdop if fix else (self.last_seen.hdop if self.last_seen else None),
+            "sats": fix.satellites if fix else (self.last_seen.satellites
+                                                if self.last_seen else None),
+            "age_s": round(now - fix.received_at, 3) if fix else None,
+            "accepted": self.accepted,
+            "rejected": dict(self.rejected),
+            "last_reject": self.last_reject,
+        }
