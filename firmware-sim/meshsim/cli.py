@@ -55,9 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
     val = sub.add_parser("validate", help="check a scenario file without running it")
     scenario_args(val)
 
-    for name in ("vmesh", "run"):
-        p = sub.add_parser(name, help=f"{name}: {NOT_YET}")
-        p.add_argument("rest", nargs=argparse.REMAINDER)
+    from meshsim.vmesh.cli import add_parser as add_vmesh_parser
+
+    add_vmesh_parser(sub, _Parser)
+    p = sub.add_parser("run", help=f"run: {NOT_YET}")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
     return parser
 
 
@@ -103,7 +105,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        if args.command in ("vmesh", "run"):
+        if args.command == "vmesh":
+            from meshsim.vmesh.cli import run_cli
+
+            return run_cli(args)
+        if args.command == "run":
             print(f"meshsim {args.command}: {NOT_YET}", file=sys.stderr)
             return EXIT_USAGE
         if args.command == "validate":

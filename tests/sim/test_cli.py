@@ -80,6 +80,6 @@ def test_validate_and_simulate_succeed(tmp_path: Path) -> None:
     assert proc.returncode == 0 and proc.stdout == ""
 
 
-@pytest.mark.parametrize("command", ["vmesh", "run"])
+@pytest.mark.parametrize("command", ["run"])
 def test_not_yet_commands(command: str) -> None:
     assert_one_line_error(meshsim(command, "anything"), "not yet")

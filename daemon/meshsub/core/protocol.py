@@ -9,6 +9,7 @@ updated here *before* the hook runs, so hooks read a consistent view.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import Counter
 from collections.abc import Mapping
@@ -65,6 +66,8 @@ class Protocol:
     Params: ClassVar[type[ProtocolParams]] = ProtocolParams
     message_kinds: ClassVar[Mapping[int, MsgKind]] = {}
     """Message type -> telemetry kind, for the protocol's own types (>= 16)."""
+    reloadable_params: ClassVar[frozenset[str]] = frozenset()
+    """Parameters a running node may change (daemon SIGHUP): ones read at each use."""
 
     def __init__(
         self,
@@ -145,6 +148,21 @@ class Protocol:
         """
         self._seq += 1
         return MessageId(self.node, self.epoch, self._seq)
+
+    def update_params(self, params: ProtocolParams) -> tuple[str, ...]:
+        """Adopt ``params`` if every changed field is in ``reloadable_params``.
+
+        Returns the changed fields that cannot change at run time; when there
+        are any, nothing is applied (a restart is needed).
+        """
+        if type(params) is not type(self.params):
+            raise TypeError(f"expected {type(self.params).__name__}, got {type(params).__name__}")
+        changed = [f.name for f in dataclasses.fields(params)
+                   if getattr(params, f.name) != getattr(self.params, f.name)]
+        fixed = tuple(name for name in changed if name not in self.reloadable_params)
+        if not fixed:
+            self.params = params
+        return fixed
 
     def kind_of(self, message_type: int) -> MsgKind:
         """Telemetry kind of a message type (core types included)."""

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from meshsub.core.api import MsgKind, TelemetryValue
+from meshsub.core.api import Message, MsgKind, NodeId, TelemetryValue
 
 EVENTS: Final = frozenset(
     {
@@ -86,6 +86,27 @@ def make_record(
         if value is not None:
             record[key] = value
     return record
+
+
+def frame_attrs(
+    message: Message, kind: str, nbytes: int, peer: NodeId | None = None
+) -> dict[str, TelemetryValue]:
+    """Attributes of a ``tx`` or ``rx`` record, the same in every driver.
+
+    ``peer`` is the destination of a unicast ``tx``, the transmitter of an
+    ``rx``, and absent for a broadcast ``tx``; ``bytes`` counts every frame
+    of the transmission (all fragments of a segmented message).
+    """
+    attrs: dict[str, TelemetryValue] = {
+        "bytes": nbytes,
+        "msg_kind": kind,
+        "msg_type": message.type,
+        "event_id": str(message.id),
+        "hop": message.hop,
+    }
+    if peer is not None:
+        attrs["peer"] = peer
+    return attrs
 
 
 def validate_record(record: Any) -> dict[str, Any]:

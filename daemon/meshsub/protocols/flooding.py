@@ -64,6 +64,7 @@ class Flooding(Protocol):
     protocol_id: ClassVar[int] = 1
     Params: ClassVar[type[ProtocolParams]] = FloodingParams
     message_kinds: ClassVar[dict[int, MsgKind]] = {DATA: MsgKind.DATA}
+    reloadable_params: ClassVar[frozenset[str]] = frozenset({"ttl", "jitter"})
 
     params: FloodingParams
 

@@ -657,6 +657,11 @@ def parse_config(data: Mapping[str, Any], *, base_dir: Path = Path("."), source:
         source=source,
     )
     root.finish()
+    topic, prefix = cfg.telemetry.mqtt_topic, cfg.mqtt.topic_prefix
+    if topic.startswith((f"{prefix}/pub/", f"{prefix}/sub/")):
+        # the bridge would take its own telemetry back in as events or subscriptions
+        raise ConfigError("telemetry.mqtt_topic",
+                          f"must not be under {prefix}/pub/ or {prefix}/sub/: {topic!r}")
     return cfg
 
 

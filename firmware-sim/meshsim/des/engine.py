@@ -57,6 +57,7 @@ from meshsub.core.api import (
 )
 from meshsub.core.protocol import Protocol
 from meshsub.core.registry import get_protocol
+from meshsub.core.telemetry import frame_attrs
 
 EPOCH = 1
 """Every simulated node boots once."""
@@ -238,10 +239,7 @@ class Simulation:
         if radio.bitrate_bps is not None:
             delay += nbytes * 8 / radio.bitrate_bps
         neighbors = self.links[node]
-        attrs: dict[str, TelemetryValue] = {
-            "bytes": nbytes, "msg_kind": kind, "msg_type": message.type,
-            "event_id": str(message.id), "hop": message.hop,
-        }
+        attrs = frame_attrs(message, kind, nbytes)
         if dests is None:
             self._count_tx(node, kind, nbytes, nframes, attrs)
             candidates = sorted(neighbors.items())
@@ -276,10 +274,7 @@ class Simulation:
         now = self.env.now
         ts_ns = round(now * 1e9)
         event_id = str(message.id)
-        attrs: dict[str, TelemetryValue] = {  # shared by every receiver's record (read-only)
-            "peer": sender, "bytes": nbytes, "msg_kind": kind, "msg_type": message.type,
-            "event_id": event_id, "hop": message.hop,
-        }
+        attrs = frame_attrs(message, kind, nbytes, sender)  # shared by every receiver (read-only)
         stats, links, sink, nodes = self.stats, self.links, self.sink, self.nodes
         inp = FrameReceived(now, sender, message)
         for dest in receivers:

@@ -44,7 +44,8 @@ from meshsub.core.params import ParameterError, parse_params
 from meshsub.core.registry import UnknownProtocolError, get_protocol
 from meshsub.core.syntax import parse_event, parse_subscription
 
-ATTR_KINDS = ("uniform_int", "uniform_float", "choice", "const")
+ATTR_KINDS = ("uniform_int", "uniform_float", "choice", "const", "random_text")
+PUBLISHER_WEIGHTS = ("uniform", "contact_degree")
 
 
 def load_scenario(path: str | Path, overrides: Sequence[str] = (),
@@ -179,6 +180,19 @@ def _nodes(t: Table, area: Area) -> Nodes:
         count = t.integer("count", lo=1, hi=100_000)
         first = t.integer("first_id", 1, lo=0, hi=0xFFFF_FFFF - count + 1)
         ids = list(range(first, first + count))
+    pinned: list[tuple[int, float, float]] = []
+    for pt in t.tables("pinned"):
+        pid = pt.integer("id", lo=0, hi=0xFFFF_FFFF)
+        if placement == "explicit":
+            raise t.err("pinned", "not with placement = \"explicit\" (list the position there)")
+        if pid not in ids:
+            raise pt.err("id", f"node {pid} is not one of the scenario's nodes")
+        if any(p[0] == pid for p in pinned):
+            raise pt.err("id", f"node {pid} is pinned twice")
+        x = pt.number("x", lo=0.0, hi=area.width_m)
+        y = pt.number("y", lo=0.0, hi=area.height_m)
+        pt.done()
+        pinned.append((pid, x, y))
     nodes = Nodes(
         count=count,
         placement=placement,
@@ -187,6 +201,7 @@ def _nodes(t: Table, area: Area) -> Nodes:
         connected=t.boolean("connected", False),
         max_tries=t.integer("max_tries", 1000, lo=1),
         positions=tuple(positions),
+        pinned=tuple(pinned),
     )
     if nodes.connected and placement != "random":
         raise t.err("connected", "only for placement = \"random\"")
@@ -242,12 +257,36 @@ def _contacts(root: Table, ids: set[int], base_dir: Path) -> tuple[Contact, ...]
     if file is not None:
         events.extend(parse_contacts(_read_lines(base_dir, file, "contacts.file"),
                                      f"contacts.file {file}"))
+    if t.has("generate"):
+        events.extend(_generated_contacts(t.table("generate"), ids))
     t.done()
     for c in events:
         for n in (c.a, c.b):
             if n not in ids:
                 raise ScenarioError("contacts", f"unknown node {n} in contact at t={c.t:g}")
     return tuple(sorted(events, key=lambda c: c.t))
+
+
+def _generated_contacts(t: Table, ids: set[int]) -> list[Contact]:
+    """``[contacts.generate]``: a social contact trace (``meshsim.traces``) over the nodes."""
+    from meshsim.traces.social import PRESETS, TraceModelError, generate, preset
+
+    name = t.string("preset", choices=tuple(sorted(PRESETS)))
+    seed = t.integer("seed", 1, lo=0)
+    overrides: dict[str, float | int] = {}
+    days = t.opt_number("days", lo=0.0, lo_open=True)
+    if days is not None:
+        overrides["days"] = days
+    count = t.opt_integer("contacts", lo=1)
+    if count is not None:
+        overrides["contacts"] = count
+    t.done()
+    order = sorted(ids)
+    try:
+        model = preset(name, nodes=len(order), **overrides)
+        return [Contact(c.t, order[c.a], order[c.b], c.up) for c in generate(model, seed)]
+    except TraceModelError as exc:
+        raise ScenarioError(t.path, str(exc)) from None
 
 
 def _protocol(t: Table) -> ProtocolSpec:
@@ -319,7 +358,8 @@ def _subscribers(t: Table, ids: set[int]) -> SubscriberGen:
     if not exprs:
         raise t.err("expressions", "at least one expression is needed")
     gen = SubscriberGen(count, fraction, candidates, t.integer("per_node", 1, lo=1),
-                        tuple(exprs), t.number("t", 0.0, lo=0.0))
+                        tuple(exprs), t.number("t", 0.0, lo=0.0),
+                        t.number("interval_s", 0.0, lo=0.0))
     t.done()
     return gen
 
@@ -352,6 +392,7 @@ def _generator(t: Table, ids: set[int], meta: Meta) -> PublicationGen:
         count=t.opt_integer("count", lo=1),
         publishers=_node_list(t, "publishers", ids),
         templates=tuple(templates),
+        publisher_weight=t.string("publisher_weight", "uniform", choices=PUBLISHER_WEIGHTS),
     )
     t.done()
     return gen
@@ -385,8 +426,10 @@ def _attr_dist(t: Table, name: str) -> AttrDist:
         raise ScenarioError(where, "expected [low, high]")
     lo: float
     hi: float
-    if kind == "uniform_int":
+    if kind in ("uniform_int", "random_text"):
         lo, hi = check_int(raw[0], where), check_int(raw[1], where)
+        if kind == "random_text" and not 0 <= lo <= hi <= 1024:
+            raise ScenarioError(where, "text lengths must be within 0..1024")
     else:
         lo, hi = check_number(raw[0], where), check_number(raw[1], where)
     if lo > hi:

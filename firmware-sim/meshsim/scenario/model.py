@@ -71,6 +71,8 @@ class Nodes:
     max_tries: int = 1000
     positions: tuple[tuple[int, float, float], ...] = ()
     """explicit placement: (id, x, y) per node."""
+    pinned: tuple[tuple[int, float, float], ...] = ()
+    """grid/line/random placement: (id, x, y) of nodes placed by hand (e.g. a publisher)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +138,8 @@ class SubscriberGen:
     per_node: int
     expressions: tuple[WeightedExpr, ...]
     t: float = 0.0
+    interval_s: float = 0.0
+    """The k-th generated subscription (in node-id order) comes at ``t + k * interval_s``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +169,9 @@ class PublicationGen:
     count: int | None
     publishers: tuple[int, ...]
     templates: tuple[Template, ...]
+    publisher_weight: str = "uniform"
+    """``uniform``, or ``contact_degree``: publishers drawn in proportion to their degree
+    centrality over ``[contacts]`` (rates proportional to centrality, as in B-SUB)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,6 +44,18 @@ def rng_for(scenario: Scenario, stream: str) -> random.Random:
 
 
 def place_nodes(scenario: Scenario) -> dict[int, tuple[float, float]]:
+    """Every node's initial position: the placement's, then the pinned nodes' own."""
+    return _pin(scenario, _placed(scenario))
+
+
+def _pin(scenario: Scenario,
+         positions: dict[int, tuple[float, float]]) -> dict[int, tuple[float, float]]:
+    for pid, x, y in scenario.nodes.pinned:
+        positions[pid] = (x, y)
+    return positions
+
+
+def _placed(scenario: Scenario) -> dict[int, tuple[float, float]]:
     nodes, area = scenario.nodes, scenario.area
     ids = nodes.ids
     n = len(ids)
@@ -78,6 +90,7 @@ def place_nodes(scenario: Scenario) -> dict[int, tuple[float, float]]:
     for _ in range(nodes.max_tries):
         positions = {node: (rng.uniform(0, area.width_m), rng.uniform(0, area.height_m))
                      for node in ids}
+        _pin(scenario, positions)  # connectivity is judged with the pinned nodes in place
         if not nodes.connected:
             return positions
         if is_connected(compute_links(positions, model, scenario.radio.links)):
@@ -100,10 +113,13 @@ def plan_subscriptions(scenario: Scenario) -> tuple[SubscriptionSpec, ...]:
             (gen.fraction or 0.0) * len(gen.candidates))
         chosen = sorted(rng.sample(list(gen.candidates), count))
         weights = [e.weight for e in gen.expressions]
+        made = 0
         for node in chosen:
             for k in range(gen.per_node):
                 pick = rng.choices(gen.expressions, weights)[0]
-                subs.append(SubscriptionSpec(node, pick.expr, pick.subscription, gen.t,
+                at = gen.t + made * gen.interval_s
+                made += 1
+                subs.append(SubscriptionSpec(node, pick.expr, pick.subscription, at,
                                              f"g{k}"))
     return tuple(sorted(subs, key=lambda s: s.t))
 
@@ -115,6 +131,7 @@ def plan_publications(scenario: Scenario) -> tuple[PublicationSpec, ...]:
     if gen is not None:
         rng = rng_for(scenario, "publications")
         weights = [tp.weight for tp in gen.templates]
+        publisher_weights = _publisher_weights(scenario)
         t = gen.start_s
         made = 0
         while True:
@@ -125,7 +142,8 @@ def plan_publications(scenario: Scenario) -> tuple[PublicationSpec, ...]:
             if t >= gen.stop_s or (gen.count is not None and made >= gen.count):
                 break
             template = rng.choices(gen.templates, weights)[0]
-            node = rng.choice(gen.publishers)
+            node = (rng.choice(gen.publishers) if publisher_weights is None
+                    else rng.choices(gen.publishers, publisher_weights)[0])
             try:
                 event = sample_event(template, rng)
             except ContentError as exc:
@@ -133,6 +151,24 @@ def plan_publications(scenario: Scenario) -> tuple[PublicationSpec, ...]:
             pubs.append(PublicationSpec(t, node, "", event))
             made += 1
     return tuple(heapq.nsmallest(len(pubs), pubs, key=lambda p: p.t))
+
+
+def _publisher_weights(scenario: Scenario) -> list[float] | None:
+    """Per-publisher weights of ``publisher_weight``, or None for uniform draws."""
+    gen = scenario.workload.generator
+    if gen is None or gen.publisher_weight == "uniform":
+        return None
+    from meshsim.traces.stats import degree_centrality
+
+    centrality = degree_centrality(scenario.contacts or ())
+    weights = [centrality.get(node, 0.0) for node in gen.publishers]
+    if not any(weights):
+        raise ScenarioError("workload.generator.publisher_weight",
+                            "contact_degree needs publishers that appear in [contacts]")
+    return weights
+
+
+TEXT_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789 "
 
 
 def sample_event(template: Template, rng: random.Random | None) -> Event:
@@ -147,6 +183,9 @@ def _draw(dist: AttrDist, rng: random.Random | None) -> int | float | str | bool
     if dist.kind == "choice":
         return dist.args[0] if rng is None else rng.choice(dist.args)  # type: ignore[no-any-return]
     lo, hi = dist.args
+    if dist.kind == "random_text":
+        size = lo if rng is None else rng.randint(lo, hi)
+        return "x" * size if rng is None else "".join(rng.choices(TEXT_ALPHABET, k=size))
     if dist.kind == "uniform_int":
         return int(lo if rng is None else rng.randint(lo, hi))
     value = float(lo if rng is None else rng.uniform(lo, hi))

@@ -1,0 +1,240 @@
+"""meshsubd on the three-namespace line A - B - C (root): memory, CPU, MQTT-to-MQTT latency.
+
+Brings up the end-to-end mesh of ``tests/e2e/mesh.py`` (own mosquitto and
+meshsubd per namespace, flooding, A and C out of range), then:
+
+1. resident memory of each idle daemon;
+2. publishes ``--rate`` events/s for ``--seconds`` on A's broker (paho, QoS 1,
+   the send time in the payload) and receives them on C's broker with
+   ``mosquitto_sub`` (its receive timestamp): the latency is MQTT to MQTT over
+   two mesh hops;
+3. CPU time per frame the relay B forwarded (process CPU from /proc, net of
+   B's idle CPU rate), and resident memory under load.
+
+Usage: ``sudo .venv/bin/python bench/bench_daemon.py [--rate 100] [--seconds 30]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "e2e"))
+
+from mesh import KEY, Mesh, NodeProc, wait_for
+
+from meshsub.core.api import Message, MessageId
+from meshsub.core.content import Event
+from meshsub.protocols.flooding import DATA, encode_body
+from meshsub.runtime.config import parse_config
+from meshsub.runtime.logging import configure_logging
+from meshsub.runtime.node import Node
+from meshsub.runtime.sdnotify import SystemdNotifier
+from meshsub.wire import FrameCodec, KeyRing
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+PUBLISHER = """
+import json, sys, time
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+port, rate, seconds = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="bench-pub", protocol=mqtt.MQTTv5)
+c.connect("127.0.0.1", port)
+c.loop_start()
+n = int(rate * seconds)
+start = time.time()
+infos = []
+for i in range(n):
+    due = start + i / rate
+    delay = due - time.time()
+    if delay > 0:
+        time.sleep(delay)
+    infos.append(c.publish("meshsub/pub/bench/load",
+                           json.dumps({"i": i, "t0": time.time()}), qos=1))
+for info in infos:
+    info.wait_for_publish(30)
+print(json.dumps({"published": n, "elapsed_s": time.time() - start}))
+c.loop_stop()
+c.disconnect()
+"""
+
+
+def proc_status(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM (kB) of ``pid``."""
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = int(value.split()[0])
+    return out
+
+
+def cpu_times(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of ``pid`` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return int(fields[11]) / TICK, int(fields[12]) / TICK
+
+
+def cpu_seconds(pid: int) -> float:
+    return sum(cpu_times(pid))
+
+
+def pid_of(node: NodeProc) -> int:
+    assert node.daemon is not None
+    pid = node.daemon.pid  # `ip netns exec` execs the daemon: same pid
+    assert b"meshsubd" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    return int(pid)
+
+
+def forwarded(node: NodeProc) -> int:
+    """Protocol transmissions of ``node`` (beacons excluded); B originates nothing."""
+    tx = node.ctl("status")["transmissions"]
+    return int(tx.get("tx_broadcast", 0)) + int(tx.get("tx_unicast", 0))
+
+
+async def _inprocess_forward_us(events: int, telemetry: bool, tmp: Path) -> float:
+    """CPU per forwarded event of one node driven directly (no loop, sockets or peers).
+
+    The relay's Python path alone: the copy from A and the duplicate from C
+    decoded, the protocol run, one rebroadcast encoded and sent (to two
+    loopback ports nobody reads), with or without the telemetry records.
+    """
+    ports = []
+    for _ in range(3):
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            ports.append(int(sock.getsockname()[1]))
+    state = tmp / f"inproc-{telemetry}"
+    config = parse_config({
+        "node": {"id": 2}, "link": {"interface": "", "port": ports[0]},
+        "discovery": {"zeroconf": False, "beacon_interval": 60.0,
+                      "static_peers": [f"127.0.0.1:{p}" for p in ports[1:]]},
+        "protocol": {"name": "flooding", "params": {"jitter": 0.0}},
+        "security": {"current_key": 1, "keys": {"1": KEY}},
+        "mqtt": {"port": ports[1]}, "telemetry": {"enabled": telemetry},
+        "storage": {"state_dir": str(state), "spool_dir": str(state / "spool")},
+        "log": {"level": "critical"},
+    })
+    node = Node(config, notifier=SystemdNotifier({}))
+    await node.start()
+    try:
+        a = FrameCodec(1, 1, KeyRing.from_hex({"1": KEY}, 1))
+        c = FrameCodec(3, 1, KeyRing.from_hex({"1": KEY}, 1))
+        frames = []
+        for i in range(events):
+            event = Event("bench/load", {"i": i, "t0": time.time()})
+            msg = Message(DATA, MessageId(1, 1, i + 1), encode_body(event, time.time()), ttl=8)
+            frames.append((a.encode(1, msg)[0], c.encode(1, msg.forwarded().forwarded())[0]))
+        start = time.process_time()
+        for i, (from_a, from_c) in enumerate(frames):
+            node._on_datagram(from_a, ("127.0.0.1", ports[1]))
+            node._on_datagram(from_c, ("127.0.0.1", ports[2]))
+            if i % 100 == 0:
+                await asyncio.sleep(0)  # let the spool flush as it would
+        return (time.process_time() - start) / events * 1e6
+    finally:
+        await node.stop()
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rate", type=float, default=100.0, help="events per second")
+    parser.add_argument("--seconds", type=float, default=30.0, help="length of the load")
+    parser.add_argument("--idle", type=float, default=15.0, help="idle settling time (s)")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        print("bench_daemon: needs root (network namespaces)", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="msub-bench-") as tmp:
+        mesh = Mesh(Path(tmp))
+        with mesh.running():
+            status = run(mesh, args)
+        configure_logging("critical")  # the in-process node has no broker: quiet
+        with_tel = asyncio.run(_inprocess_forward_us(3000, True, Path(tmp)))
+        without = asyncio.run(_inprocess_forward_us(3000, False, Path(tmp)))
+        print(f"  relay Python path per forwarded event, in-process (2 frames in, 1 out): "
+              f"{with_tel:.0f} us with telemetry, {without:.0f} us without")
+        return status
+
+
+def run(mesh: Mesh, args: argparse.Namespace) -> int:
+    a, b, c = mesh.nodes["a"], mesh.nodes["b"], mesh.nodes["c"]
+    mesh.wait_neighbors()
+    pids = {name: pid_of(node) for name, node in mesh.nodes.items()}
+
+    sub = c.mqtt_sub("meshsub/deliver/bench/#")
+    sub.wait_ready(c, "meshsub/deliver/bench/probe")
+    c.mqtt_pub("meshsub/sub/bench", "bench/#", retain=True)
+    wait_for(lambda: any(r["sub_id"] == "bench" for r in c.ctl("subscriptions")),
+             "bench subscription on C")
+
+    time.sleep(args.idle)  # idle: beacons only
+    idle_cpu0 = cpu_seconds(pids["b"])
+    t_idle0 = time.monotonic()
+    time.sleep(args.idle)
+    idle_rate = (cpu_seconds(pids["b"]) - idle_cpu0) / (time.monotonic() - t_idle0)
+    idle_rss = {name: proc_status(pid)["VmRSS"] for name, pid in pids.items()}
+
+    fwd0, (user0, sys0), t0 = forwarded(b), cpu_times(pids["b"]), time.monotonic()
+    pub = subprocess.run(
+        ["ip", "netns", "exec", a.ns, sys.executable, "-c", PUBLISHER, str(a.mqtt_port),
+         str(args.rate), str(args.seconds)], capture_output=True, text=True, check=True)
+    expected = int(args.rate * args.seconds)
+    peak_rss = {name: proc_status(pid)["VmRSS"] for name, pid in pids.items()}
+    wait_for(lambda: len(sub.events()) >= expected, "all events on C", guard=120)
+    fwd1, (user1, sys1), t1 = forwarded(b), cpu_times(pids["b"]), time.monotonic()
+    hwm = {name: proc_status(pid)["VmHWM"] for name, pid in pids.items()}
+
+    latencies = []
+    seen: set[int] = set()
+    for received, d in sub.deliveries():
+        if "event_id" not in d or "i" not in d["attrs"]:
+            continue
+        seen.add(d["attrs"]["i"])
+        latencies.append(received - d["attrs"]["t0"])
+    frames = fwd1 - fwd0
+    user, system = user1 - user0, sys1 - sys0
+    cpu = user + system
+    cpu_net = cpu - idle_rate * (t1 - t0)
+
+    print(f"meshsubd benchmark: line A - B - C in network namespaces, flooding, "
+          f"{args.rate:g} events/s for {args.seconds:g} s")
+    print(f"  publisher: {pub.stdout.strip()}")
+    print(f"  delivered on C: {len(seen)}/{expected} distinct, {len(latencies)} deliveries")
+    print("  resident memory, idle (MiB):        "
+          + "  ".join(f"{n}={kb / 1024:.1f}" for n, kb in idle_rss.items()))
+    print("  resident memory, under load (MiB):  "
+          + "  ".join(f"{n}={kb / 1024:.1f}" for n, kb in peak_rss.items()))
+    print("  peak resident memory, VmHWM (MiB):  "
+          + "  ".join(f"{n}={kb / 1024:.1f}" for n, kb in hwm.items()))
+    print(f"  relay B: {frames} messages sent in {t1 - t0:.1f} s, CPU {cpu:.2f} s "
+          f"(idle rate {idle_rate * 1000:.1f} ms/s)")
+    if frames:
+        print(f"  CPU per forwarded frame on B: {cpu / frames * 1e6:.0f} us gross "
+              f"(user {user / frames * 1e6:.0f} us, system {system / frames * 1e6:.0f} us), "
+              f"{cpu_net / frames * 1e6:.0f} us net of idle")
+    if latencies:
+        print(f"  latency MQTT(A) -> MQTT(C), 2 hops: p50 {percentile(latencies, 0.5) * 1e3:.2f} ms"
+              f"  p99 {percentile(latencies, 0.99) * 1e3:.2f} ms"
+              f"  mean {statistics.fmean(latencies) * 1e3:.2f} ms"
+              f"  max {max(latencies) * 1e3:.2f} ms")
+    sub.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,246 @@
+"""DF (Diffusion Filters), the per-subscriber geographic baseline HESPER is compared against.
+
+Spec 004 §1.4 / §4.7.1: subscriptions are routed geographically (GEAR in the
+thesis; here GPSR greedy + perimeter from ``meshsub.core.georouting``, the
+energy-unaware special case of GEAR) to the event region, each on its own
+path. Every node on the path keeps a gradient (filter -> the neighbour it came
+from); events go from the region back down every matching gradient. Paths
+share links only where greedy forwarding happens to pick the same node, and
+then a node sends one copy per distinct next node, so overlap saves only by
+chance, which is the property the thesis contrasts with HESPER's merging.
+
+The region convention (``gx``/``gy`` attributes) and the grid are HESPER's
+(``meshsub.protocols.hesper.region``); the rendezvous point of a region is
+the centre of its cell, where the thesis's experiments put the publisher.
+DF defines no soft state; subscriptions stay until unsubscribed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from meshsub.core.api import (
+    FIRST_PROTOCOL_TYPE,
+    Message,
+    MessageId,
+    MsgKind,
+    NeighborInfo,
+    NodeId,
+    Position,
+)
+from meshsub.core.content import ContentError, Event, Subscription
+from meshsub.core.georouting import GeoHeader, GeoRoutingError, next_hop
+from meshsub.core.grid import Cell, Point
+from meshsub.core.params import ProtocolParams
+from meshsub.core.protocol import Protocol
+from meshsub.protocols.hesper.params import GridParams
+from meshsub.protocols.hesper.region import event_region, make_grid, subscription_region
+
+SUBSCRIBE = FIRST_PROTOCOL_TYPE
+EVENT = FIRST_PROTOCOL_TYPE + 1
+UNSUBSCRIBE = FIRST_PROTOCOL_TYPE + 2
+
+LOCAL = -1
+"""Downstream marker of a gradient that ends at this node's own subscription."""
+
+TO_REGION = 0
+DOWN = 1
+
+
+@dataclass(frozen=True, slots=True)
+class DFParams(GridParams):
+    reliable_control: bool = False
+    """Per-hop ACKs for SUBSCRIBE/UNSUBSCRIBE (off: the thesis's loss-free counts)."""
+
+
+@dataclass(slots=True)
+class Gradient:
+    filter: Subscription
+    region: Cell
+    downstream: set[int] = field(default_factory=set)
+    upstream: NodeId | None = None
+
+
+def _geo(v: Any) -> GeoHeader:
+    try:
+        return GeoHeader.from_wire(v)
+    except GeoRoutingError as exc:
+        raise ValueError(str(exc)) from None
+
+
+class DF(Protocol):
+    """Independent per-subscriber geographic paths; events down the union of gradients."""
+
+    name: ClassVar[str] = "df"
+    protocol_id: ClassVar[int] = 6
+    Params: ClassVar[type[ProtocolParams]] = DFParams
+    message_kinds: ClassVar[dict[int, MsgKind]] = {
+        SUBSCRIBE: MsgKind.SUBSCRIPTION, UNSUBSCRIBE: MsgKind.SUBSCRIPTION, EVENT: MsgKind.DATA,
+    }
+
+    params: DFParams
+
+    def __init__(self, node: NodeId, **kwargs: Any) -> None:
+        super().__init__(node, **kwargs)
+        self.grid = make_grid(self.params)
+        self.gradients: dict[str, Gradient] = {}
+        self._npos: dict[NodeId, Point] = {}
+        self._waiting: list[str] = []
+
+    # ---------------------------------------------------------------- inputs
+
+    def on_position(self, position: Position | None) -> None:
+        if position is not None:
+            waiting, self._waiting = self._waiting, []
+            for sub_id in waiting:
+                sub = self.subscriptions.get(sub_id)
+                if sub is not None:
+                    self.on_subscribe(sub_id, sub)
+
+    def on_neighbor_up(self, info: NeighborInfo) -> None:
+        self._neighbor(info.node, info.position)
+
+    def on_neighbor_changed(self, info: NeighborInfo) -> None:
+        self._neighbor(info.node, info.position)
+
+    def _neighbor(self, node: NodeId, pos: Position | None) -> None:
+        if pos is None:
+            self._npos.pop(node, None)
+        else:
+            self._npos[node] = (pos.x, pos.y)
+
+    def on_neighbor_down(self, node: NodeId) -> None:
+        self._npos.pop(node, None)
+
+    def on_subscribe(self, sub_id: str, subscription: Subscription) -> None:
+        region = subscription_region(subscription)
+        if region is None or not self.grid.in_grid(region):
+            self.drop("no_region", sub_id=sub_id, topic=subscription.topic)
+            return
+        if self.position is None:
+            self._waiting.append(sub_id)
+            return
+        self._on_sub(f"{self.node:x}/{sub_id}", subscription, region, LOCAL, GeoHeader(),
+                     self.new_message_id(), 0)
+
+    def on_unsubscribe(self, sub_id: str, subscription: Subscription) -> None:
+        self._on_unsub(f"{self.node:x}/{sub_id}", LOCAL, self.new_message_id(), 0)
+
+    def on_publish(self, event: Event, event_id: MessageId) -> None:
+        if self.position is None:
+            self.drop("no_position", event_id=str(event_id), topic=event.topic)
+            return
+        cell = self.grid.locate(self.position.x, self.position.y)
+        named = event_region(event)
+        if cell is None or (named is not None and named != cell):
+            self.drop("region_mismatch", event_id=str(event_id), topic=event.topic)
+            return
+        self._on_event(event, cell, self.now, TO_REGION, GeoHeader(),
+                       Message(EVENT, event_id, None, hop=0, ttl=self.params.max_hops))
+
+    def on_frame(self, sender: NodeId, message: Message) -> None:
+        msg = Message(message.type, message.id, message.body, message.hop + 1, message.ttl - 1)
+        body = message.body
+        try:
+            if message.type == SUBSCRIBE:
+                sid, flt, geo = _items(body, 3)
+                sub = Subscription.from_wire(flt)
+                region = subscription_region(sub)
+                if region is None or not isinstance(sid, str):
+                    raise ValueError("subscription without a region")
+                self._on_sub(sid, sub, region, sender, _geo(geo), msg.id, msg.hop, msg.ttl)
+            elif message.type == EVENT:
+                ev, region_w, at, mode, geo = _items(body, 5)
+                gx, gy = _items(region_w, 2)
+                if isinstance(at, bool) or not isinstance(at, int | float) or mode not in (0, 1) \
+                        or not isinstance(gx, int) or not isinstance(gy, int):
+                    raise ValueError("bad EVENT fields")
+                self._on_event(Event.from_wire(ev), Cell(gx, gy), float(at), mode, _geo(geo), msg)
+            elif message.type == UNSUBSCRIBE:
+                (sid,) = _items(body, 1)
+                if not isinstance(sid, str):
+                    raise ValueError("bad sub_id")
+                self._on_unsub(sid, sender, msg.id, msg.hop)
+            else:
+                self.drop("unknown_type", message, peer=sender)
+        except (ValueError, ContentError, TypeError):
+            self.drop("malformed", message, peer=sender)
+
+    def status(self) -> dict[str, Any]:
+        return {**super().status(), "gradients": len(self.gradients)}
+
+    # ------------------------------------------------------------- internals
+
+    def _target(self, region: Cell) -> Point:
+        return self.grid.centre(region)
+
+    def _send(self, node: NodeId, msg: Message) -> None:
+        if msg.ttl <= 0:
+            self.drop("ttl_expired", msg)
+        elif self.params.reliable_control and msg.type != EVENT:
+            self.send_reliable(node, msg)
+        else:
+            self.send(node, msg)
+
+    def _step(self, target: Point, header: GeoHeader) -> tuple[NodeId | None, GeoHeader]:
+        assert self.position is not None
+        return next_hop(self.node, (self.position.x, self.position.y), self._npos, target, header,
+                        radio_range=self.params.TR)
+
+    def _on_sub(self, sid: str, sub: Subscription, region: Cell, prev: int, header: GeoHeader,
+                mid: MessageId, hop: int, ttl: int | None = None) -> None:
+        """Keep the gradient to ``prev``; go on greedily towards the region's centre."""
+        if self.position is None or not self.grid.in_grid(region):
+            self.drop("no_position", sub_id=sid)
+            return
+        grad = self.gradients.get(sid)
+        if grad is None:
+            grad = self.gradients[sid] = Gradient(sub, region)
+        grad.downstream.add(prev)
+        nxt, out = self._step(self._target(region), header)
+        if nxt is None:
+            return  # home: the node closest to the region's centre holds the root
+        grad.upstream = nxt
+        ttl = self.params.max_hops if ttl is None else ttl
+        self._send(nxt, Message(SUBSCRIBE, mid, [sid, sub.to_wire(), out.to_wire()], hop, ttl))
+
+    def _on_unsub(self, sid: str, sender: int, mid: MessageId, hop: int) -> None:
+        grad = self.gradients.get(sid)
+        if grad is None:
+            return
+        grad.downstream.discard(sender)
+        if grad.downstream:
+            return
+        del self.gradients[sid]
+        if grad.upstream is not None:
+            self._send(grad.upstream, Message(UNSUBSCRIBE, mid, [sid], hop,
+                                              self.params.max_hops))
+
+    def _on_event(self, event: Event, region: Cell, at: float, mode: int, header: GeoHeader,
+                  msg: Message) -> None:
+        if mode == TO_REGION:
+            nxt, out = self._step(self._target(region), header)
+            if nxt is not None:
+                self._send(nxt, Message(EVENT, msg.id, [event.to_wire(), list(region), at,
+                                                        TO_REGION, out.to_wire()],
+                                        msg.hop, msg.ttl))
+                return
+        if self.is_duplicate(msg.id):
+            self.drops["duplicate_event"] += 1
+            return
+        targets: set[int] = set()
+        for grad in self.gradients.values():
+            if grad.region == region and grad.filter.matches(event):
+                targets |= grad.downstream
+        if LOCAL in targets:
+            self.deliver_local(event, msg.id, msg.hop, at)
+        body = [event.to_wire(), list(region), at, DOWN, [0]]
+        for node in sorted(targets - {LOCAL}):
+            self._send(node, Message(EVENT, msg.id, body, msg.hop, msg.ttl))
+
+
+def _items(v: Any, n: int) -> list[Any] | tuple[Any, ...]:
+    if not isinstance(v, list | tuple) or len(v) != n:
+        raise ValueError(f"expected a list of {n} items")
+    return v

@@ -1,0 +1,669 @@
+"""The field daemon's main loop: every runtime component wired to one sans-I/O protocol.
+
+Inputs reach the protocol from the link (frames), discovery (neighbour
+up/changed/down), the location service (own position), the MQTT bridge and
+the control socket (publish/subscribe) and the timers; the actions it returns
+become link sends, deliveries to MQTT or ``meshsubctl sub`` streams, timers
+and telemetry records (the same ``tx``/``rx``/... records the simulator
+writes, stamped with the wall clock).
+
+The protocol's clock is the wall clock (``time.time``): flooding-style
+protocols carry the publication time to compute delivery latency on another
+node, which is meaningful only between clocks that agree (NTP/GPS in the
+field, one host in the namespace tests).
+
+Accepted publications wait in the outbox while the link is down: "accepted by
+the protocol" is only meaningful when the protocol can send, so an event
+acknowledged to MQTT with the mesh interface gone is fed when it returns, or
+at the next start (``HeldPublisher``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import inspect
+import logging
+import os
+import secrets
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from meshsub import __version__
+from meshsub.core.api import (
+    Action,
+    Broadcast,
+    CancelTimer,
+    CoreType,
+    Deliver,
+    Emit,
+    FrameReceived,
+    Input,
+    LocalPublish,
+    LocalSubscribe,
+    LocalUnsubscribe,
+    MessageId,
+    Position,
+    PositionChanged,
+    SendTo,
+    SendToMany,
+    SetTimer,
+    TelemetryValue,
+    TimerFired,
+)
+from meshsub.core.content import Event, Subscription
+from meshsub.core.params import params_to_dict
+from meshsub.core.protocol import Protocol
+from meshsub.core.registry import get_protocol
+from meshsub.core.syntax import format_subscription
+from meshsub.runtime.batman import BatmanCandidate, BatmanPoller, candidate_addresses
+from meshsub.runtime.config import Config, ConfigError, diff_configs, load_config
+from meshsub.runtime.control import SOCKET_NAME, ControlError, ControlHandlers, ControlServer
+from meshsub.runtime.discovery import BeaconTiming, Discovery, DnsSd
+from meshsub.runtime.frameio import LINK_PROTOCOL_ID, FrameIO
+from meshsub.runtime.link import Address, Link, LinkError, LinkState
+from meshsub.runtime.location import LocationService, make_source, make_tracker
+from meshsub.runtime.logging import configure_logging, get_logger
+from meshsub.runtime.mqtt import MqttBridge, MqttSettings, delivery_payload
+from meshsub.runtime.neighbors import EventKind, NeighborEvent, NeighborTable, to_input
+from meshsub.runtime.sdnotify import SignalHandlers, SystemdNotifier
+from meshsub.runtime.spool import TelemetrySpool
+from meshsub.runtime.store import LocalPublisher, Store, StoreError
+from meshsub.runtime.timers import Timers
+from meshsub.wire import FrameCodec, KeyRing
+
+log = get_logger("meshsub.node")
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+HOUSEKEEPING_S = 1.0
+STATUS_EVERY_S = 10.0
+
+
+class StartupError(RuntimeError):
+    """The daemon cannot start as configured; one line for the operator."""
+
+
+class HeldPublisher(LocalPublisher):
+    """A ``LocalPublisher`` that keeps accepted events in the outbox while ``ready()`` is false.
+
+    Persisting (and so acknowledging to MQTT) goes on; feeding the protocol
+    waits, and ``refeed_pending`` hands everything over once the link is up.
+    """
+
+    def __init__(self, *args: Any, ready: Callable[[], bool], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._ready = ready
+        self.held = 0
+
+    def feed_many(self, items: Sequence[tuple[Event, MessageId]]) -> int:
+        if not self._ready():
+            self.held += len(items)
+            return 0
+        return super().feed_many(items)
+
+
+def _peer_addresses(config: Config) -> list[Address]:
+    return [(p.host, p.port) for p in config.discovery.static_peers]
+
+
+def _make_protocol(config: Config, epoch: int, store: Store) -> Protocol:
+    cls = get_protocol(config.protocol.name)
+    kwargs: dict[str, Any] = {"epoch": epoch, "params": config.protocol.params,
+                              "seed": secrets.randbits(32)}
+    if "store" in inspect.signature(cls.__init__).parameters:
+        kwargs["store"] = store.buffer()  # store-carry-forward survives a restart
+    return cls(config.node.id, **kwargs)
+
+
+class Node:
+    """One running daemon. ``await start()``, then ``await wait()``, then ``await stop()``."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        notifier: SystemdNotifier | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.node = config.node.id
+        self.clock = clock
+        self.notifier = notifier if notifier is not None else SystemdNotifier()
+        self.counters: Counter[str] = Counter()
+        self.position: Position | None = None
+        self.started_at = clock()
+        self.state = "created"
+        self._stop = asyncio.Event()
+        self._rec = 0
+        self._tasks: list[asyncio.Task[None]] = []
+        self._started = False
+        self._last_tick = time.monotonic()
+        self._last_status = ""
+        self._dnssd_task: asyncio.Task[None] | None = None
+        self.store: Store | None = None
+        self.spool: TelemetrySpool | None = None
+        self.control: ControlServer | None = None
+        self.link: Link | None = None
+        self.discovery: Discovery | None = None
+        self.location: LocationService | None = None
+        self.bridge: MqttBridge | None = None
+        self.poller: BatmanPoller | None = None
+        self.dnssd: DnsSd | None = None
+        self.signals: SignalHandlers | None = None
+
+    # ================================================================ startup
+
+    async def start(self) -> None:
+        """Open state, build and start every component; raises ``StartupError``."""
+        cfg = self.config
+        self.state = "starting"
+        try:
+            self.store = Store.in_state_dir(Path(cfg.storage.state_dir))
+            self.epoch = self.store.next_epoch()
+        except StoreError as exc:
+            raise StartupError(str(exc)) from None
+        keys = KeyRing(cfg.security.keys, cfg.security.current_key)
+        self.codec = FrameCodec(self.node, self.epoch, keys, payload_size=cfg.link.payload_size)
+        self.protocol = _make_protocol(cfg, self.epoch, self.store)
+        self.timers = Timers(self._on_timer, self.clock)
+        await self._start_spool()
+        self.link = Link(
+            interface=cfg.link.interface,
+            port=cfg.link.port,
+            on_datagram=self._on_datagram,
+            max_datagram=cfg.link.payload_size,
+            max_receive=self.codec.max_frame,
+            family=cfg.link.family,
+            mode=cfg.link.mode,
+            multicast_group=cfg.link.multicast_group,
+            broadcast_peers=[] if cfg.link.interface else _peer_addresses(cfg),
+            on_state=self._on_link_state,
+        )
+        self.frames = FrameIO(codec=self.codec, link=self.link, protocol=self.protocol,
+                              record=self.record)
+        self.table = NeighborTable(timeout_beacons=cfg.discovery.neighbor_timeout,
+                                   move_threshold=cfg.location.movement_threshold)
+        d = cfg.discovery
+        self.discovery = Discovery(
+            node=self.node, name=cfg.node.name, protocol=self.protocol.name, table=self.table,
+            timing=BeaconTiming(d.beacon_interval, d.min_interval, d.beacon_jitter,
+                                d.control_budget),
+            transmit=self.frames.send_beacon, new_message_id=self.protocol.new_message_id,
+            on_event=self._on_neighbor_event, clock=self.clock, position=lambda: self.position,
+            learn=self.link.learn, capabilities=(self.protocol.name,),
+            broadcast=cfg.link.mode != "batman",
+        )
+        self.publisher = HeldPublisher(self.store, self.protocol.new_message_id,
+                                       self._feed_publication,
+                                       ready=lambda: self._link_up)
+        try:
+            settings = MqttSettings.from_config(cfg.mqtt, cfg.telemetry.mqtt_topic)
+        except ValueError as exc:  # what the file-level checks cannot see (key combinations)
+            raise ConfigError("mqtt", str(exc)) from None
+        self.bridge = MqttBridge(
+            settings,
+            node=self.node, store=self.store, publisher=self.publisher,
+            on_subscribe=self._local_subscribe, on_unsubscribe=self._local_unsubscribe,
+        )
+        self.control = ControlServer(
+            Path(cfg.storage.state_dir) / SOCKET_NAME,
+            ControlHandlers(status=self.status, neighbors=self.neighbors,
+                            subscriptions=self.subscriptions, publish=self._ctl_publish,
+                            subscribe=self._local_subscribe,
+                            unsubscribe=self._local_unsubscribe),
+        )
+        source = make_source(cfg.location, self.clock)
+        if source is not None:
+            tracker = make_tracker(cfg.location, cfg.location.source)
+            self.location = LocationService(source, tracker, self._on_position, clock=self.clock)
+        try:
+            await self.control.start()
+            await self.link.start()
+        except (ControlError, LinkError, OSError) as exc:
+            raise StartupError(str(exc)) from None
+        await self._link_settled()
+        await self.bridge.start()  # restores the persisted MQTT subscriptions first
+        self._started = True
+        self._on_link_up()  # if it is up already: re-feed the outbox, register DNS-SD
+        await self.discovery.start()
+        self.discovery.set_peers("static", _peer_addresses(cfg))
+        if self.location is not None:
+            await self.location.start()
+        if cfg.link.mode == "batman":
+            self.poller = BatmanPoller(mesh_interface=cfg.link.interface or "bat0",
+                                       family=cfg.link.family,
+                                       interval=cfg.link.batman_poll_interval,
+                                       on_candidates=self._on_batman)
+            await self.poller.start()
+        self.signals = SignalHandlers(self.request_stop, self.reload)
+        self.signals.install()
+        self._tasks = [asyncio.create_task(self._housekeeping(), name="housekeeping"),
+                       asyncio.create_task(self.notifier.watchdog_loop(self._healthy),
+                                           name="watchdog")]
+        self.state = "running"
+        self.notifier.ready(self._status_line())
+        log.info("meshsubd running", node=self.node, epoch=self.epoch,
+                 protocol=self.protocol.name, link=self.link.state.value,
+                 outbox=self.store.outbox_len())
+
+    async def _link_settled(self, guard_s: float = 5.0) -> None:
+        """Until the link is bound or knows it must wait (readiness means one of them)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + guard_s
+        while self.link is not None and self.link.state == LinkState.STOPPED \
+                and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+
+    async def _start_spool(self) -> None:
+        cfg = self.config
+        if not cfg.telemetry.enabled:
+            return
+        live = self._live_telemetry if cfg.telemetry.mqtt_topic else None
+        spool = TelemetrySpool.from_config(cfg.telemetry, Path(cfg.storage.spool_dir),
+                                           node=self.node, epoch=self.epoch,
+                                           protocol=self.protocol.name, live=live)
+        try:
+            await spool.start()
+        except OSError as exc:
+            raise StartupError(str(exc)) from None
+        self.spool = spool
+
+    def _live_telemetry(self, line: str) -> None:
+        if self.bridge is not None:
+            self.bridge.publish_telemetry(line)
+
+    # ============================================================== lifecycle
+
+    def request_stop(self, *_: object) -> None:
+        """SIGTERM/SIGINT: leave ``wait()``; a second request while stopping is harmless."""
+        self._stop.set()
+
+    async def wait(self) -> None:
+        await self._stop.wait()
+
+    async def stop(self) -> None:
+        """Drain and close in dependency order; every step runs even if one fails."""
+        if self.state == "stopped":
+            return
+        self.state = "stopping"
+        self.notifier.stopping("draining")
+        steps: list[tuple[str, Callable[[], Any]]] = [
+            ("signals", lambda: self.signals.remove() if self.signals else None),
+            ("control", lambda: self.control.stop() if self.control else None),
+            ("location", lambda: self.location.stop() if self.location else None),
+            ("batman", lambda: self.poller.stop() if self.poller else None),
+            ("dnssd", self._stop_dnssd),
+            ("discovery", lambda: self.discovery.stop() if self.discovery else None),
+            ("tasks", self._cancel_tasks),
+            ("timers", lambda: self.timers.cancel_all() if hasattr(self, "timers") else None),
+            ("link", lambda: self.link.stop() if self.link else None),  # no input after this
+            ("mqtt", lambda: self.bridge.stop() if self.bridge else None),  # drains deliveries
+            ("spool", lambda: self.spool.stop() if self.spool else None),
+            ("store", lambda: self.store.close() if self.store else None),
+        ]
+        for name, step in steps:
+            try:
+                result = step()
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as exc:  # keep draining the rest
+                log.error("stop step failed", step=name, exc=exc)
+        self.notifier.close()
+        self.state = "stopped"
+        log.info("meshsubd stopped", node=self.node)
+
+    async def _cancel_tasks(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+
+    def _healthy(self) -> bool:
+        """The loop turns: housekeeping ran recently (the watchdog ping depends on it)."""
+        return time.monotonic() - self._last_tick < 5 * HOUSEKEEPING_S + 5
+
+    async def _housekeeping(self) -> None:
+        last_status = 0.0
+        while True:
+            await asyncio.sleep(HOUSEKEEPING_S)
+            self._last_tick = time.monotonic()
+            self.codec.expire(self.clock())
+            line = self._status_line()
+            if line != self._last_status or self._last_tick - last_status >= STATUS_EVERY_S:
+                self.notifier.status(line)
+                self._last_status, last_status = line, self._last_tick
+
+    def _status_line(self) -> str:
+        link = self.link.state.value if self.link else "-"
+        mqtt = self.bridge.state if self.bridge else "-"
+        return (f"link {link}, {len(self.table) if hasattr(self, 'table') else 0} neighbours, "
+                f"mqtt {mqtt}, position {'fix' if self.position else 'none'}")
+
+    # ============================================================ SIGHUP
+
+    def reload(self) -> None:
+        """Re-read the configuration file; apply what can change, log what needs a restart."""
+        path = self.config.source
+        if not path:
+            log.warning("reload: configuration has no file to re-read")
+            return
+        self.notifier.reloading()
+        try:
+            new = load_config(path)
+        except ConfigError as exc:
+            log.error("reload refused: the old configuration keeps running", error=str(exc))
+            self.counters["reload_errors"] += 1
+            self.notifier.ready(self._status_line())
+            return
+        diff = diff_configs(self.config, new)
+        applied = self._apply_reload(new, diff.reloadable)
+        if diff.restart_required:
+            log.warning("reload: changes need a restart", keys=",".join(diff.restart_required))
+        if self.spool is not None:
+            self.spool.roll()
+        self.counters["reloads"] += 1
+        log.info("reloaded", applied=",".join(applied) or "nothing")
+        self.notifier.ready(self._status_line())
+
+    def _apply_reload(self, new: Config, keys: Sequence[str]) -> list[str]:
+        cfg = self.config
+        applied: list[str] = []
+        if any(k.startswith("log.") for k in keys):
+            logging.getLogger("meshsub").setLevel(new.log.level_number)
+            cfg = dataclasses.replace(cfg, log=new.log)
+            applied.append("log.level")
+        if any(k.startswith("discovery.static_peers") for k in keys):
+            cfg = dataclasses.replace(cfg, discovery=dataclasses.replace(
+                cfg.discovery, static_peers=new.discovery.static_peers))
+            if self.discovery is not None:
+                self.discovery.set_peers("static", _peer_addresses(cfg))
+            if self.link is not None and not cfg.link.interface:
+                self.link.broadcast_peers = _peer_addresses(cfg)
+            applied.append("discovery.static_peers")
+        if any(k.startswith("protocol.params") for k in keys):
+            fixed = self.protocol.update_params(new.protocol.params)
+            if fixed:
+                log.warning("reload: protocol parameters need a restart",
+                            params=",".join(fixed))
+            else:
+                cfg = dataclasses.replace(cfg, protocol=new.protocol)
+                applied.append("protocol.params")
+        self.config = cfg
+        return applied
+
+    # ======================================================= protocol I/O
+
+    def record(self, event: str, attrs: Mapping[str, TelemetryValue]) -> None:
+        """One telemetry record for this node (``rec`` numbers them per boot epoch)."""
+        if self.spool is None:
+            return
+        self.spool.emit(event, time.time_ns(), rec=self._rec, **attrs)
+        self._rec += 1
+
+    def handle(self, inp: Input) -> None:
+        """Feed one input to the protocol and carry out its actions; never raises."""
+        try:
+            actions = self.protocol.handle(inp)
+        except Exception as exc:  # a protocol bug must not stop the node
+            self.counters["protocol_errors"] += 1
+            log.error("protocol failed on input", input=type(inp).__name__, exc=exc)
+            return
+        self._apply(actions)
+
+    def _apply(self, actions: Sequence[Action]) -> None:
+        for action in actions:
+            try:
+                match action:
+                    case Broadcast(message=message):
+                        self.frames.transmit(message, None)
+                    case SendTo(node=dest, message=message):
+                        self.frames.transmit(message, (dest,))
+                    case SendToMany(nodes=dests, message=message):
+                        self.frames.transmit(message, dests)
+                    case Deliver():
+                        self._deliver(action)
+                    case SetTimer(name=name, at=at):
+                        self.timers.set(name, at)
+                    case CancelTimer(name=name):
+                        self.timers.cancel(name)
+                    case Emit(event=event, attrs=attrs):
+                        self.record(event, attrs)
+            except Exception as exc:  # one failed action must not lose the others
+                self.counters["action_errors"] += 1
+                log.error("action failed", action=type(action).__name__, exc=exc)
+
+    def _deliver(self, delivery: Deliver) -> None:
+        latency = None
+        if delivery.published_at is not None:
+            latency = self.clock() - delivery.published_at
+        if self.control is not None and self.control.owns(delivery.sub_id):
+            self.control.deliver(delivery.sub_id,
+                                 delivery_payload(delivery, latency_s=latency, node=self.node))
+            self.counters["delivered_control"] += 1
+        elif self.bridge is not None and self.bridge.deliver(delivery, latency_s=latency):
+            self.counters["delivered_mqtt"] += 1
+        else:
+            self.counters["deliver_unowned"] += 1
+
+    def _on_timer(self, name: str) -> None:
+        self.handle(TimerFired(self.clock(), name))
+
+    # ---------------------------------------------------------------- link
+
+    @property
+    def _link_up(self) -> bool:
+        return self.link is not None and self.link.state == LinkState.UP
+
+    def _on_datagram(self, data: bytes, addr: Address) -> None:
+        now = self.clock()
+        decoded = self.frames.decode(data, now)
+        if decoded is None:
+            return
+        if self.link is not None:
+            self.link.learn(decoded.transmitter, addr)
+        message = decoded.message
+        if decoded.protocol_id == LINK_PROTOCOL_ID:
+            if message.type == CoreType.BEACON and self.discovery is not None:
+                self.discovery.on_beacon(message, decoded.transmitter, addr, now)
+            else:
+                self.frames.drops["link_unknown_type"] += 1
+                self.record("drop", {"reason": "link_unknown_type", "msg_type": message.type,
+                                     "peer": decoded.transmitter})
+            return
+        self.handle(FrameReceived(now, decoded.transmitter, message,
+                                  self.config.link.interface))
+
+    def _on_link_state(self, state: LinkState) -> None:
+        if state == LinkState.UP:
+            asyncio.get_running_loop().call_soon(self._on_link_up)
+
+    def _on_link_up(self) -> None:
+        if not self._started or not self._link_up:
+            return
+        self._refeed()
+        wanted = self.config.discovery.zeroconf and bool(self.config.link.interface)
+        if wanted and (self._dnssd_task is None or self._dnssd_task.done()):
+            self._dnssd_task = asyncio.create_task(self._update_dnssd(), name="dnssd")
+        if self.discovery is not None:
+            self.discovery.kick()
+
+    def _refeed(self) -> None:
+        """Feed the outbox (held or left by a crash) to the protocol, in acceptance order."""
+        try:
+            fed = self.publisher.refeed_pending()
+        except StoreError as exc:
+            self.counters["store_errors"] += 1
+            log.error("cannot re-feed the outbox", exc=exc)
+            return
+        if fed:
+            log.info("outbox re-fed", events=fed)
+
+    async def _update_dnssd(self) -> None:
+        link = self.link
+        if link is None or link.info is None:
+            return
+        addr = link.info.ipv4 if link.family == "ipv4" else link.info.ipv6_link_local
+        if addr is None:
+            return
+        try:
+            if self.dnssd is None:
+                dnssd = DnsSd(node=self.node, name=self.config.node.name,
+                              port=self.config.link.port, protocol=self.protocol.name,
+                              addresses=[addr], on_peer=self._on_dnssd_peer,
+                              interfaces=[addr] if link.family == "ipv4" else None)
+                await dnssd.start()
+                self.dnssd = dnssd
+            else:
+                await self.dnssd.set_addresses([addr])
+        except Exception as exc:  # DNS-SD is one discovery layer of several
+            self.counters["dnssd_errors"] += 1
+            log.warning("DNS-SD unavailable", exc=exc)
+
+    async def _stop_dnssd(self) -> None:
+        if self._dnssd_task is not None:
+            self._dnssd_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._dnssd_task
+        if self.dnssd is not None:
+            await self.dnssd.stop()
+            self.dnssd = None
+
+    def _on_dnssd_peer(self, node: int, addrs: list[Address]) -> None:
+        if self.discovery is not None:
+            for addr in addrs:
+                self.discovery.add_peer("dnssd", addr)
+
+    def _on_batman(self, candidates: list[BatmanCandidate]) -> None:
+        addrs = candidate_addresses(candidates, self.config.link.port)
+        if self.discovery is not None:
+            self.discovery.set_peers("batman", addrs)
+        if self.link is not None:
+            self.link.set_one_hop_peers(addrs)
+
+    # -------------------------------------------------- neighbours, position
+
+    def _on_neighbor_event(self, event: NeighborEvent) -> None:
+        now = self.clock()
+        if event.kind == EventKind.UP:
+            self.record("neighbor_up", {"peer": event.node})
+        elif event.kind == EventKind.DOWN:
+            self.record("neighbor_down", {"peer": event.node})
+        self.handle(to_input(event, now))
+
+    def _on_position(self, position: Position | None) -> None:
+        self.position = position
+        if position is not None:  # a position record always has x/y; "no fix" is the log's
+            self.record("position", {"x": position.x, "y": position.y})
+        self.handle(PositionChanged(self.clock(), position))
+        if self.discovery is not None:
+            self.discovery.kick()  # neighbours learn the new position soon
+
+    # ------------------------------------------------ local applications
+
+    def _local_subscribe(self, sub_id: str, subscription: Subscription) -> None:
+        self.handle(LocalSubscribe(self.clock(), sub_id, subscription))
+
+    def _local_unsubscribe(self, sub_id: str) -> None:
+        self.handle(LocalUnsubscribe(self.clock(), sub_id))
+
+    def _feed_publication(self, event: Event, event_id: MessageId) -> None:
+        """The publisher's feed: errors propagate so the event stays in the outbox."""
+        actions = self.protocol.handle(LocalPublish(self.clock(), event, event_id))
+        self._apply(actions)
+
+    def _ctl_publish(self, event: Event) -> str:
+        return str(self.publisher.publish(event))
+
+    # ============================================================ status
+
+    def status(self) -> dict[str, Any]:
+        """Everything ``meshsubctl status`` shows (plain JSON values)."""
+        try:
+            outbox: int | None = self.store.outbox_len() if self.store else None
+        except Exception:
+            outbox = None
+        pos = self.position
+        return {
+            "node": self.node,
+            "name": self.config.node.name,
+            "version": __version__,
+            "pid": os.getpid(),
+            "state": self.state,
+            "epoch": getattr(self, "epoch", None),
+            "uptime_s": round(self.clock() - self.started_at, 3),
+            "protocol": {**self.protocol.status(),
+                         "params": params_to_dict(self.protocol.params)},
+            "position": None if pos is None else {
+                "x": round(pos.x, 2), "y": round(pos.y, 2), "z": round(pos.z, 2),
+                "error_m": round(pos.error_m, 2)},
+            "location": (self.location.status() if self.location is not None
+                         else {"source": "none", "fix": False}),
+            "link": self.link.status() if self.link else None,
+            "discovery": self.discovery.status() if self.discovery else None,
+            "batman": self.poller.status() if self.poller else None,
+            "mqtt": self.bridge.status() if self.bridge else None,
+            "outbox": outbox,
+            "held_publications": self.publisher.held if hasattr(self, "publisher") else 0,
+            "frames": self.codec.status(),
+            "transmissions": dict(self.frames.counters),
+            "drops": {"frame": self.frames.frame_drops(), "node": dict(self.frames.drops),
+                      "protocol": dict(self.protocol.drops)},
+            "telemetry": self.spool.status() if self.spool else {"enabled": False},
+            "control": dict(self.control.counters) if self.control else {},
+            "timers": len(self.timers),
+            "counters": dict(self.counters),
+        }
+
+    def neighbors(self) -> list[Mapping[str, Any]]:
+        return list(self.table.status(self.clock()))
+
+    def subscriptions(self) -> list[Mapping[str, Any]]:
+        rows: list[Mapping[str, Any]] = []
+        for sub_id, sub in sorted(self.protocol.subscriptions.items()):
+            if self.bridge is not None and self.bridge.owns(sub_id):
+                source = "mqtt"
+            elif self.control is not None and self.control.owns(sub_id):
+                source = "control"
+            else:
+                source = "local"
+            rows.append({"sub_id": sub_id, "source": source,
+                         "expression": format_subscription(sub)})
+        return rows
+
+
+# ==================================================================== entry
+
+
+async def _main(config: Config) -> int:
+    node = Node(config)
+    try:
+        await node.start()
+    except ConfigError:
+        await node.stop()
+        raise  # the CLI prints it as one line and exits 2
+    except Exception as exc:  # StartupError, or a bug: one line, clean up, exit 1
+        text = str(exc) if isinstance(exc, StartupError) else f"{type(exc).__name__}: {exc}"
+        log.error("cannot start", error=text)
+        await node.stop()
+        return EXIT_FAILURE
+    try:
+        await node.wait()
+    finally:
+        await node.stop()
+    return EXIT_OK
+
+
+def run(config: Config) -> int:
+    """Run the daemon until SIGTERM/SIGINT; the exit status (0 clean, 1 failure)."""
+    configure_logging(config.log.level)
+    try:
+        return asyncio.run(_main(config))
+    except KeyboardInterrupt:
+        return EXIT_OK

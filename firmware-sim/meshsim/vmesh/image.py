@@ -1,0 +1,186 @@
+"""The device image: debootstrap from the host's apt mirror, customise, ``podman import``.
+
+No registry is reachable, so the image is made here. Its tag is the hash of the
+recipe files (``recipe/recipe.toml`` and ``recipe/customize.sh``): the image is
+rebuilt only when the recipe changes, and a finished build is found by its tag.
+The mirror is read from the host's apt configuration at build time, never stored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import re
+import shutil
+import subprocess
+import tempfile
+import tomllib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from meshsim.vmesh import sh
+from meshsim.vmesh.errors import VmeshError
+
+RECIPE_DIR = Path(__file__).with_name("recipe")
+RECIPE_FILES = ("recipe.toml", "customize.sh")
+LABEL = "org.meshsub.recipe"
+LOCK_PATH = Path("/run/lock/msub-image.lock")
+APT_SOURCES = (Path("/etc/apt/sources.list.d"), Path("/etc/apt/sources.list"))
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    suite: str
+    variant: str
+    components: tuple[str, ...]
+    packages: tuple[str, ...]
+    masked_units: tuple[str, ...]
+    digest: str
+
+    @property
+    def ref(self) -> str:
+        """The local image reference, e.g. ``localhost/msub-device:3f2a...``."""
+        return f"localhost/{self.name}:{self.digest}"
+
+
+def recipe_digest(recipe_dir: Path = RECIPE_DIR) -> str:
+    """12 hex digits over the recipe files: the image tag."""
+    h = hashlib.sha256()
+    for name in RECIPE_FILES:
+        h.update(name.encode() + b"\0" + (recipe_dir / name).read_bytes() + b"\0")
+    return h.hexdigest()[:12]
+
+
+def load_recipe(recipe_dir: Path = RECIPE_DIR) -> Recipe:
+    try:
+        data = tomllib.loads((recipe_dir / "recipe.toml").read_text())
+        img = data["image"]
+        recipe = Recipe(
+            name=str(img["name"]), suite=str(img["suite"]), variant=str(img["variant"]),
+            components=tuple(img["components"]), packages=tuple(img["packages"]),
+            masked_units=tuple(img["masked_units"]), digest=recipe_digest(recipe_dir))
+    except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError) as exc:
+        raise VmeshError(f"bad image recipe in {recipe_dir}: {exc}") from exc
+    if not re.fullmatch(r"[a-z0-9][a-z0-9._-]*", recipe.name):
+        raise VmeshError(f"bad image name in recipe: {recipe.name!r}")
+    return recipe
+
+
+def parse_mirror(sources: dict[str, str], suite: str) -> str | None:
+    """The first Debian archive URI serving ``suite`` (not -security), from apt files.
+
+    ``sources`` maps a file name to its text; both deb822 ``.sources`` files and
+    one-line ``sources.list`` entries are understood.
+    """
+    for fname, text in sorted(sources.items()):
+        if fname.endswith(".sources"):
+            for stanza in re.split(r"\n\s*\n", text):
+                fields: dict[str, str] = {}
+                for line in stanza.splitlines():
+                    m = re.match(r"^([A-Za-z-]+):\s*(.*)$", line)
+                    if m:
+                        fields[m.group(1).lower()] = m.group(2)
+                if "deb" not in fields.get("types", "").split():
+                    continue
+                if suite in fields.get("suites", "").split() and fields.get("uris"):
+                    return fields["uris"].split()[0]
+        else:
+            for line in text.splitlines():
+                parts = re.sub(r"\[[^\]]*\]", "", line.split("#", 1)[0]).split()
+                if len(parts) >= 3 and parts[0] == "deb" and parts[2] == suite:
+                    return parts[1]
+    return None
+
+
+def host_mirror(suite: str) -> str:
+    texts: dict[str, str] = {}
+    for src in APT_SOURCES:
+        files = sorted(src.glob("*.sources")) + sorted(src.glob("*.list")) \
+            if src.is_dir() else [src]
+        for f in files:
+            with contextlib.suppress(OSError):
+                texts[str(f)] = f.read_text()
+    mirror = parse_mirror(texts, suite)
+    if mirror is None:
+        raise VmeshError(f"no apt mirror for {suite} in /etc/apt/sources.list(.d)")
+    return mirror
+
+
+def image_exists(ref: str) -> bool:
+    return sh.ok(["podman", "image", "exists", ref])
+
+
+@contextlib.contextmanager
+def _build_lock() -> Iterator[None]:
+    """One build at a time on this machine (tests and bench may race)."""
+    LOCK_PATH.parent.mkdir(parents=True, exist_ok=True)
+    with LOCK_PATH.open("w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def ensure_image(*, rebuild: bool = False, log: Log = print) -> str:
+    """Return the image reference for the current recipe, building it if missing."""
+    recipe = load_recipe()
+    with _build_lock():
+        if image_exists(recipe.ref) and not rebuild:
+            return recipe.ref
+        _build(recipe, log)
+        _remove_stale_tags(recipe, log)
+    return recipe.ref
+
+
+def _build(recipe: Recipe, log: Log) -> None:
+    mirror = host_mirror(recipe.suite)
+    work = Path(tempfile.mkdtemp(prefix="msub-image-", dir="/var/tmp"))
+    rootfs = work / "rootfs"
+    try:
+        log(f"debootstrap {recipe.suite} ({len(recipe.packages)} packages) from the host "
+            "mirror; a few minutes")
+        sh.run(["debootstrap", f"--variant={recipe.variant}",
+                f"--components={','.join(recipe.components)}",
+                f"--include={','.join(recipe.packages)}",
+                recipe.suite, str(rootfs), mirror], timeout=1800)
+        shutil.copy(RECIPE_DIR / "customize.sh", rootfs / "tmp" / "customize.sh")
+        sh.run(["chroot", str(rootfs), "/bin/sh", "/tmp/customize.sh",
+                *recipe.masked_units], timeout=600)
+        log(f"importing {recipe.ref}")
+        _import(rootfs, recipe)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _import(rootfs: Path, recipe: Recipe) -> None:
+    tar = subprocess.Popen(["tar", "--numeric-owner", "--xattrs", "-C", str(rootfs), "-c", "."],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert tar.stdout is not None
+    try:
+        imp = subprocess.run(
+            ["podman", "import", "--change", f"LABEL {LABEL}={recipe.digest}",
+             "--change", 'CMD ["/sbin/init"]', "-", recipe.ref],
+            stdin=tar.stdout, capture_output=True, check=False, timeout=1200)
+    finally:
+        tar.stdout.close()
+        tar_err = tar.stderr.read().decode(errors="replace") if tar.stderr else ""
+        tar.wait()
+    if tar.returncode != 0:
+        raise VmeshError(f"tar of the image root failed: {tar_err.strip()[-300:]}")
+    if imp.returncode != 0:
+        raise VmeshError(f"podman import failed: {imp.stderr.decode(errors='replace')[-300:]}")
+
+
+def _remove_stale_tags(recipe: Recipe, log: Log) -> None:
+    """Drop images of older recipes (kept if a container still uses one)."""
+    refs = sh.out(["podman", "images", "--format", "{{.Repository}}:{{.Tag}}",
+                   f"localhost/{recipe.name}"], check=False).split()
+    for ref in refs:
+        if ref != recipe.ref and sh.ok(["podman", "rmi", ref]):
+            log(f"removed stale image {ref}")

@@ -1,0 +1,90 @@
+"""The Ansible inventory of a run: one host per node, the variables the roles read.
+
+The virtual devices differ from a Pi only in these variables (``mesh_link_enabled``
+false, interface ``mesh0``, static position on the plan's grid, gpsd fed over UDP,
+zeroconf off because ``mgmt0`` is no mesh link), so ``deploy/ansible/site.yml`` runs
+on them unchanged. Written as JSON, which is YAML, so the types are exact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from meshsim.vmesh.plan import DEFAULT_RUN, Plan
+
+INVENTORY = "inventory.yml"
+KEY = "id_ed25519"
+KNOWN_HOSTS = "known_hosts"
+WHEELHOUSE = "wheelhouse"
+GPSD_UDP_PORT = 29470
+
+
+def group_name(run: str) -> str:
+    return "vmesh" if run == DEFAULT_RUN else f"vmesh_{run}"
+
+
+def inventory_data(plan: Plan, rundir: Path, protocol: str, fleet_key: str) -> dict[str, Any]:
+    hosts = {
+        n.hostname: {
+            "ansible_host": n.mgmt_ip,
+            "meshsub_node_id": n.node_id,
+            "meshsub_static_position": {"x": n.x, "y": n.y},
+            "vmesh_container": n.container,
+            "vmesh_mesh_address": n.mesh_ip,
+        } for n in plan.nodes}
+    ssh_args = (f"-o UserKnownHostsFile={rundir / KNOWN_HOSTS} "
+                "-o StrictHostKeyChecking=accept-new -o ControlMaster=auto "
+                "-o ControlPersist=120s -o ConnectTimeout=20")
+    group_vars: dict[str, Any] = {
+        "ansible_user": "root",
+        "ansible_ssh_private_key_file": str(rundir / KEY),
+        "ansible_ssh_common_args": ssh_args,
+        "ansible_python_interpreter": "/usr/bin/python3",
+        "meshsub_interface": "mesh0",
+        "meshsub_link_mode": "adhoc",
+        "meshsub_protocol": protocol,
+        "meshsub_location_source": "static",
+        "meshsub_zeroconf": False,
+        "meshsub_beacon_interval": 2.0,
+        "meshsub_install_method": "wheelhouse",
+        "meshsub_wheelhouse_dir": str(rundir / WHEELHOUSE),
+        "meshsub_current_key": 1,
+        "meshsub_fleet_keys": {1: fleet_key},
+        "mesh_link_enabled": False,
+        "gpsd_devices": [f"udp://0.0.0.0:{GPSD_UDP_PORT}"],
+    }
+    return {group_name(plan.run): {"hosts": hosts, "vars": group_vars}}
+
+
+def write_inventory(plan: Plan, rundir: Path, protocol: str) -> Path:
+    """Write ``RUNDIR/inventory.yml`` (mode 0600: it holds the run's fleet key)."""
+    path = rundir / INVENTORY
+    fleet_key = _existing_fleet_key(path) or secrets.token_hex(32)
+    data = inventory_data(plan, rundir, protocol, fleet_key)
+    text = (f"# meshsim vmesh run {plan.run!r}: {len(plan.nodes)} virtual devices.\n"
+            "# Written by `meshsim vmesh up`; JSON is YAML. Holds the run's fleet key.\n"
+            + json.dumps(data, indent=2) + "\n")
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+    return path
+
+
+def _existing_fleet_key(path: Path) -> str | None:
+    """Keep the fleet key across re-ups of a run, so running daemons stay compatible."""
+    try:
+        text = path.read_text()
+        data = json.loads(text[text.index("{"):])
+        for group in data.values():
+            key = group["vars"]["meshsub_fleet_keys"]["1"]
+            if isinstance(key, str) and len(key) == 64:
+                return key
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return None

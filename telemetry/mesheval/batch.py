@@ -1,0 +1,123 @@
+"""The batch evaluation: RUNDIRs in, metrics.json, tables and the report out."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from mesheval.aggregate import aggregate
+from mesheval.load import FileQuality, InputError, load_rundirs
+from mesheval.metrics import CDF_POINTS, Evaluation, evaluate
+from mesheval.settings import RunSettings, run_settings, settings_frame
+
+
+@dataclass
+class BatchResult:
+    settings: list[RunSettings]
+    evaluation: Evaluation
+    groups: list[dict[str, Any]]
+    quality: list[FileQuality]
+    cache_hits: list[bool]
+    document: dict[str, Any]
+
+
+def clean(value: Any) -> Any:
+    """JSON-safe numbers: NaN and infinities become null, tuples lists."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [clean(v) for v in value]
+    return value
+
+
+def run_batch(
+    spark: SparkSession,
+    rundirs: Sequence[Path],
+    out: Path,
+    *,
+    warmup_s: float | None = None,
+    window_s: float = 10.0,
+    range_m: float = 100.0,
+) -> BatchResult:
+    """Evaluate ``rundirs`` and write ``out/metrics.json`` and ``out/tables/``."""
+    out.mkdir(parents=True, exist_ok=True)
+    loaded = load_rundirs(spark, rundirs, out)
+    settings = run_settings(loaded.records, loaded.manifests, warmup_override=warmup_s,
+                            default_range_m=range_m)
+    if not settings:
+        bad = sum(q.invalid for q in loaded.quality)
+        raise InputError(f"no valid records: {bad} invalid lines in {len(loaded.quality)} files "
+                         f"(first reason: {_first_reason(loaded.quality)})")
+    evaluation = evaluate(loaded.records, settings_frame(spark, settings), window_s=window_s)
+    groups = aggregate(settings, evaluation.runs)
+    document = {
+        "tool": "mesheval",
+        "window_s": window_s,
+        "cdf_points": CDF_POINTS,
+        "runs": [
+            {**s.as_dict(), "metrics": evaluation.runs.get(s.run, {}),
+             "latency_cdf": evaluation.run_cdf.get(s.run, [])}
+            for s in settings
+        ],
+        "groups": groups,
+        "windows": evaluation.windows,
+        "nodes": evaluation.nodes,
+        "latency_cdf_groups": evaluation.group_cdf,
+        "quality": {
+            "files": [
+                {"path": q.path, "lines": q.lines, "valid": q.valid, "invalid": q.invalid,
+                 "errors": q.errors}
+                for q in loaded.quality
+            ],
+            "invalid_total": sum(q.invalid for q in loaded.quality),
+            "lines_total": sum(q.lines for q in loaded.quality),
+        },
+        "inputs": [str(p) for p in loaded.rundirs],
+        "parquet_cache_reused": loaded.cache_hits,
+    }
+    document = clean(document)
+    write_json(out / "metrics.json", document)
+    tables = out / "tables"
+    tables.mkdir(exist_ok=True)
+    write_csv(tables / "windows.csv", evaluation.windows)
+    write_csv(tables / "nodes.csv", evaluation.nodes)
+    write_csv(tables / "runs.csv", [{**s.as_dict(), **evaluation.runs.get(s.run, {})}
+                                    for s in settings])
+    (evaluation.per_event.orderBy("run", "pub_time_s").coalesce(1).write.mode("overwrite")
+     .option("header", True).csv(str(tables / "per_event")))
+    evaluation.release()
+    return BatchResult(settings, evaluation, groups, loaded.quality, loaded.cache_hits, document)
+
+
+def _first_reason(quality: Sequence[FileQuality]) -> str:
+    for q in quality:
+        for reason in q.errors:
+            return f"{q.path}: {reason}"
+    return "none"
+
+
+def write_json(path: Path, document: Any) -> None:
+    """Write atomically (temp file + rename) so a reader never sees half a file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(document, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
+    names: list[str] = []
+    for row in rows:
+        names += [k for k in row if k not in names]
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=names)
+        writer.writeheader()
+        writer.writerows(rows)

@@ -1,0 +1,162 @@
+"""``mesheval``: evaluate runs (batch), follow a spool (streaming), or collect live telemetry.
+
+    mesheval RUNDIR... --out REPORTDIR [--master URL] [--warmup S] [--window S] [--range M]
+    mesheval --follow SPOOLDIR --out REPORTDIR [--once] [--master URL]
+    mesheval collect --broker HOST:PORT --topic T --spool DIR
+
+Bad arguments or unusable inputs print one line and exit with status 2; a failure
+inside Spark prints one line and exits with status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse that answers bad input with one line (and status 2), not the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be zero or more: {text!r}")
+    return value
+
+
+def eval_parser() -> argparse.ArgumentParser:
+    p = OneLineParser(
+        prog="mesheval",
+        description="Evaluate meshsub telemetry: delivery ratio, latency, overhead, false "
+        "positives, duplicates and energy per protocol, with 95%% CIs over seeds. "
+        "'mesheval collect --help' for the live collector.",
+    )
+    p.add_argument("rundirs", nargs="*", type=Path, metavar="RUNDIR",
+                   help="run directories (*.jsonl read recursively, manifest.json)")
+    p.add_argument("--out", type=Path, required=True, metavar="REPORTDIR",
+                   help="where metrics.json, report.md/html, plots and the Parquet cache go")
+    p.add_argument("--master", help="Spark master URL (default local[2], or spark-submit's)")
+    p.add_argument("--warmup", type=_non_negative, metavar="S",
+                   help="exclude events published in the first S seconds (overrides the "
+                   "manifest's scenario.warmup_s)")
+    p.add_argument("--window", type=_positive, default=10.0, metavar="S",
+                   help="tumbling window of the delivery-ratio time series (default 10)")
+    p.add_argument("--range", dest="range_m", type=_positive, default=100.0, metavar="M",
+                   help="radio range for the energy model when the manifest has none "
+                   "(default 100)")
+    p.add_argument("--follow", type=Path, metavar="SPOOLDIR",
+                   help="streaming mode over a JSON Lines spool directory")
+    p.add_argument("--once", action="store_true",
+                   help="with --follow: process what is there and stop (availableNow)")
+    p.add_argument("--interval", type=_positive, default=10.0, metavar="S",
+                   help="with --follow: trigger and summary interval (default 10)")
+    p.add_argument("--ttl", type=_positive, default=300.0, metavar="S",
+                   help="with --follow: longest publish-to-deliver delay joined (default 300)")
+    p.add_argument("--no-report", action="store_true", help="metrics.json and tables only")
+    return p
+
+
+def _fail(message: str, status: int) -> int:
+    print(f"mesheval: error: {message}", file=sys.stderr)
+    return status
+
+
+def eval_main(argv: Sequence[str]) -> int:
+    args = eval_parser().parse_args(argv)
+    if not args.rundirs and args.follow is None:
+        return _fail("give at least one RUNDIR, or --follow SPOOLDIR", 2)
+    if args.rundirs and args.follow is not None:
+        return _fail("give RUNDIRs or --follow, not both", 2)
+    for rundir in args.rundirs:
+        if not rundir.is_dir():
+            return _fail(f"{rundir}: not a directory", 2)
+    if args.follow is not None and not args.follow.is_dir():
+        return _fail(f"{args.follow}: not a directory", 2)
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return _fail(f"{args.out}: {exc.strerror or exc}", 2)
+
+    from pyspark.errors import PySparkException
+
+    from mesheval.load import InputError
+    from mesheval.manifest import ManifestError
+
+    try:
+        if args.follow is not None:
+            return _follow(args)
+        return _batch(args)
+    except (InputError, ManifestError) as exc:
+        return _fail(str(exc), 2)
+    except PySparkException as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return _fail(f"Spark failed: {first}", 1)
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130)
+
+
+def _batch(args: argparse.Namespace) -> int:
+    from mesheval.batch import run_batch
+    from mesheval.report import headline, text_table, write_report
+    from mesheval.session import get_session
+
+    spark = get_session(args.master)
+    result = run_batch(spark, args.rundirs, args.out, warmup_s=args.warmup,
+                       window_s=args.window, range_m=args.range_m)
+    if not args.no_report:
+        write_report(result.document, args.out)
+    header, rows = headline(result.document)
+    print(text_table(header, rows))
+    quality = result.document["quality"]
+    if quality["invalid_total"]:
+        bad = [f for f in quality["files"] if f["invalid"]]
+        print(f"\n{quality['invalid_total']} invalid lines in {len(bad)} files "
+              f"(per file in {args.out / 'metrics.json'})")
+    print(f"\nreport: {args.out / 'report.md'}" if not args.no_report
+          else f"\nmetrics: {args.out / 'metrics.json'}")
+    return 0
+
+
+def _follow(args: argparse.Namespace) -> int:
+    from mesheval.session import get_session
+    from mesheval.stream import follow, format_summary
+
+    spark = get_session(args.master)
+    summary = follow(spark, args.follow, args.out, once=args.once, interval_s=args.interval,
+                     ttl_s=args.ttl, window_s=args.window, warmup_s=args.warmup or 0.0)
+    print(format_summary(summary))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "collect":
+        from mesheval.collect import collect_main
+
+        return collect_main(args[1:])
+    return eval_main(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

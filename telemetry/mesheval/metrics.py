@@ -1,0 +1,442 @@
+"""Per-run metrics: delivery, latency, overhead, false positives, duplicates, energy.
+
+Definitions (docs/evaluation.md has the prose, with sources):
+
+- interested pair: (event, node) with an active matching subscription at publish
+  time (``mesheval.truth``); the publisher is never in its own event's set.
+- first delivery: the earliest ``deliver`` record of an interested pair;
+  delivery_ratio = first deliveries / interested pairs.
+- latency: first ``deliver.ts - publish.ts`` per interested pair.
+- false positive: a (event, node) pair delivered to a node outside the set.
+- duplicates: ``deliver`` records beyond the first per (event, node).
+- overhead_ratio (the ONE simulator's MessageStatsReport, (relayed - delivered) /
+  delivered): (data transmissions - first deliveries) / first deliveries.
+
+Only events published after the warm-up count; transmissions that name such an
+event count with it, other transmissions count when sent after the warm-up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from mesheval.energy import rx_energy_column, tx_energy_column
+from mesheval.truth import ground_truth, subscription_intervals
+
+MSG_KINDS = ("data", "subscription", "control", "beacon")
+CDF_POINTS = [i / 100 for i in range(101)]
+FP_FORWARD_REASONS = {"drop": "false_positive_forward", "tx": "fp"}
+"""Where a protocol reports a forwarding false positive: ``drop`` with this reason, or a
+``tx`` with ``reason = "fp"``; a ``counter`` named ``false_positive_forward`` (value in
+``bytes``) reports a total, and makes the figure 0 rather than NA when nothing happened."""
+
+
+@dataclass
+class Evaluation:
+    """What the batch job computed; DataFrames are left for the caller to write."""
+
+    runs: dict[str, dict[str, Any]]
+    windows: list[dict[str, Any]]
+    nodes: list[dict[str, Any]]
+    run_cdf: dict[str, list[float]]
+    group_cdf: list[dict[str, Any]]
+    per_event: DataFrame
+    cached: list[DataFrame] = field(default_factory=list)
+
+    def release(self) -> None:
+        """Drop the cached intermediate frames (after ``per_event`` has been written)."""
+        for frame in self.cached:
+            frame.unpersist()
+        self.cached.clear()
+
+
+def _i(cond: Column) -> Column:
+    return F.when(cond, 1).otherwise(0)
+
+
+def _collect_by_run(frame: DataFrame) -> dict[str, dict[str, Any]]:
+    return {row["run"]: row.asDict() for row in frame.collect()}
+
+
+def publications(records: DataFrame, settings: DataFrame) -> DataFrame:
+    """One row per published event (first publish record wins), flagged ``measured``."""
+    return (
+        records.filter(F.col("event") == "publish")
+        .groupBy("run", "event_id")
+        .agg(
+            F.min_by("node", "ts_ns").alias("pub_node"),
+            F.min("ts_ns").alias("pub_ts"),
+            F.min_by("topic", "ts_ns").alias("topic"),
+            F.min_by("content", "ts_ns").alias("content"),
+            F.count(F.lit(1)).alias("pub_records"),
+        )
+        .join(settings, "run")
+        .withColumn("measured", F.col("pub_ts") >= F.col("cutoff_ns"))
+    )
+
+
+def delivery_pairs(records: DataFrame, measured: DataFrame, interested: DataFrame) -> DataFrame:
+    """(event, node) pairs that were interested, delivered, or both, with their state."""
+    delivered = (
+        records.filter(F.col("event") == "deliver")
+        .groupBy("run", "event_id", "node")
+        .agg(
+            F.min("ts_ns").alias("first_ts"),
+            F.min_by("sub_id", "ts_ns").alias("first_sub"),
+            F.count(F.lit(1)).alias("n_records"),
+            F.countDistinct(F.coalesce(F.col("sub_id"), F.lit(""))).alias("n_subs"),
+        )
+    )
+    marked = interested.withColumn("interested", F.lit(True))
+    pairs = marked.join(delivered, ["run", "event_id", "node"], "full_outer").join(
+        measured, ["run", "event_id"], "inner"
+    )
+    is_int = F.coalesce(F.col("interested"), F.lit(False))
+    got = F.col("first_ts").isNotNull()
+    local = F.col("node") == F.col("pub_node")
+    return (
+        pairs.withColumn("interested", is_int)
+        .withColumn(
+            "state",
+            F.when(local, "local")
+            .when(is_int & got, "hit")
+            .when(is_int, "miss")
+            .otherwise("fp"),
+        )
+        .withColumn(
+            "latency_s",
+            F.when(F.col("state") == "hit", (F.col("first_ts") - F.col("pub_ts")) / 1e9),
+        )
+        .withColumn("n_records", F.coalesce(F.col("n_records"), F.lit(0)))
+        .withColumn("n_subs", F.coalesce(F.col("n_subs"), F.lit(0)))
+    )
+
+
+def _positions_asof(tx: DataFrame, positions: DataFrame, key: str, px: str, py: str) -> DataFrame:
+    """Add the last known position (at or before ``ts_ns``) of node ``key`` to each row."""
+    pos = positions.select(F.col("run"), F.col("node").alias(key), "ts_ns",
+                           F.col("x").alias(px), F.col("y").alias(py),
+                           F.lit(1).alias("_is_pos"))
+    both = tx.withColumn("_is_pos", F.lit(0)).unionByName(pos, allowMissingColumns=True)
+    order = (Window.partitionBy("run", key).orderBy("ts_ns", F.desc("_is_pos"))
+             .rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    return (
+        both.withColumn(px, F.last(px, ignorenulls=True).over(order))
+        .withColumn(py, F.last(py, ignorenulls=True).over(order))
+        .filter(F.col("_is_pos") == 0)
+        .drop("_is_pos")
+    )
+
+
+def traffic(records: DataFrame, pubs: DataFrame, settings: DataFrame) -> DataFrame:
+    """tx/rx records inside the measurement, with their radio energy in joules."""
+    radio = records.filter(F.col("event").isin("tx", "rx")).select(
+        "run", "node", "event", "ts_ns", "msg_kind", "bytes", "peer", "event_id", "reason"
+    )
+    event_flag = pubs.select("run", "event_id", F.col("measured").alias("_event_measured"))
+    radio = radio.join(event_flag, ["run", "event_id"], "left").join(
+        settings.select("run", "cutoff_ns", "range_m"), "run"
+    )
+    radio = radio.withColumn("of_event", F.col("_event_measured").isNotNull()).withColumn(
+        "included", F.coalesce(F.col("_event_measured"), F.col("ts_ns") >= F.col("cutoff_ns"))
+    ).filter(F.col("included"))
+    positions = records.filter(F.col("event") == "position").select(
+        "run", "node", "ts_ns", "x", "y")
+    tx = radio.filter(F.col("event") == "tx").withColumn("_peer", F.col("peer"))
+    most = positions.groupBy("run", "node").count().agg(F.max("count")).first()
+    if most is None or (most[0] or 0) <= 1:
+        # static nodes (at most one position each): a broadcast join, no sort of all tx
+        place = positions.select("run", "node", "x", "y")
+        tx = tx.join(F.broadcast(place.toDF("run", "node", "sx", "sy")), ["run", "node"], "left")
+        tx = tx.join(F.broadcast(place.toDF("run", "_peer", "rx_x", "rx_y")), ["run", "_peer"],
+                     "left")
+    else:
+        tx = _positions_asof(tx, positions, "node", "sx", "sy")
+        tx = _positions_asof(tx, positions, "_peer", "rx_x", "rx_y")
+    distance = F.sqrt(F.pow(F.col("sx") - F.col("rx_x"), 2) + F.pow(F.col("sy") - F.col("rx_y"), 2))
+    tx = tx.withColumn(
+        "energy_j", tx_energy_column(F.col("bytes"), F.when(F.col("peer").isNotNull(), distance),
+                                     F.col("range_m"))
+    ).drop("sx", "sy", "rx_x", "rx_y", "_peer")
+    rx = radio.filter(F.col("event") == "rx").withColumn(
+        "energy_j", rx_energy_column(F.col("bytes")))
+    return tx.unionByName(rx)
+
+
+def forwarding_fp(records: DataFrame, pubs: DataFrame, settings: DataFrame) -> DataFrame:
+    """Per run: reported forwarding false positives (records and counter totals)."""
+    marked = records.filter(
+        ((F.col("event") == "drop") & (F.col("reason") == FP_FORWARD_REASONS["drop"]))
+        | ((F.col("event") == "tx") & (F.col("reason") == FP_FORWARD_REASONS["tx"]))
+    ).join(pubs.select("run", "event_id", F.col("measured").alias("_m")), ["run", "event_id"],
+           "left").join(settings.select("run", "cutoff_ns"), "run")
+    marked = marked.filter(F.coalesce(F.col("_m"), F.col("ts_ns") >= F.col("cutoff_ns")))
+    counts = marked.groupBy("run").agg(F.count(F.lit(1)).alias("fp_forward_records"))
+    counters = (
+        records.filter((F.col("event") == "counter")
+                       & (F.col("reason") == FP_FORWARD_REASONS["drop"]))
+        .groupBy("run", "node").agg(F.max_by("bytes", "ts_ns").alias("last"))
+        .groupBy("run").agg(F.sum("last").alias("fp_forward_counter"))
+    )
+    return counts.join(counters, "run", "full_outer")
+
+
+Runs = dict[str, dict[str, Any]]
+
+
+def _merge(runs: Runs, part: Runs) -> None:
+    for run, values in part.items():
+        runs.setdefault(run, {}).update({k: v for k, v in values.items() if k != "run"})
+
+
+LAT = F.col("latency_s")
+HIT = F.col("state") == "hit"
+NONLOCAL = F.col("state") != "local"
+
+
+def _delivery_stats(pairs: DataFrame) -> Runs:
+    """Ground truth against deliveries: ratio, latency, false positives, duplicates."""
+    return _collect_by_run(pairs.groupBy("run").agg(
+        F.sum(_i(F.col("interested") & NONLOCAL)).alias("interested_pairs"),
+        F.sum(_i(HIT)).alias("first_deliveries"),
+        F.sum(_i(F.col("state") == "fp")).alias("fp_deliveries"),
+        F.sum(_i(F.col("state") == "local")).alias("local_deliveries"),
+        F.sum(F.when(NONLOCAL, F.col("n_records"))).alias("deliver_records"),
+        F.sum(F.when(NONLOCAL & (F.col("n_records") > 1), F.col("n_records") - 1))
+        .alias("duplicates"),
+        F.sum(F.when(NONLOCAL, F.col("n_records") - F.col("n_subs"))).alias("duplicates_same_sub"),
+        F.avg(LAT).alias("latency_mean_s"),
+        F.percentile(LAT, 0.5).alias("latency_median_s"),
+        F.percentile(LAT, 0.95).alias("latency_p95_s"),
+        F.percentile(LAT, 0.99).alias("latency_p99_s"),
+        F.min(LAT).alias("latency_min_s"),
+        F.max(LAT).alias("latency_max_s"),
+        F.element_at(
+            F.array_sort(F.collect_list(LAT)),
+            (F.floor(F.count(LAT) / 2) + 1).cast("int"),
+        ).alias("latency_median_upper_s"),
+        F.percentile_approx(LAT, CDF_POINTS, 10000).alias("_cdf"),
+    ))
+
+
+def _late_subscribers(pairs: DataFrame, intervals: DataFrame) -> Runs:
+    """False positives whose delivering subscription began after the publish."""
+    return _collect_by_run(
+        pairs.filter(F.col("state") == "fp")
+        .join(intervals.select("run", "node", F.col("sub_id").alias("first_sub"), "start_ns"),
+              ["run", "node", "first_sub"])
+        .filter((F.col("start_ns") > F.col("pub_ts")) & (F.col("start_ns") <= F.col("first_ts")))
+        .select("run", "event_id", "node").distinct()
+        .groupBy("run").agg(F.count(F.lit(1)).alias("fp_late_subscriber"))
+    )
+
+
+def _orphans(records: DataFrame, pubs: DataFrame) -> Runs:
+    """Deliver records of events that have no publish record (lost telemetry)."""
+    return _collect_by_run(
+        records.filter(F.col("event") == "deliver")
+        .join(pubs.select("run", "event_id"), ["run", "event_id"], "left_anti")
+        .groupBy("run").agg(F.count(F.lit(1)).alias("orphan_deliveries"))
+    )
+
+
+def _per_event(measured: DataFrame, pairs: DataFrame) -> DataFrame:
+    """One row per measured event: its interested set, deliveries and latency."""
+    return (
+        measured.drop("content")
+        .join(
+            pairs.groupBy("run", "event_id").agg(
+                F.sum(_i(F.col("interested") & NONLOCAL)).alias("interested"),
+                F.sum(_i(HIT)).alias("delivered"),
+                F.sum(_i(F.col("state") == "fp")).alias("false_positives"),
+                F.sum(F.when(NONLOCAL & (F.col("n_records") > 1), F.col("n_records") - 1))
+                .alias("duplicates"),
+                F.avg(LAT).alias("latency_mean_s"),
+                F.max(LAT).alias("latency_max_s"),
+            ),
+            ["run", "event_id"],
+            "left",
+        )
+        .fillna(0, ["interested", "delivered", "false_positives", "duplicates"])
+        .withColumn("pub_time_s", (F.col("pub_ts") - F.col("t0_ns")) / 1e9)
+        .withColumn(
+            "delivery_ratio",
+            F.when(F.col("interested") > 0, F.col("delivered") / F.col("interested")),
+        )
+        .select("run", "event_id", "topic", "pub_node", "pub_time_s", "interested", "delivered",
+                "delivery_ratio", "false_positives", "duplicates", "latency_mean_s",
+                "latency_max_s")
+    )
+
+
+def _event_stats(per_event: DataFrame) -> Runs:
+    return _collect_by_run(per_event.groupBy("run").agg(
+        F.sum(_i(F.col("interested") > 0)).alias("events_with_interest"),
+        F.avg("delivery_ratio").alias("event_delivery_ratio_mean"),
+        F.sum(_i(F.col("delivery_ratio") == 1.0)).alias("events_fully_delivered"),
+    ))
+
+
+def _traffic_stats(radio: DataFrame) -> Runs:
+    """Counts, bytes and energy per (tx|rx, msg_kind); data energy of measured events."""
+    runs: Runs = {}
+    for row in radio.groupBy("run", "event", "msg_kind").agg(
+        F.count(F.lit(1)).alias("n"), F.sum("bytes").alias("b"), F.sum("energy_j").alias("e"),
+        F.sum(F.when(F.col("of_event"), F.col("energy_j"))).alias("e_event"),
+    ).collect():
+        r = runs.setdefault(row["run"], {})
+        prefix = f"{row['event']}_{row['msg_kind']}"
+        r[f"{prefix}_count"] = row["n"]
+        r[f"{prefix}_bytes"] = row["b"]
+        r[f"{prefix}_energy_j"] = row["e"]
+        if row["msg_kind"] == "data":
+            r[f"{row['event']}_data_event_energy_j"] = row["e_event"] or 0.0
+    return runs
+
+
+def _windows(pairs: DataFrame, window_s: float) -> list[dict[str, Any]]:
+    """Interested and delivered pairs per tumbling window of publish time since t0."""
+    windows = [
+        row.asDict()
+        for row in pairs.filter(NONLOCAL & F.col("interested"))
+        .withColumn("window_start_s",
+                    F.floor((F.col("pub_ts") - F.col("t0_ns")) / 1e9 / window_s) * window_s)
+        .groupBy("run", "window_start_s")
+        .agg(F.count(F.lit(1)).alias("interested"), F.sum(_i(HIT)).alias("delivered"))
+        .orderBy("run", "window_start_s")
+        .collect()
+    ]
+    for w in windows:
+        w["delivery_ratio"] = w["delivered"] / w["interested"] if w["interested"] else None
+    return windows
+
+
+def _nodes(records: DataFrame, radio: DataFrame, pairs: DataFrame) -> list[dict[str, Any]]:
+    """Per node: load (transmissions, bytes, energy), mean position, deliveries."""
+    load = radio.filter(F.col("event") == "tx").groupBy("run", "node").agg(
+        F.count(F.lit(1)).alias("tx"), F.sum("bytes").alias("tx_bytes"),
+        F.sum("energy_j").alias("tx_energy_j"))
+    place = records.filter(F.col("event") == "position").groupBy("run", "node").agg(
+        F.avg("x").alias("x"), F.avg("y").alias("y"))
+    recv = pairs.filter(NONLOCAL).groupBy("run", "node").agg(
+        F.sum(_i(F.col("interested"))).alias("interested"), F.sum(_i(HIT)).alias("delivered"),
+        F.sum(_i(F.col("state") == "fp")).alias("false_positives"))
+    names = records.select("run", "node").distinct()
+    nodes = [
+        row.asDict()
+        for row in names.join(load, ["run", "node"], "left")
+        .join(place, ["run", "node"], "left").join(recv, ["run", "node"], "left")
+        .fillna(0, ["tx", "tx_bytes", "tx_energy_j", "interested", "delivered", "false_positives"])
+        .orderBy("run", "node").collect()
+    ]
+    for n in nodes:
+        n["delivery_ratio"] = n["delivered"] / n["interested"] if n["interested"] else None
+    return nodes
+
+
+def _group_cdf(pairs: DataFrame) -> list[dict[str, Any]]:
+    """Latency quantiles per configuration, pooled over its runs."""
+    return [
+        row.asDict()
+        for row in pairs.filter(HIT)
+        .groupBy("protocol", "scenario", "param_name", "param_value")
+        .agg(F.percentile_approx(LAT, CDF_POINTS, 10000).alias("quantiles"),
+             F.count(F.lit(1)).alias("n"))
+        .collect()
+    ]
+
+
+def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0) -> Evaluation:
+    """Compute everything per run; ``settings`` from ``mesheval.settings.settings_frame``."""
+    pubs = publications(records, settings).cache()
+    measured = pubs.filter(F.col("measured")).drop("measured")
+    intervals = subscription_intervals(records).cache()
+    truth = ground_truth(measured, intervals).cache()
+    interested = (truth.filter(F.col("status") == "match")
+                  .select("run", "event_id", "node").distinct())
+    pairs = delivery_pairs(records, measured.drop("content"), interested).cache()
+    radio = traffic(records, pubs, settings).cache()
+
+    runs: Runs = {}
+    _merge(runs, _collect_by_run(pubs.groupBy("run").agg(
+        F.sum(_i(F.col("measured"))).alias("events"),
+        F.sum(_i(~F.col("measured"))).alias("events_warmup"),
+        F.sum(F.col("pub_records") - 1).alias("publish_duplicates"),
+    )))
+    _merge(runs, _collect_by_run(truth.filter(F.col("status") != "match").groupBy("run").agg(
+        F.countDistinct(F.when(F.col("status") == "bad_event", F.col("event_id")))
+        .alias("bad_event_content"),
+        F.countDistinct(F.when(F.col("status") == "bad_subscription",
+                               F.concat_ws("/", F.col("node"), F.col("sub_id"))))
+        .alias("bad_subscription_content"),
+    )))
+    _merge(runs, _delivery_stats(pairs))
+    _merge(runs, _late_subscribers(pairs, intervals))
+    _merge(runs, _orphans(records, pubs))
+    per_event = _per_event(measured, pairs)
+    _merge(runs, _event_stats(per_event))
+    _merge(runs, _traffic_stats(radio))
+    _merge(runs, _collect_by_run(forwarding_fp(records, pubs, settings)))
+    windows = _windows(pairs, window_s)
+    nodes = _nodes(records, radio, pairs)
+    group_cdf = _group_cdf(pairs)
+    run_cdf = {run: values.pop("_cdf") or [] for run, values in runs.items() if "_cdf" in values}
+    for values in runs.values():
+        values.pop("_cdf", None)
+        _derive(values)
+    return Evaluation(runs, windows, nodes, run_cdf, group_cdf, per_event,
+                      cached=[pubs, intervals, truth, pairs, radio])
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    if num is None or not den:
+        return None
+    return num / den
+
+
+def _derive(m: dict[str, Any]) -> None:
+    """Ratios and totals from the counts of one run (in place); None where undefined."""
+    for key in ("events", "events_warmup", "interested_pairs", "first_deliveries",
+                "fp_deliveries", "local_deliveries", "deliver_records", "duplicates",
+                "duplicates_same_sub", "fp_late_subscriber", "orphan_deliveries",
+                "publish_duplicates", "bad_event_content", "bad_subscription_content",
+                "events_with_interest", "events_fully_delivered"):
+        m[key] = int(m.get(key) or 0)
+    hits = m["first_deliveries"]
+    m["delivery_ratio"] = _ratio(hits, m["interested_pairs"])
+    m["fp_ratio"] = _ratio(m["fp_deliveries"], m["fp_deliveries"] + hits)
+    m["duplicates_per_delivery"] = _ratio(m["duplicates"], hits)
+    for event in ("tx", "rx"):
+        for kind in MSG_KINDS:
+            for what in ("count", "bytes"):
+                m[f"{event}_{kind}_{what}"] = int(m.get(f"{event}_{kind}_{what}") or 0)
+            m[f"{event}_{kind}_energy_j"] = float(m.get(f"{event}_{kind}_energy_j") or 0.0)
+    tx_all = sum(m[f"tx_{k}_count"] for k in MSG_KINDS)
+    bytes_all = sum(m[f"tx_{k}_bytes"] for k in MSG_KINDS)
+    m["tx_count"] = tx_all
+    m["tx_bytes"] = bytes_all
+    for kind in MSG_KINDS:
+        m[f"tx_{kind}_per_delivery"] = _ratio(m[f"tx_{kind}_count"], hits)
+        m[f"bytes_{kind}_per_delivery"] = _ratio(m[f"tx_{kind}_bytes"], hits)
+    m["tx_per_delivery"] = _ratio(tx_all, hits)
+    m["bytes_per_delivery"] = _ratio(bytes_all, hits)
+    m["control_share_bytes"] = _ratio(bytes_all - m["tx_data_bytes"], bytes_all)
+    m["overhead_ratio"] = _ratio(m["tx_data_count"] - hits, hits) if hits else None
+    m["overhead_ratio_rx"] = _ratio(m["rx_data_count"] - hits, hits) if hits else None
+    m["rx_data_per_delivery"] = _ratio(m["rx_data_count"], hits)
+    energy = sum(m[f"{e}_{k}_energy_j"] for e in ("tx", "rx") for k in MSG_KINDS)
+    data_event = float(m.pop("tx_data_event_energy_j", 0.0) or 0.0) + float(
+        m.pop("rx_data_event_energy_j", 0.0) or 0.0)
+    m["energy_j"] = energy
+    m["energy_data_j"] = data_event
+    m["energy_per_event_j"] = _ratio(data_event, m["events"])
+    m["energy_per_subscriber_j"] = _ratio(data_event, m["interested_pairs"])
+    m["energy_per_delivery_j"] = _ratio(energy, hits)
+    records_fp = m.pop("fp_forward_records", None)
+    counter_fp = m.pop("fp_forward_counter", None)
+    m["fp_forward"] = (int(records_fp) if records_fp
+                       else int(counter_fp) if counter_fp is not None else None)

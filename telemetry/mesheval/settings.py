@@ -1,0 +1,126 @@
+"""Per-run settings: the manifest joined with what the records themselves say.
+
+The ``run`` field of the records names a run; the manifest of the RUNDIR it came
+from supplies scenario, seed, varied parameter, warm-up and radio range. The
+measurement starts ``warmup_s`` after the run's first record (``t0``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    DoubleType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from mesheval.manifest import RunInfo
+
+GROUP_KEYS = ("protocol", "scenario", "param_name", "param_value")
+"""Runs with equal group keys are seeds of one configuration (averaged with a CI)."""
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    run: str
+    rundir: int
+    protocol: str
+    scenario: str
+    seed: int | None
+    param_name: str
+    param_value: str
+    param_number: float | None
+    tier: str
+    warmup_s: float
+    range_m: float
+    t0_ns: int
+    cutoff_ns: int
+    end_ns: int
+    nodes: int
+    records: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+SETTINGS_SCHEMA = StructType(
+    [
+        StructField("run", StringType()),
+        StructField("protocol", StringType()),
+        StructField("scenario", StringType()),
+        StructField("param_name", StringType()),
+        StructField("param_value", StringType()),
+        StructField("range_m", DoubleType()),
+        StructField("t0_ns", LongType()),
+        StructField("cutoff_ns", LongType()),
+    ]
+)
+
+
+def run_settings(
+    records: DataFrame,
+    manifests: dict[int, RunInfo | None],
+    *,
+    warmup_override: float | None,
+    default_range_m: float,
+) -> list[RunSettings]:
+    """One ``RunSettings`` per run id found in the records."""
+    rows = (
+        records.groupBy("run", "rundir")
+        .agg(
+            F.min("ts_ns").alias("t0"),
+            F.max("ts_ns").alias("t1"),
+            F.min("protocol").alias("protocol"),
+            F.countDistinct("node").alias("nodes"),
+            F.count(F.lit(1)).alias("records"),
+        )
+        .orderBy("run", "rundir")
+        .collect()
+    )
+    out: list[RunSettings] = []
+    seen: set[str] = set()
+    for row in rows:
+        if row["run"] in seen:  # the same run id in two RUNDIRs: first one wins
+            continue
+        seen.add(row["run"])
+        info = manifests.get(row["rundir"])
+        warmup = warmup_override if warmup_override is not None else (
+            info.warmup_s if info else 0.0)
+        t0 = int(row["t0"])
+        out.append(
+            RunSettings(
+                run=row["run"],
+                rundir=row["rundir"],
+                protocol=row["protocol"],
+                scenario=info.scenario if info else "unknown",
+                seed=info.seed if info else None,
+                param_name=info.param_name if info else "params",
+                param_value=info.param_value if info else "default",
+                param_number=info.param_number if info else None,
+                tier=info.tier if info else "unknown",
+                warmup_s=float(warmup),
+                range_m=float(info.range_m) if info and info.range_m else default_range_m,
+                t0_ns=t0,
+                cutoff_ns=t0 + round(warmup * 1e9),
+                end_ns=int(row["t1"]),
+                nodes=int(row["nodes"]),
+                records=int(row["records"]),
+            )
+        )
+    return out
+
+
+def settings_frame(spark: SparkSession, settings: list[RunSettings]) -> DataFrame:
+    """The settings as a small DataFrame to join on ``run``."""
+    data = [
+        (s.run, s.protocol, s.scenario, s.param_name, s.param_value, s.range_m, s.t0_ns,
+         s.cutoff_ns)
+        for s in settings
+    ]
+    return spark.createDataFrame(data, schema=SETTINGS_SCHEMA)

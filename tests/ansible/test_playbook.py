@@ -1,0 +1,117 @@
+"""The playbook without devices: lint, syntax, and the rendered config meshsubd accepts.
+
+The templates are rendered by Ansible itself (a local play), then loaded by the
+daemon's own ``load_config``: what the role writes is what the daemon reads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+ANSIBLE_DIR = REPO / "deploy" / "ansible"
+ROLE = ANSIBLE_DIR / "roles" / "meshsub"
+BIN = Path(sys.executable).parent
+
+needs_ansible = pytest.mark.skipif(not (BIN / "ansible-playbook").exists(),
+                                   reason="ansible-core is not installed in the venv")
+
+
+def _env() -> dict[str, str]:
+    return dict(os.environ, ANSIBLE_CONFIG=str(ANSIBLE_DIR / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+                PATH=f"{BIN}:{os.environ.get('PATH', '')}",
+                ANSIBLE_LOCAL_TEMP=os.environ.get("TMPDIR", "/tmp"))
+
+
+def render(tmp_path: Path, variables: dict[str, Any]) -> tuple[Path, Path]:
+    """Render the role's config and key templates locally with its defaults + ``variables``."""
+    play = tmp_path / "render.yml"
+    out, keys = tmp_path / "meshsub.toml", tmp_path / "fleet.keys"
+    play.write_text(json.dumps([{
+        "name": "Render", "hosts": "localhost", "connection": "local", "gather_facts": False,
+        "vars_files": [str(ROLE / "defaults" / "main.yml")],
+        "tasks": [
+            {"name": "Config", "ansible.builtin.template": {
+                "src": str(ROLE / "templates" / "meshsub.toml.j2"), "dest": str(out),
+                "mode": "0600"}},
+            {"name": "Keys", "ansible.builtin.template": {
+                "src": str(ROLE / "templates" / "fleet.keys.j2"), "dest": str(keys),
+                "mode": "0600"}},
+        ]}]))
+    extra = tmp_path / "vars.json"
+    extra.write_text(json.dumps({"meshsub_config_dir": str(tmp_path),
+                                 "ansible_python_interpreter": sys.executable, **variables}))
+    res = subprocess.run([str(BIN / "ansible-playbook"), "-i", "localhost,", str(play),
+                          "-e", f"@{extra}"], cwd=tmp_path, env=_env(), capture_output=True,
+                         text=True, timeout=300, check=False)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    return out, keys
+
+
+KEY = "5c" * 32
+BASE = {"meshsub_node_id": 17, "meshsub_fleet_keys": {"1": KEY, "2": "ab" * 16},
+        "meshsub_current_key": 2}
+
+
+@needs_ansible
+@pytest.mark.slow
+@pytest.mark.parametrize("variables", [
+    {"meshsub_location_source": "static", "meshsub_static_position": {"x": 50.0, "y": 100},
+     "meshsub_interface": "mesh0", "meshsub_zeroconf": False, "meshsub_protocol": "epidemic",
+     "meshsub_beacon_interval": 2.0},
+    {"meshsub_location_source": "gpsd",
+     "meshsub_origin": {"lat": 52.52, "lon": 13.405, "alt": 34.0},
+     "meshsub_static_peers": ["10.42.0.1", "10.42.0.2:4790"],
+     "meshsub_protocol": "flooding", "meshsub_protocol_params": {"ttl": 8}},
+    {"meshsub_location_source": "nmea", "meshsub_origin": {"lat": 1.5, "lon": 2.5},
+     "meshsub_interface": "bat0", "meshsub_link_mode": "batman", "meshsub_node_name": 'pi "7"'},
+], ids=["virtual", "field-gpsd", "field-batman-nmea"])
+def test_rendered_config_is_what_the_daemon_accepts(tmp_path: Path,
+                                                    variables: dict[str, Any]) -> None:
+    from meshsub.runtime.config import load_config
+
+    out, keys = render(tmp_path, {**BASE, **variables})
+    config = load_config(str(out))
+    assert config.node.id == 17
+    assert "2 " + "ab" * 16 in keys.read_text().splitlines()
+    text = out.read_text()
+    assert f'key_file = "{tmp_path}/fleet.keys"' in text and KEY not in text
+
+
+@needs_ansible
+@pytest.mark.slow
+def test_a_bad_value_renders_but_the_daemon_rejects_it(tmp_path: Path) -> None:
+    from meshsub.runtime.config import ConfigError, load_config
+
+    out, _ = render(tmp_path, {**BASE, "meshsub_location_source": "none",
+                               "meshsub_log_level": "loud"})
+    with pytest.raises(ConfigError, match=r"log\.level"):
+        load_config(str(out))
+
+
+@needs_ansible
+@pytest.mark.parametrize("inventory", ["inventories/pi-fleet"])
+def test_site_yml_passes_syntax_check(inventory: str) -> None:
+    res = subprocess.run([str(BIN / "ansible-playbook"), "--syntax-check", "-i", inventory,
+                          "site.yml"], cwd=ANSIBLE_DIR, env=_env(), capture_output=True,
+                         text=True, timeout=300, check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (BIN / "ansible-lint").exists() and shutil.which("ansible-lint") is None,
+                    reason="ansible-lint is not installed")
+def test_ansible_lint_production_profile_passes() -> None:
+    lint = BIN / "ansible-lint"
+    res = subprocess.run([str(lint) if lint.exists() else "ansible-lint", "--profile",
+                          "production", "--nocolor", "."], cwd=ANSIBLE_DIR, env=_env(),
+                         capture_output=True, text=True, timeout=900, check=False)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]

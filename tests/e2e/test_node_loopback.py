@@ -1,0 +1,396 @@
+"""The wired daemon without root: nodes in one process, linked over loopback UDP.
+
+The link runs unbound (``link.interface = ""``) and "broadcasts" as unicast
+copies to the static peers, so a line A - B - C needs no namespaces: B lists
+A and C, A and C list only B. The namespace tests (test_mesh_root.py) show
+the same on real interfaces, with real brokers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from meshsub.core.telemetry import parse_line
+from meshsub.runtime.config import Config, parse_config
+from meshsub.runtime.node import Node
+from meshsub.runtime.sdnotify import SystemdNotifier
+from meshsub.wire import FrameCodec, KeyRing
+
+KEY = "11" * 32
+
+
+def free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def free_tcp_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def make_config(tmp: Path, node: int, port: int, peers: list[int], **extra: Any) -> Config:
+    doc: dict[str, Any] = {
+        "node": {"id": node, "name": f"n{node}"},
+        "link": {"interface": "", "port": port},
+        "discovery": {"beacon_interval": 0.5, "min_interval": 0.2, "zeroconf": False,
+                      "static_peers": [f"127.0.0.1:{p}" for p in peers]},
+        "protocol": {"name": "flooding", "params": {"ttl": 8, "jitter": 0.0}},
+        "security": {"current_key": 1, "keys": {"1": KEY}},
+        # nothing listens there: the bridge keeps retrying, the node does not care
+        "mqtt": {"host": "127.0.0.1", "port": free_tcp_port()},
+        "storage": {"state_dir": str(tmp / f"n{node}"), "spool_dir": str(tmp / f"n{node}/spool")},
+        "log": {"level": "warning"},
+    }
+    for section, values in extra.items():
+        doc.setdefault(section, {}).update(values)
+    return parse_config(doc)
+
+
+async def until(cond: Callable[[], Any], what: str, guard: float = 20.0) -> None:
+    deadline = time.monotonic() + guard  # a hang guard, not a timing assertion
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not reached: {what}")
+        await asyncio.sleep(0.02)
+
+
+async def control(node: Node, request: dict[str, Any]) -> Any:
+    assert node.control is not None
+    reader, writer = await asyncio.open_unix_connection(str(node.control.path))
+    try:
+        writer.write(json.dumps(request).encode() + b"\n")
+        reply = json.loads(await reader.readline())
+    finally:
+        writer.close()
+    assert reply["ok"], reply
+    return reply["result"]
+
+
+class Stream:
+    """A ``meshsubctl sub`` client on the control socket, collecting deliveries."""
+
+    def __init__(self) -> None:
+        self.deliveries: list[dict[str, Any]] = []
+        self._task: asyncio.Task[None] | None = None
+        self._writer: asyncio.StreamWriter | None = None
+
+    async def open(self, node: Node, expr: str) -> str:
+        assert node.control is not None
+        reader, self._writer = await asyncio.open_unix_connection(str(node.control.path))
+        self._writer.write(json.dumps({"cmd": "sub", "expr": expr}).encode() + b"\n")
+        reply = json.loads(await reader.readline())
+        assert reply["ok"], reply
+
+        async def pump() -> None:
+            while line := await reader.readline():
+                self.deliveries.append(json.loads(line)["deliver"])
+
+        self._task = asyncio.create_task(pump())
+        return str(reply["result"]["sub_id"])
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        if self._task is not None:
+            self._task.cancel()
+
+
+@pytest.fixture
+async def line(tmp_path: Path) -> AsyncIterator[list[Node]]:
+    """A - B - C over loopback (A and C do not know each other)."""
+    pa, pb, pc = free_udp_port(), free_udp_port(), free_udp_port()
+    configs = [make_config(tmp_path, 1, pa, [pb]), make_config(tmp_path, 2, pb, [pa, pc]),
+               make_config(tmp_path, 3, pc, [pb])]
+    nodes = [Node(c, notifier=SystemdNotifier({})) for c in configs]
+    try:
+        for n in nodes:
+            await n.start()
+        yield nodes
+    finally:
+        for n in nodes:
+            await n.stop()
+
+
+async def test_event_crosses_two_hops_once(line: list[Node]) -> None:
+    a, b, c = line
+    await until(lambda: len(b.table) == 2 and len(a.table) == 1 and len(c.table) == 1,
+                "neighbours")
+    stream = Stream()
+    await stream.open(c, "sensors/# v>1")
+    try:
+        result = await control(a, {"cmd": "pub", "event": "sensors/t v=5"})
+        await until(lambda: stream.deliveries, "delivery on C")
+        d = stream.deliveries[0]
+        assert d["event_id"] == result["event_id"] and d["hop"] == 2
+        assert d["origin"] == 1 and d["attrs"] == {"v": 5} and d["node"] == 3
+        assert d["latency_s"] >= 0
+        # a second event after the first: the first is not delivered again
+        await control(a, {"cmd": "pub", "event": "sensors/t v=6"})
+        await until(lambda: len(stream.deliveries) >= 2, "second delivery")
+        assert [x["attrs"]["v"] for x in stream.deliveries] == [5, 6]
+    finally:
+        await stream.close()
+    status = await control(b, {"cmd": "status"})
+    assert status["frames"]["counters"]["messages_in"] >= 2
+    assert status["protocol"]["protocol"] == "flooding"
+    rows = await control(c, {"cmd": "neighbors"})
+    assert [r["node"] for r in rows] == [2]
+
+
+async def test_bad_frames_are_counted_and_do_not_stop_delivery(line: list[Node]) -> None:
+    a, _, c = line
+    await until(lambda: len(c.table) == 1 and len(a.table) == 1, "neighbours")
+    assert c.link is not None and c.link.local is not None
+    target = ("127.0.0.1", c.config.link.port)
+    good = FrameCodec(0x99, 1, KeyRing.from_hex({"1": KEY}, 1))
+    stranger = FrameCodec(0x98, 1, KeyRing.from_hex({"1": "22" * 32}, 1))
+    other_id = FrameCodec(0x97, 1, KeyRing.from_hex({"7": KEY}, 7))
+    from meshsub.core.api import Message, MessageId
+
+    msg = Message(16, MessageId(0x99, 1, 1), ["x", 1.0], ttl=1)
+    frame = good.encode(1, msg)[0]
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.sendto(b"\xffgarbage that is not a frame at all", target)
+        s.sendto(frame[:9], target)  # truncated below the minimum
+        s.sendto(stranger.encode(1, msg)[0], target)  # wrong key, same key id
+        s.sendto(other_id.encode(1, msg)[0], target)  # a key id we do not have
+        s.sendto(frame, target)
+        s.sendto(frame, target)  # replayed
+    await until(lambda: c.codec.counters["replay"] == 1, "replay counted")
+    drops = (await control(c, {"cmd": "status"}))["drops"]
+    assert drops["frame"]["bad_version"] == 1
+    assert drops["frame"]["malformed"] == 1
+    assert drops["frame"]["bad_tag"] == 1
+    assert drops["frame"]["unknown_key"] == 1
+    assert drops["frame"]["replay"] == 1
+    assert drops["protocol"]["malformed"] == 1  # the one good frame's body is not flooding's
+    foreign = FrameCodec(0x96, 1, KeyRing.from_hex({"1": KEY}, 1)).encode(2, msg)[0]
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.sendto(foreign, target)  # authenticated, but epidemic's protocol id
+    await until(lambda: c.frames.drops["wrong_protocol"] == 1, "foreign protocol counted")
+    stream = Stream()
+    await stream.open(c, "after")
+    try:
+        await control(a, {"cmd": "pub", "event": "after ok=true"})
+        await until(lambda: stream.deliveries, "delivery after the garbage")
+    finally:
+        await stream.close()
+
+
+async def test_outbox_held_while_link_down_and_refed(tmp_path: Path) -> None:
+    """Accepted while the link cannot send: kept in the outbox, re-fed at the next start."""
+    pa, pb = free_udp_port(), free_udp_port()
+    cfg_a = make_config(tmp_path, 1, pa, [pb])
+    a = Node(cfg_a, notifier=SystemdNotifier({}))
+    await a.start()
+    try:
+        assert a.link is not None
+        await a.link.stop()  # the mesh interface is gone
+        event_id = (await control(a, {"cmd": "pub", "event": "held x=1"}))["event_id"]
+        assert a.store is not None and a.store.outbox_len() == 1
+        assert (await control(a, {"cmd": "status"}))["held_publications"] == 1
+    finally:
+        await a.stop()
+    b = Node(make_config(tmp_path, 2, pb, [pa]), notifier=SystemdNotifier({}))
+    await b.start()
+    stream = Stream()
+    try:
+        await stream.open(b, "held")
+        a = Node(cfg_a, notifier=SystemdNotifier({}))
+        await a.start()
+        try:
+            await until(lambda: stream.deliveries, "held event delivered after restart")
+            assert stream.deliveries[0]["event_id"] == event_id
+            assert a.store is not None and a.store.outbox_len() == 0
+            assert a.epoch == 2
+        finally:
+            await a.stop()
+    finally:
+        await stream.close()
+        await b.stop()
+
+
+async def test_telemetry_matches_the_schema(line: list[Node]) -> None:
+    a, _, c = line
+    await until(lambda: [len(n.table) for n in line] == [1, 2, 1], "neighbours")
+    stream = Stream()
+    await stream.open(c, "t")
+    try:
+        await control(a, {"cmd": "pub", "event": "t n=1"})
+        await until(lambda: stream.deliveries, "delivery")
+    finally:
+        await stream.close()
+    for n in line:
+        await n.stop()
+    spool = Path(c.config.storage.spool_dir)
+    records = [parse_line(text) for f in sorted(spool.glob("*.jsonl"))
+               for text in f.read_text().splitlines()]
+    events = {r["event"] for r in records}
+    assert {"subscribe", "rx", "deliver", "neighbor_up", "tx"} <= events
+    rx = [r for r in records if r["event"] == "rx" and r["msg_kind"] == "data"]
+    assert rx and all(r["peer"] == 2 and r["hop"] == 1 for r in rx)
+    recs = [r["rec"] for r in records]
+    assert recs == list(range(len(recs)))
+
+
+BAD_CONFIGS = {
+    "node.id": '[node]\nid = "seven"\n',
+    "link.mtu": '[node]\nid = 7\n[link]\nmtu = 1500\n',
+    "protocol.params.ttl": '[node]\nid = 7\n[protocol]\nname = "flooding"\n'
+                           '[protocol.params]\nttl = 0\n',
+}
+
+
+@pytest.mark.parametrize("key", sorted(BAD_CONFIGS))
+def test_bad_config_exits_2_with_one_line_naming_the_key(tmp_path: Path, key: str) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(BAD_CONFIGS[key])
+    meshsubd = Path(sys.executable).parent / "meshsubd"
+    proc = subprocess.run([str(meshsubd), "--config", str(path)], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"meshsubd: {key}:"), proc.stderr
+    assert proc.stdout == ""
+
+
+def write_config(path: Path, port: int, peer: int, ttl: int, name: str) -> None:
+    path.write_text(f"""
+[node]
+id = 5
+name = "{name}"
+[link]
+port = {port}
+[discovery]
+zeroconf = false
+static_peers = ["127.0.0.1:{peer}"]
+[protocol]
+name = "flooding"
+[protocol.params]
+ttl = {ttl}
+[security]
+current_key = 1
+[security.keys]
+1 = "{KEY}"
+[mqtt]
+port = {free_tcp_port()}
+[storage]
+state_dir = "{path.parent / 'state'}"
+[log]
+level = "warning"
+""")
+
+
+async def test_sighup_reload_applies_what_it_can(tmp_path: Path) -> None:
+    from meshsub.runtime.config import load_config
+
+    path = tmp_path / "meshsub.toml"
+    port, peer, peer2 = free_udp_port(), free_udp_port(), free_udp_port()
+    write_config(path, port, peer, 8, "before")
+    notify = tmp_path / "notify.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as listener:
+        listener.bind(str(notify))
+        listener.setblocking(False)
+        env = {"NOTIFY_SOCKET": str(notify), "WATCHDOG_USEC": "200000"}
+        node = Node(load_config(path), notifier=SystemdNotifier(env))
+        await node.start()
+        try:
+            assert listener.recv(4096).startswith(b"READY=1\nSTATUS=link up")
+            assert node.discovery is not None
+            assert node.discovery.peers["static"] == {("127.0.0.1", peer)}
+            write_config(path, port, peer2, 12, "after")  # name needs a restart
+            node.reload()
+            assert node.protocol.params.ttl == 12  # type: ignore[attr-defined]
+            assert node.discovery.peers["static"] == {("127.0.0.1", peer2)}
+            assert node.config.node.name == "before"
+            path.write_text("[node]\nid = 'x'\n")  # a broken file keeps the old config
+            node.reload()
+            assert node.counters["reload_errors"] == 1 and node.protocol.params.ttl == 12  # type: ignore[attr-defined]
+            await asyncio.to_thread(lambda: None)
+            messages = []
+            with contextlib.suppress(BlockingIOError):
+                while True:
+                    messages.append(listener.recv(4096))
+            assert b"RELOADING=1" in messages
+            assert b"WATCHDOG=1" in messages  # pinged every 0.1 s while the loop turns
+        finally:
+            await node.stop()
+        assert listener.recv(4096).startswith(b"STOPPING=1")
+    assert node.state == "stopped"
+
+
+async def test_second_daemon_on_the_same_state_exits_1(tmp_path: Path) -> None:
+    path = tmp_path / "meshsub.toml"
+    write_config(path, free_udp_port(), free_udp_port(), 8, "first")
+    from meshsub.runtime.config import load_config
+
+    first = Node(load_config(path), notifier=SystemdNotifier({}))
+    await first.start()
+    try:
+        meshsubd = Path(sys.executable).parent / "meshsubd"
+        proc = await asyncio.to_thread(
+            subprocess.run, [str(meshsubd), "--config", str(path)], capture_output=True,
+            text=True, timeout=60)
+    finally:
+        await first.stop()
+    assert proc.returncode == 1
+    errors = [line for line in proc.stderr.splitlines() if "level=error" in line]
+    assert len(errors) == 1 and "another meshsubd is listening" in errors[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+async def test_epidemic_unicast_and_persistent_buffer(tmp_path: Path) -> None:
+    """A unicast protocol over the same wiring: contacts, summary vectors, reliable send;
+    its store-carry-forward buffer lives in the node's SQLite state."""
+    pa, pb, pc = free_udp_port(), free_udp_port(), free_udp_port()
+    proto = {"name": "epidemic", "params": {}}
+    configs = [make_config(tmp_path, 1, pa, [pb], protocol=proto),
+               make_config(tmp_path, 2, pb, [pa, pc], protocol=proto),
+               make_config(tmp_path, 3, pc, [pb], protocol=proto)]
+    nodes = [Node(cfg, notifier=SystemdNotifier({})) for cfg in configs]
+    stream = Stream()
+    try:
+        for n in nodes:
+            await n.start()
+        a, b, c = nodes
+        await until(lambda: [len(n.table) for n in nodes] == [1, 2, 1], "neighbours")
+        await stream.open(c, "dtn/#")
+        event_id = (await control(a, {"cmd": "pub", "event": "dtn/x k=1"}))["event_id"]
+        await until(lambda: stream.deliveries, "epidemic delivery on C")
+        assert stream.deliveries[0]["event_id"] == event_id
+        assert stream.deliveries[0]["hop"] == 2
+        assert b.frames.counters["tx_unicast"] > 0
+        assert b.protocol.reliable.stats["acked"] > 0
+        assert b.store is not None and len(b.store.buffer()) == 1  # carried, on disk
+    finally:
+        await stream.close()
+        for n in nodes:
+            await n.stop()
+
+
+def test_config_conflict_found_at_start_exits_2(tmp_path: Path) -> None:
+    """A telemetry topic inside the application namespace is refused like any bad key."""
+    path = tmp_path / "meshsub.toml"
+    write_config(path, free_udp_port(), free_udp_port(), 8, "n")
+    path.write_text(path.read_text() + '[telemetry]\nmqtt_topic = "meshsub/pub/telemetry"\n')
+    meshsubd = Path(sys.executable).parent / "meshsubd"
+    proc = subprocess.run([str(meshsubd), "--config", str(path)], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    last = proc.stderr.splitlines()[-1]
+    assert last.startswith("meshsubd: ") and "mqtt" in last and "telemetry" in last
+    assert "Traceback" not in proc.stderr

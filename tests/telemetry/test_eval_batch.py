@@ -1,0 +1,174 @@
+"""The batch job on the hand-built run of ``evaldata.py``: every figure worked out by hand."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import evaldata
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def result(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from mesheval.batch import run_batch
+
+    base = tmp_path_factory.mktemp("batch")
+    rundir = evaldata.write_run(base / "run1")
+    return run_batch(spark, [rundir], base / "out")
+
+
+@pytest.fixture(scope="module")
+def m(result: Any) -> dict[str, Any]:
+    return dict(result.evaluation.runs[evaldata.RUN])
+
+
+def test_ground_truth_and_delivery_ratio(m: dict[str, Any]) -> None:
+    # E0 is in the warm-up; E1 {n2,n3}, E2 {n3,n4,n6} (n5 unsubscribed, n2 published it),
+    # E3 {n1} through the wildcard news/#
+    assert (m["events"], m["events_warmup"]) == (3, 1)
+    assert m["interested_pairs"] == 6
+    assert m["first_deliveries"] == 5
+    assert m["delivery_ratio"] == pytest.approx(5 / 6)
+    assert m["event_delivery_ratio_mean"] == pytest.approx((1 + 2 / 3 + 1) / 3)
+    assert m["events_fully_delivered"] == 2
+
+
+def test_latency(m: dict[str, Any], result: Any) -> None:
+    # first deliveries: 0.5 (n2, E1; not its 1.0 duplicate), 2.0, 0.2, 4.0 (late n4), 0.5
+    assert m["latency_mean_s"] == pytest.approx(7.2 / 5)
+    assert m["latency_median_s"] == pytest.approx(0.5)
+    assert m["latency_median_upper_s"] == pytest.approx(0.5)
+    assert m["latency_p95_s"] == pytest.approx(2.0 + 0.8 * 2.0)  # rank 3.8 of 0..4
+    assert m["latency_p99_s"] == pytest.approx(2.0 + 0.96 * 2.0)
+    assert (m["latency_min_s"], m["latency_max_s"]) == (pytest.approx(0.2), pytest.approx(4.0))
+    cdf = result.evaluation.run_cdf[evaldata.RUN]
+    assert len(cdf) == 101 and cdf[0] == pytest.approx(0.2) and cdf[-1] == pytest.approx(4.0)
+
+
+def test_false_positives_duplicates_and_local(m: dict[str, Any]) -> None:
+    assert m["fp_deliveries"] == 2  # n4 (t<5 does not match t=20) and n6 (joined late)
+    assert m["fp_late_subscriber"] == 1  # n6
+    assert m["duplicates"] == 1  # n2 got E1 twice
+    assert m["local_deliveries"] == 1  # n2 delivered its own E2
+    assert m["deliver_records"] == 8  # E1: n2 twice, n3, n4, n6; E2: n3, n4; E3: n1
+    assert m["fp_forward"] == 1  # the E0 one is in the warm-up
+    assert m["orphan_deliveries"] == 0
+
+
+def test_overhead(m: dict[str, Any]) -> None:
+    assert (m["tx_data_count"], m["tx_data_bytes"]) == (6, 520)
+    assert (m["tx_beacon_count"], m["tx_control_count"], m["tx_subscription_count"]) == (1, 1, 1)
+    assert m["tx_count"] == 9 and m["tx_bytes"] == 610
+    assert m["overhead_ratio"] == pytest.approx((6 - 5) / 5)
+    assert m["overhead_ratio_rx"] == pytest.approx(0.0)  # 5 data receptions
+    assert m["tx_per_delivery"] == pytest.approx(9 / 5)
+    assert m["bytes_per_delivery"] == pytest.approx(610 / 5)
+    assert m["control_share_bytes"] == pytest.approx(90 / 610)
+
+
+def test_energy(m: dict[str, Any]) -> None:
+    # TR 70 m < TD 75 m: free space, 50 nJ/bit + 10 pJ/bit/m^2 * d^2
+    # d = 30 (n1->n2), TR, 50 (n2->n3 after n2 moved), TR, 72.1 (n3->n4), 60 (n3->n1)
+    data_tx_uj = 47.2 + 79.2 + 60.0 + 63.36 + 65.28 + 41.28
+    data_rx_uj = 440 * 8 * 0.05
+    assert m["tx_data_energy_j"] * 1e6 == pytest.approx(data_tx_uj)
+    assert m["energy_data_j"] * 1e6 == pytest.approx(data_tx_uj + data_rx_uj)
+    assert m["energy_per_event_j"] * 1e6 == pytest.approx((data_tx_uj + data_rx_uj) / 3)
+    assert m["energy_per_subscriber_j"] * 1e6 == pytest.approx((data_tx_uj + data_rx_uj) / 6)
+    # beacon (TR), control n3->n2 at d = 50 (n2 has moved), subscription broadcast (TR)
+    assert m["energy_j"] * 1e6 == pytest.approx(data_tx_uj + data_rx_uj + 15.84 + 18.0 + 31.68)
+
+
+def test_windows_and_nodes(result: Any) -> None:
+    windows = {w["window_start_s"]: (w["interested"], w["delivered"])
+               for w in result.evaluation.windows}
+    assert windows == {10.0: (2, 2), 20.0: (4, 3)}
+    nodes = {n["node"]: n for n in result.evaluation.nodes}
+    assert (nodes[6]["interested"], nodes[6]["delivered"], nodes[6]["false_positives"]) == (1, 0, 1)
+    assert (nodes[1]["tx"], nodes[1]["tx_bytes"]) == (3, 220)
+    assert (nodes[5]["x"], nodes[5]["y"]) == (100.0, 100.0)
+    assert (nodes[2]["x"], nodes[2]["y"]) == (45.0, 25.0)  # mean of its two positions
+
+
+def test_malformed_lines_counted_per_file(result: Any) -> None:
+    by_name = {Path(q.path).name: q for q in result.quality}
+    bad = by_name["1-0-2.jsonl"]
+    assert (bad.lines, bad.valid, bad.invalid) == (6, 0, 6)
+    assert bad.errors["malformed JSON or wrong field type"] == 3
+    assert bad.errors["unknown event"] == 1
+    assert bad.errors["deliver without event_id"] == 1
+    assert ".1-0-3.jsonl.tmp" not in by_name  # hidden temp files are not input
+    assert all(q.invalid == 0 for name, q in by_name.items() if name != "1-0-2.jsonl")
+
+
+def test_metrics_json_and_manifest(result: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
+    doc = result.document
+    (run,) = doc["runs"]
+    assert (run["scenario"], run["seed"], run["param_name"], run["param_value"]) == (
+        "handbuilt", 1, "radio.range_m", "70")
+    assert run["warmup_s"] == 5.0 and run["range_m"] == 70.0
+    (group,) = doc["groups"]
+    assert group["metrics"]["delivery_ratio"]["mean"] == pytest.approx(5 / 6)
+    assert group["metrics"]["delivery_ratio"]["half_width"] is None  # one seed: no interval
+    text = json.dumps(doc, allow_nan=False)  # numbers, never NaN
+    assert '"delivery_ratio": "' not in text
+
+
+def test_cli_reuses_parquet_and_writes_report(result: Any, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from mesheval.cli import main
+
+    rundir = Path(result.document["inputs"][0])
+    out = Path(result.document["inputs"][0]).parent / "out"
+    assert main([str(rundir), "--out", str(out), "--warmup", "0"]) == 0
+    printed = capsys.readouterr().out
+    assert "flooding" in printed and "delivery" in printed
+    doc = json.loads((out / "metrics.json").read_text())
+    assert doc["parquet_cache_reused"] == [True]
+    # without the warm-up E0 counts too: interested {n2, n3, n5 (until t=8)}, delivered to n2
+    assert doc["runs"][0]["metrics"]["interested_pairs"] == 9
+    assert doc["runs"][0]["metrics"]["first_deliveries"] == 6
+    for name in ("report.md", "report.html", "delivery_ratio.png", "latency_cdf.png",
+                 "load_map.png", "protocols.png"):
+        assert (out / name).stat().st_size > 0, name
+    assert "data:image/png;base64," in (out / "report.html").read_text()
+
+
+def test_energy_with_static_positions(spark: Any) -> None:
+    """Without n2's move every node has one position: the broadcast-join path."""
+    from pyspark.sql import functions as F
+
+    from mesheval.metrics import publications, traffic
+    from mesheval.schema import record_schema
+    from mesheval.settings import SETTINGS_SCHEMA
+
+    rows = [r for recs in evaldata.records().values() for r in recs
+            if not (r["event"] == "position" and r["ts_ns"] > 0)]
+    schema = record_schema(with_corrupt=False)
+    records = spark.createDataFrame([tuple(r.get(f) for f in schema.fieldNames()) for r in rows],
+                                    schema=schema)
+    settings = spark.createDataFrame(
+        [(evaldata.RUN, "flooding", "handbuilt", "p", "v", 70.0, 0, 5 * evaldata.S)],
+        schema=SETTINGS_SCHEMA)
+    radio = traffic(records, publications(records, settings), settings)
+    data_tx = radio.filter((F.col("event") == "tx") & (F.col("msg_kind") == "data")).agg(
+        F.sum("energy_j")).first()
+    assert data_tx is not None
+    # d = 30, TR, 30 (n2 stays at (30, 0)), TR, 72.1, 60
+    assert data_tx[0] * 1e6 == pytest.approx(47.2 + 79.2 + 47.2 + 63.36 + 65.28 + 41.28)
+
+
+def test_run_with_only_bad_lines_is_a_clear_error(spark: Any, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from mesheval.cli import main
+
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "node-1.jsonl").write_text("\n".join(evaldata.MALFORMED) + "\n")
+    assert main([str(tmp_path / "run"), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "no valid records: 6 invalid lines in 1 files" in err
+    assert "Traceback" not in err

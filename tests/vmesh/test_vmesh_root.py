@@ -1,0 +1,250 @@
+"""Five virtual devices, the playbook over SSH, and what the field must see (issue 4).
+
+One bring-up shared by the module (the image is built here if missing, ~3 min);
+everything is removed in the finaliser, even when a test fails. Waits poll
+generously; nothing asserts on elapsed time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces, containers)"),
+    pytest.mark.skipif(shutil.which("podman") is None or shutil.which("debootstrap") is None,
+                       reason="needs podman and debootstrap"),
+]
+
+REPO = Path(__file__).resolve().parents[2]
+ANSIBLE_DIR = REPO / "deploy" / "ansible"
+RUN = "pyt"
+NODES = 5
+BIN = Path(sys.executable).parent
+CTL = "/opt/meshsub/bin/meshsubctl"
+
+
+@dataclass
+class Mesh:
+    inventory: Path
+    hosts: list[str]
+    containers: list[str]
+    first_play: subprocess.CompletedProcess[str]
+
+
+def playbook(inventory: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ANSIBLE_DIR / "ansible.cfg"),
+               ANSIBLE_NOCOLOR="1", PATH=f"{BIN}:{os.environ.get('PATH', '')}")
+    return subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", str(inventory), "site.yml",
+         "-e", "meshsub_serial=100%", *extra],
+        cwd=ANSIBLE_DIR, env=env, capture_output=True, text=True, timeout=1800, check=False)
+
+
+def recap(output: str) -> dict[str, dict[str, int]]:
+    """PLAY RECAP lines -> {host: {ok: n, changed: n, failed: n, ...}}."""
+    out: dict[str, dict[str, int]] = {}
+    for m in re.finditer(r"^(\S+)\s+:\s+((?:\w+=\d+\s*)+)$", output, re.M):
+        out[m.group(1)] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
+    return out
+
+
+def dexec(container: str, *cmd: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    from meshsim.vmesh.nodes import PODMAN
+
+    return subprocess.run([*PODMAN, "exec", container, *cmd], capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def poll(what: str, probe: Callable[[], bool], timeout_s: float = 180.0,
+         every_s: float = 2.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if probe():
+            return
+        time.sleep(every_s)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def unit_props(container: str, *props: str) -> dict[str, str]:
+    res = dexec(container, "systemctl", "show", "meshsubd", *(f"--property={p}" for p in props))
+    return dict(line.split("=", 1) for line in res.stdout.splitlines() if "=" in line)
+
+
+@pytest.fixture(scope="module")
+def mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
+    from meshsim.vmesh import lifecycle
+    from meshsim.vmesh.runstate import HOME_ENV
+
+    old_home = os.environ.get(HOME_ENV)
+    os.environ[HOME_ENV] = str(tmp_path_factory.mktemp("vmesh-home"))
+    try:
+        res = lifecycle.up(NODES, RUN, log=lambda m: print(f"vmesh: {m}", flush=True))
+        hosts = [n.hostname for n in res.plan.nodes]
+        first = playbook(res.inventory)
+        assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
+        yield Mesh(res.inventory, hosts, [n.container for n in res.plan.nodes], first)
+    finally:
+        lifecycle.teardown(RUN, purge=True)
+        if old_home is None:
+            os.environ.pop(HOME_ENV, None)
+        else:
+            os.environ[HOME_ENV] = old_home
+
+
+def test_first_run_deploys_every_host(mesh: Mesh) -> None:
+    stats = recap(mesh.first_play.stdout)
+    assert sorted(stats) == sorted(mesh.hosts)
+    for host, s in stats.items():
+        assert s["failed"] == 0 and s["unreachable"] == 0, host
+        assert s["changed"] > 0, host
+
+
+def test_meshsubd_active_on_each(mesh: Mesh) -> None:
+    for c in mesh.containers:
+        res = dexec(c, "systemctl", "is-active", "meshsubd")
+        assert res.stdout.strip() == "active", (c, res.stdout, res.stderr)
+        assert dexec(c, "ps", "-o", "user=", "-C", "meshsubd").stdout.split() == ["meshsub"]
+
+
+def test_neighbors_lists_the_other_four(mesh: Mesh) -> None:
+    for idx, c in enumerate(mesh.containers, start=1):
+        others = set(range(1, NODES + 1)) - {idx}
+        seen: set[int] = set()
+
+        def probe(c: str = c, others: set[int] = others, seen: set[int] = seen) -> bool:
+            res = dexec(c, CTL, "--json", "neighbors")
+            if res.returncode != 0:
+                return False
+            seen.clear()
+            seen.update(int(n["node"]) for n in json.loads(res.stdout))
+            return seen == others
+
+        poll(f"{c} to list nodes {sorted(others)} (last seen {sorted(seen)})", probe)
+
+
+def test_mosquitto_pub_in_one_device_delivers_in_another(mesh: Mesh) -> None:
+    sub_c, pub_c = mesh.containers[1], mesh.containers[3]
+    assert dexec(sub_c, "mosquitto_pub", "-V", "5", "-q", "1", "-r", "-t", "meshsub/sub/vmt",
+                 "-m", "vmtest/# v>=1").returncode == 0
+
+    def subscribed() -> bool:
+        res = dexec(sub_c, CTL, "--json", "subscriptions")
+        return res.returncode == 0 and "vmt" in res.stdout
+
+    poll("the daemon to take the retained subscription", subscribed)
+    from meshsim.vmesh.nodes import PODMAN
+
+    listener = subprocess.Popen(
+        [*PODMAN, "exec", sub_c, "mosquitto_sub", "-V", "5", "-q", "1", "-C", "1", "-W", "150",
+         "-t", "meshsub/deliver/vmt/#"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    try:
+        n = 0
+
+        def delivered() -> bool:
+            nonlocal n
+            if listener.poll() is not None:
+                return True
+            n += 1  # a fresh event each round: the listener may connect after the first
+            dexec(pub_c, "mosquitto_pub", "-V", "5", "-q", "1", "-t", "meshsub/pub/vmtest/x",
+                  "-m", json.dumps({"v": n, "room": "lab"}))
+            return False
+
+        poll("a delivery on the subscribing device", delivered, timeout_s=140, every_s=5)
+        out, err = listener.communicate(timeout=30)
+    finally:
+        if listener.poll() is None:
+            listener.kill()
+            listener.communicate()
+    assert listener.returncode == 0, err
+    delivery = json.loads(out)
+    assert delivery["sub_id"] == "vmt" and delivery["topic"] == "vmtest/x"
+    assert delivery["origin"] == 4 and delivery["node"] == 2
+    assert delivery["attrs"]["room"] == "lab" and delivery["attrs"]["v"] >= 1
+
+
+def test_second_run_changes_nothing(mesh: Mesh) -> None:
+    again = playbook(mesh.inventory)
+    assert again.returncode == 0, again.stdout[-4000:]
+    stats = recap(again.stdout)
+    assert sorted(stats) == sorted(mesh.hosts)
+    for host, s in stats.items():
+        assert (s["changed"], s["failed"]) == (0, 0), (host, s, again.stdout[-3000:])
+
+
+def test_systemd_analyze_verify_accepts_the_unit(mesh: Mesh) -> None:
+    res = dexec(mesh.containers[0], "systemd-analyze", "verify",
+                "/etc/systemd/system/meshsubd.service")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "meshsubd.service" not in res.stderr, res.stderr
+
+
+def test_sigkill_of_the_daemon_is_followed_by_a_restart(mesh: Mesh) -> None:
+    c = mesh.containers[0]
+    before = unit_props(c, "MainPID", "NRestarts")
+    assert int(before["MainPID"]) > 0
+    assert dexec(c, "kill", "-KILL", before["MainPID"]).returncode == 0
+
+    def restarted() -> bool:
+        now = unit_props(c, "MainPID", "NRestarts", "ActiveState")
+        return (now["ActiveState"] == "active" and int(now["MainPID"]) > 0
+                and now["MainPID"] != before["MainPID"]
+                and int(now["NRestarts"]) == int(before["NRestarts"]) + 1)
+
+    poll("systemd to restart meshsubd after SIGKILL", restarted)
+
+
+def test_bad_config_from_the_playbook_stops_the_service_and_names_the_host(mesh: Mesh) -> None:
+    host, c = mesh.hosts[2], mesh.containers[2]
+    bad = playbook(mesh.inventory, "--limit", host, "-e", "meshsub_log_level=loud")
+    assert bad.returncode != 0
+    assert f"BAD MESHSUB CONFIG on {host}" in bad.stdout, bad.stdout[-3000:]
+    assert "log.level" in bad.stdout
+    assert recap(bad.stdout)[host]["failed"] == 1
+    props = unit_props(c, "ActiveState", "SubState", "NRestarts")
+    assert props["ActiveState"] == "inactive", props
+    # the rejected file never reached the device
+    assert "loud" not in dexec(c, "cat", "/etc/meshsub/meshsub.toml").stdout
+    for other in mesh.containers[:2] + mesh.containers[3:]:
+        assert dexec(other, "systemctl", "is-active", "meshsubd").stdout.strip() == "active"
+    # a good run brings it back
+    good = playbook(mesh.inventory, "--limit", host)
+    assert good.returncode == 0, good.stdout[-3000:]
+    assert dexec(c, "systemctl", "is-active", "meshsubd").stdout.strip() == "active"
+
+
+def test_bad_config_on_the_device_does_not_restart_loop(mesh: Mesh) -> None:
+    c = mesh.containers[4]
+    before = int(unit_props(c, "NRestarts")["NRestarts"])
+    assert dexec(c, "sed", "-i", 's/^level = .*/level = "loud"/',
+                 "/etc/meshsub/meshsub.toml").returncode == 0
+    dexec(c, "systemctl", "restart", "meshsubd")
+
+    def failed() -> bool:
+        p = unit_props(c, "ActiveState", "ExecMainStatus")
+        return p["ActiveState"] == "failed" and p["ExecMainStatus"] == "2"
+
+    poll("meshsubd to fail with exit status 2", failed)
+    time.sleep(8)  # longer than RestartSec=3: a restart loop would have begun
+    after = unit_props(c, "ActiveState", "NRestarts")
+    assert after["ActiveState"] == "failed" and int(after["NRestarts"]) == before, after
+    journal = dexec(c, "journalctl", "-u", "meshsubd", "--no-pager", "-n", "20").stdout
+    assert "log.level" in journal
+    # the playbook repairs the file, and the handler restarts the service
+    fix = playbook(mesh.inventory, "--limit", mesh.hosts[4])
+    assert fix.returncode == 0, fix.stdout[-3000:]
+    assert recap(fix.stdout)[mesh.hosts[4]]["changed"] >= 1
+    assert dexec(c, "systemctl", "is-active", "meshsubd").stdout.strip() == "active"
