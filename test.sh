@@ -6,4 +6,7 @@ cd "$(dirname "$0")"
 source scripts/bootstrap.sh
 echo "== ruff"; ruff check .
 echo "== mypy"; mypy daemon/meshsub firmware-sim/meshsim telemetry/mesheval
-echo "== pytest"; exec python -m pytest "$@"
+# unbuffered, so a CI log shows the test that was running; stdin closed, so no child
+# process can wait on a terminal that is not there
+export PYTHONUNBUFFERED=1
+echo "== pytest"; exec python -m pytest "$@" </dev/null

@@ -42,8 +42,12 @@ stamp=.venv/.meshsub-installed
 want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   log "installing meshsub (editable) with dev extras"
-  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -q -e '.[dev]'
+  # pip's warnings (one per package for every configured index) would bury the test
+  # output in a CI log: keep them in a file and show it only if the install fails
+  if ! { .venv/bin/python -m pip install -q --upgrade pip \
+         && .venv/bin/python -m pip install -q -e '.[dev]'; } >.venv/pip.log 2>&1; then
+    cat .venv/pip.log >&2; log "pip install failed (log: .venv/pip.log)"; exit 1
+  fi
   echo "$want" > "$stamp"
 fi
 export PATH="$ROOT/.venv/bin:$PATH"

@@ -23,6 +23,7 @@ import pytest
 pytestmark = [
     pytest.mark.root,
     pytest.mark.slow,
+    pytest.mark.timeout(1800),  # the first test builds the image and deploys five devices
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces, containers)"),
     pytest.mark.skipif(shutil.which("podman") is None or shutil.which("debootstrap") is None,
                        reason="needs podman and debootstrap"),
