@@ -43,6 +43,7 @@ from meshsub.core.content import ContentError
 from meshsub.core.params import ParameterError, parse_params
 from meshsub.core.registry import UnknownProtocolError, get_protocol
 from meshsub.core.syntax import parse_event, parse_subscription
+from meshsub.runtime.mqtt import PayloadError, check_sub_id
 
 ATTR_KINDS = ("uniform_int", "uniform_float", "choice", "const", "random_text")
 PUBLISHER_WEIGHTS = ("uniform", "contact_degree")
@@ -314,6 +315,11 @@ def _workload(t: Table, ids: set[int], meta: Meta) -> Workload:
         node = _node_ref(st, "node", ids)
         expr = st.string("expr")
         sub_id = st.string("id", "")
+        if sub_id:
+            try:  # the virtual mesh subscribes over MQTT: the same id rules apply
+                check_sub_id(sub_id)
+            except PayloadError as exc:
+                raise st.err("id", str(exc)) from None
         start = st.number("t", 0.0, lo=0.0)
         st.done()
         subs.append(SubscriptionSpec(node, expr, _parse_sub(st, "expr", expr), start,
