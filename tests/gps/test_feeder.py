@@ -212,3 +212,20 @@ def test_thread_start_and_stop(gpsd: Gpsd, tmp_path: Path) -> None:
     assert epochs >= 1 and len(log.read_text().splitlines()) == epochs
     time.sleep(0.3)  # nothing more is sent after stop (not a timing assertion on the feeder)
     assert feeder.stats.epochs == epochs
+
+
+def test_gsv_follows_the_sky() -> None:
+    """GSV is reused while no whole degree of the sky changes, and rebuilt when one does."""
+    feeder = feeder_for(nodes=1)
+
+    def gsv_part(t: float) -> list[str]:
+        text = feeder.compose(t, UTC0 + t)[0].data.decode("ascii")
+        return [ln for ln in text.split("\r\n") if ln.startswith("$GPGSV")]
+
+    first, second, later = gsv_part(0.0), gsv_part(1.0), gsv_part(4000.0)
+    assert first == second and later != first
+    geometry = feeder.sky.at(4000.0)
+    listed = [(int(m.data[i]), int(m.data[i + 1]), int(m.data[i + 2]))
+              for m in (pynmea2.parse(ln, check=True) for ln in later)
+              for i in range(3, len(m.data), 4)]
+    assert listed == list(geometry)

@@ -56,3 +56,12 @@ def test_bad_sky(count: int) -> None:
 def test_cannot_use_more_than_in_view() -> None:
     with pytest.raises(SkyError, match="satellites used"):
         NodeSky(Sky(1, 6), 1, 1, used=7)
+
+
+def test_unchanged_geometry_is_the_same_object() -> None:
+    """Callers cache what they derive from the geometry by identity."""
+    sky = Sky(seed=3, count=8)
+    node = NodeSky(sky, 3, 1, used=6)
+    a = sky.at(0.0)
+    assert sky.at(0.5) is a and node.view(a) is node.view(sky.at(0.5))
+    assert sky.at(7200.0) is not a

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from meshsim.gps.model import ReceiverModel, dops
-from meshsim.gps.nmea import Epoch, encode
+from meshsim.gps.nmea import Epoch, Satellite, encode, gsv
 from meshsim.gps.settings import GpsSettings
 from meshsim.gps.sky import NodeSky, Sky
 from meshsub.core.geo import GeoError, LocalFrame
@@ -123,6 +123,7 @@ class GpsFeeder:
         self.sky = Sky(seed, settings.satellites_in_view)
         self._views = {n: NodeSky(self.sky, seed, n, settings.satellites) for n in self.nodes}
         self._previous: dict[int, tuple[float, float, float]] = {}
+        self._gsv: dict[int, tuple[tuple[Satellite, ...], list[str]]] = {}
         self._last_t: float | None = None
         self._log: IO[str] | None = None
         self._sockets: dict[socket.AddressFamily, socket.socket] = {}
@@ -174,9 +175,18 @@ class GpsFeeder:
             else:
                 epoch = Epoch(utc, False, in_view=())  # total signal loss: nothing tracked
                 self.stats.no_fixes += 1
-            out.append(Datagram(node, encode(epoch), record))
+            out.append(Datagram(node, encode(epoch, self._gsv_lines(node, epoch)), record))
         self.stats.epochs += 1
         return out
+
+    def _gsv_lines(self, node: int, epoch: Epoch) -> list[str]:
+        """GSV of ``epoch``, formatted again only when the node's satellites in view change."""
+        cached = self._gsv.get(node)
+        if cached is not None and cached[0] is epoch.in_view:
+            return cached[1]
+        lines = gsv(epoch)
+        self._gsv[node] = (epoch.in_view, lines)
+        return lines
 
     def _true_position(self, node: int, t: float) -> tuple[float, float]:
         try:

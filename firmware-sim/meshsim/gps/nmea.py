@@ -182,26 +182,31 @@ def _dop(value: float) -> str:
 # --------------------------------------------------------------- sentences
 
 
-def gga(e: Epoch, time_text: str | None = None) -> str:
+def position_fields(e: Epoch) -> str:
+    """``ddmm.mmmmm,N,dddmm.mmmmm,E``: the four position fields GGA and RMC share."""
+    la, ns = degrees_minutes(e.lat, lat=True)
+    lo, ew = degrees_minutes(e.lon, lat=False)
+    return f"{la},{ns},{lo},{ew}"
+
+
+def gga(e: Epoch, time_text: str | None = None, position: str | None = None) -> str:
     """Fix data: position, quality (1 GPS, 0 none), satellites used, HDOP, altitude."""
     hms = time_text or utc_fields(e.utc)[0]
     if not e.fix:
         return sentence(f"{TALKER}GGA,{hms},,,,,0,00,{MAX_DOP:.2f},,,,,,")
-    la, ns = degrees_minutes(e.lat, lat=True)
-    lo, ew = degrees_minutes(e.lon, lat=False)
-    return sentence(f"{TALKER}GGA,{hms},{la},{ns},{lo},{ew},1,{len(e.used):02d},"
+    pos = position or position_fields(e)
+    return sentence(f"{TALKER}GGA,{hms},{pos},1,{len(e.used):02d},"
                     f"{_dop(e.hdop)},{e.alt_m:.1f},M,{e.geoid_sep_m:.1f},M,,")
 
 
-def rmc(e: Epoch, fields: tuple[str, str] | None = None) -> str:
+def rmc(e: Epoch, fields: tuple[str, str] | None = None, position: str | None = None) -> str:
     """Recommended minimum: status A/V, position, speed (knots), course, date, mode A/N."""
     hms, dmy = fields or utc_fields(e.utc)
     if not e.fix:
         return sentence(f"{TALKER}RMC,{hms},V,,,,,,,{dmy},,,N")
-    la, ns = degrees_minutes(e.lat, lat=True)
-    lo, ew = degrees_minutes(e.lon, lat=False)
+    pos = position or position_fields(e)
     course = "" if e.course_deg is None else f"{e.course_deg:.2f}"
-    return sentence(f"{TALKER}RMC,{hms},A,{la},{ns},{lo},{ew},"
+    return sentence(f"{TALKER}RMC,{hms},A,{pos},"
                     f"{e.speed_mps * KNOTS_PER_MPS:.3f},{course},{dmy},,,A")
 
 
@@ -229,12 +234,19 @@ def gsv(e: Epoch) -> list[str]:
     return out
 
 
-def sentences(e: Epoch) -> list[str]:
-    """One epoch in receiver order: GGA, GSA, GSV..., RMC (see the module docstring)."""
+def sentences(e: Epoch, gsv_lines: list[str] | None = None) -> list[str]:
+    """One epoch in receiver order: GGA, GSA, GSV..., RMC (see the module docstring).
+
+    ``gsv_lines``: ``gsv(e)`` made earlier for the same satellites in view. The
+    sky changes by whole degrees only every few minutes, and GSV is most of the
+    text, so a feeder of many nodes reuses it instead of formatting it again.
+    """
     fields = utc_fields(e.utc)
-    return [gga(e, fields[0]), gsa(e), *gsv(e), rmc(e, fields)]
+    pos = position_fields(e) if e.fix else None
+    return [gga(e, fields[0], pos), gsa(e), *(gsv(e) if gsv_lines is None else gsv_lines),
+            rmc(e, fields, pos)]
 
 
-def encode(e: Epoch) -> bytes:
+def encode(e: Epoch, gsv_lines: list[str] | None = None) -> bytes:
     """One epoch as the bytes a serial line (or a UDP datagram to gpsd) carries."""
-    return "".join(sentences(e)).encode("ascii")
+    return "".join(sentences(e, gsv_lines)).encode("ascii")

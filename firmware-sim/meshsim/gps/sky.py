@@ -61,15 +61,23 @@ class Sky:
                                  rng.uniform(0.0, 2.0 * math.pi)))
         self._orbits = tuple(orbits)
         self.prns = tuple(o.prn for o in orbits)
+        self._last: tuple[tuple[int, int, int], ...] = ()
 
     def at(self, t: float) -> tuple[tuple[int, int, int], ...]:
-        """(PRN, elevation, azimuth) in whole degrees at scenario time ``t``, by PRN."""
+        """(PRN, elevation, azimuth) in whole degrees at scenario time ``t``, by PRN.
+
+        While no whole degree changes (minutes, at these rates) the *same* tuple
+        is returned, so callers can cache what they derive from it by identity.
+        """
         out = []
         for o in self._orbits:
             el = o.elevation + o.swing * math.sin(2.0 * math.pi * t / ORBIT_S + o.phase)
             az = (o.azimuth + o.azimuth_rate * t) % 360.0
             out.append((o.prn, round(el), round(az) % 360))
-        return tuple(out)
+        geometry = tuple(out)
+        if geometry != self._last:
+            self._last = geometry
+        return self._last
 
 
 class NodeSky:
@@ -82,15 +90,23 @@ class NodeSky:
         self.sky = sky
         self.used_count = used
         self._offset = {prn: rng.randint(-SNR_OFFSET_DB, SNR_OFFSET_DB) for prn in sky.prns}
+        self._geometry: tuple[tuple[int, int, int], ...] | None = None
+        self._view: tuple[tuple[int, ...], tuple[Satellite, ...]] = ((), ())
 
     def view(self, geometry: tuple[tuple[int, int, int], ...]
              ) -> tuple[tuple[int, ...], tuple[Satellite, ...]]:
-        """(PRNs used, satellites in view) for ``geometry`` from ``Sky.at``."""
+        """(PRNs used, satellites in view) for ``geometry`` from ``Sky.at``.
+
+        Unchanged geometry gives the same objects back (cheap, and cacheable).
+        """
+        if geometry is self._geometry:
+            return self._view
         highest = sorted(geometry, key=lambda g: (-g[1], g[0]))[:self.used_count]
         used = tuple(sorted(g[0] for g in highest))
         in_view = tuple(
             Satellite(prn, el, az, snr(el, self._offset[prn])) for prn, el, az in geometry)
-        return used, in_view
+        self._geometry, self._view = geometry, (used, in_view)
+        return self._view
 
 
 def snr(elevation: int, offset: int) -> int:
