@@ -107,6 +107,20 @@ def test_bad_targets(targets: Any, problem: str) -> None:
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize(("kw", "problem"), [
+    ({"settings": {"noise_m": 3}}, "settings: expected GpsSettings, got dict"),
+    ({"frame": (45.0, 7.0)}, "frame: expected LocalFrame, got tuple"),
+    ({"position": {1: (0, 0)}}, "position: expected a function"),
+    ({"seed": "1"}, "seed: expected an integer"),
+    ({"t0": math.nan}, "t0: expected a finite UNIX time"),
+])
+def test_bad_arguments(kw: dict[str, Any], problem: str) -> None:
+    args: dict[str, Any] = {"targets": {1: ("127.0.0.1", 29470)}, "frame": FRAME,
+                            "position": walker, "settings": GpsSettings(), "seed": 1}
+    with pytest.raises(FeederError, match=problem):
+        GpsFeeder(**{**args, **kw})
+
+
 def test_position_function_failures_are_one_line_errors() -> None:
     def broken(node: int, t: float) -> tuple[float, float]:
         raise KeyError(node)

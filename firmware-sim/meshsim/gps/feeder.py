@@ -110,6 +110,16 @@ class GpsFeeder:
         t0: float | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        if not isinstance(settings, GpsSettings):
+            raise FeederError(f"settings: expected GpsSettings, got {type(settings).__name__}")
+        if not isinstance(frame, LocalFrame):
+            raise FeederError(f"frame: expected LocalFrame, got {type(frame).__name__}")
+        if not callable(position):
+            raise FeederError("position: expected a function (node, t) -> (x, y)")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise FeederError(f"seed: expected an integer, got {seed!r}")
+        if t0 is not None and not math.isfinite(t0):
+            raise FeederError(f"t0: expected a finite UNIX time, got {t0!r}")
         self.targets = _check_targets(targets)
         self.frame = frame
         self.position = position
