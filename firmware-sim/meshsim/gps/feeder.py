@@ -157,7 +157,6 @@ class GpsFeeder:
             raise FeederError(f"epoch time went from {self._last_t:g} to {t:g}: must increase")
         self._last_t = t
         geometry = self.sky.at(t)
-        pdop_vdop: dict[float, tuple[float, float, float]] = {}
         out = []
         ts_ns = round(utc * 1e9)
         for node in self.nodes:
@@ -173,10 +172,10 @@ class GpsFeeder:
                     lat, lon, alt = self.frame.to_geodetic(rx, ry, 0.0)
                 except GeoError as exc:
                     raise FeederError(f"node {node} at t={t:g}: {exc}") from None
-                dop = pdop_vdop.get(reading.hdop) or pdop_vdop.setdefault(
-                    reading.hdop, dops(reading.hdop))
-                epoch = Epoch(utc, True, lat, lon, alt, 0.0, speed, course, dop[1], dop[2],
-                              dop[0], used, in_view)
+                pdop, hdop, vdop = dops(reading.hdop)
+                epoch = Epoch(utc, True, lat, lon, alt_m=alt, speed_mps=speed,
+                              course_deg=course, hdop=hdop, vdop=vdop, pdop=pdop, used=used,
+                              in_view=in_view)
                 record.update(rx=round(rx, 3), ry=round(ry, 3), lat=round(lat, 9),
                               lon=round(lon, 9), hdop=round(reading.hdop, 2),
                               sats=len(used), sigma_m=round(reading.sigma_m, 3),

@@ -116,6 +116,6 @@ class ReceiverModel:
         u, length = self._loss.random(), self._loss.expovariate(1.0 / s.outage_mean_s)
         if t >= self._outage_until and u < 1.0 - (1.0 - s.fix_loss_per_s) ** dt:
             self._outage_until = t + length
-        if t < self._outage_until or any(a <= t < b for a, b in self._windows):
+        if t < self._outage_until or any(lo <= t < hi for lo, hi in self._windows):
             return Reading(False, 0.0, 0.0, MAX_HDOP, 0.0)
         return Reading(True, east * scale, north * scale, hdop, s.noise_m * scale)
