@@ -28,8 +28,8 @@ import simpy
 
 from meshsim.des.codec import Sizer, make_sizer
 from meshsim.des.mobility import Trajectories
-from meshsim.des.radio import Links, compute_links, make_model
 from meshsim.des.stats import Delivery, Published, SimStats
+from meshsim.medium.radio import Links, compute_links, make_model
 from meshsim.scenario.model import Contact, Scenario, to_plain
 from meshsim.scenario.plan import Plan, make_plan
 from meshsub.core.api import (

@@ -483,7 +483,7 @@ def _parse_event(t: Table, key: str, text: str, template: Template | None = None
     try:
         if template is None:
             return parse_event(text)
-        from meshsim.scenario.plan import sample_event  # plan imports the engine's radio
+        from meshsim.scenario.plan import sample_event  # plan imports this module
 
         return sample_event(template, None)
     except ContentError as exc:

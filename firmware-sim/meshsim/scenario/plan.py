@@ -13,6 +13,7 @@ import math
 import random
 from dataclasses import dataclass
 
+from meshsim.medium.radio import compute_links, is_connected, make_model
 from meshsim.scenario.model import (
     AttrDist,
     PublicationSpec,
@@ -82,9 +83,6 @@ def _placed(scenario: Scenario) -> dict[int, tuple[float, float]]:
         y0 = (area.height_m - dy * (rows - 1)) / 2
         return {node: (x0 + (i % cols) * dx, y0 + (i // cols) * dy)
                 for i, node in enumerate(ids)}
-    # imported here: meshsim.des imports this module (radio models live with the engine)
-    from meshsim.des.radio import compute_links, is_connected, make_model
-
     rng = rng_for(scenario, "placement")
     model = make_model(scenario.radio)
     for _ in range(nodes.max_tries):

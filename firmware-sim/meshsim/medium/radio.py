@@ -2,9 +2,9 @@
 
 A model maps a distance to a loss probability, or ``None`` for no link. Links
 are symmetric; loss is drawn independently per receiver and per frame by the
-engine. Per-pair overrides from the scenario win over the model. The same
-models will drive the virtual mesh's nftables medium, so they are pure
-functions of positions with no engine state.
+discrete-event engine and by the virtual mesh's nftables medium, which both use
+this one module, so they are pure functions of positions with no driver state.
+Per-pair overrides from the scenario win over the model.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from meshsim.scenario.model import LinkOverride, Radio
+if TYPE_CHECKING:  # the scenario package imports this module to validate [radio]
+    from meshsim.scenario.model import LinkOverride, Radio
 
 Positions = Mapping[int, tuple[float, float]]
 Links = dict[int, dict[int, float]]
