@@ -94,7 +94,7 @@ def _placed(scenario: Scenario) -> dict[int, tuple[float, float]]:
         if is_connected(compute_links(positions, model, scenario.radio.links)):
             return positions
     raise ScenarioError("nodes.connected", f"no connected placement of {n} nodes in "
-                                           f"{nodes.max_tries} tries (raise radio.range_m, "
+                                           f"{nodes.max_tries} tries (extend the radio range, "
                                            "shrink the area or raise nodes.max_tries)")
 
 
