@@ -25,11 +25,12 @@ from mediumhelpers import (
     binomial_bounds,
     frame_socket,
     mac_bytes,
+    make_frame,
     send_frames,
     settle,
 )
 
-from meshsim.medium import Medium, nft, testbed
+from meshsim.medium import Medium, htb, nft, testbed
 from meshsim.medium.radio import LinearRamp
 from meshsim.vmesh.net import netns_exists
 from meshsim.vmesh.plan import NodePlan, Plan
@@ -285,6 +286,35 @@ def test_a_non_atomic_update_would_be_caught(bed: Plan) -> None:
         m.remove()
     print(f"non-atomic: {counts}")
     assert counts["rx2"] > 0
+
+
+# ---------------------------------------------------------------- bandwidth
+
+
+def test_htb_limits_what_a_node_transmits(bed: Plan, medium: Medium) -> None:
+    medium.set_links(everyone(5))
+    ns = node(bed, 1).netns
+    assert htb.read_rate(ns, "mesh0") is None
+    htb.set_rate(ns, "mesh0", 1_000_000)
+    rx = Receiver(node(bed, 2).netns)
+    tx = frame_socket(ns)
+    try:
+        assert htb.read_rate(ns, "mesh0") == 1_000_000
+        frame = 1000
+        started = time.monotonic()
+        for seq in range(100):  # 100 kB at once: far beyond the 1,600-byte burst
+            tx.send(make_frame(mac(bed, 2), mac(bed, 1), 9, seq, size=frame))
+        assert htb.overlimits(ns, "mesh0") > 0
+        settle([rx], quiet_s=0.5)
+        assert len(rx.seqs(mac(bed, 1), 9)) == 100  # shaped, queued, none lost
+        took = rx.last_rx - started
+        print(f"HTB 1 Mbit/s: 100 x {frame} B delivered in {took:.3f} s "
+              f"= {100 * frame * 8 / took / 1e6:.3f} Mbit/s")
+    finally:
+        rx.close()
+        tx.close()
+        assert htb.clear_rate(ns, "mesh0") is True
+    assert htb.read_rate(ns, "mesh0") is None and htb.clear_rate(ns, "mesh0") is False
 
 
 def test_remove_leaves_no_table(bed: Plan) -> None:

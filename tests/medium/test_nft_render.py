@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from meshsim.medium import Medium, MediumError, nft
+from meshsim.medium import Medium, MediumError, htb, nft
 from meshsim.scenario.model import LinkOverride
 
 PORTS = {i: f"n{i}" for i in range(1, 6)}
@@ -117,3 +117,9 @@ def test_medium_checks_its_arguments_before_touching_anything() -> None:
         Medium("msub-x-medium", PORTS, table="nat")
     with pytest.raises(MediumError, match="bad interface name"):
         Medium("msub-x-medium", {1: "n 1"})
+
+
+@pytest.mark.parametrize("rate", [0, 7.9, math.nan, -5])
+def test_htb_rates_are_checked_before_tc_runs(rate: float) -> None:
+    with pytest.raises(MediumError, match="bits per second"):
+        htb.set_rate("msub-nowhere", "mesh0", rate)
