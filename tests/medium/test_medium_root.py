@@ -13,6 +13,7 @@ test with probability below 1e-6.
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -28,9 +29,10 @@ from mediumhelpers import (
     make_frame,
     send_frames,
     settle,
+    socket_in,
 )
 
-from meshsim.medium import Medium, htb, nft, testbed
+from meshsim.medium import DelayConfig, Medium, htb, nft, testbed
 from meshsim.medium.radio import LinearRamp
 from meshsim.vmesh.net import netns_exists
 from meshsim.vmesh.plan import NodePlan, Plan
@@ -315,6 +317,59 @@ def test_htb_limits_what_a_node_transmits(bed: Plan, medium: Medium) -> None:
         tx.close()
         assert htb.clear_rate(ns, "mesh0") is True
     assert htb.read_rate(ns, "mesh0") is None and htb.clear_rate(ns, "mesh0") is False
+
+
+# -------------------------------------------------------------------- delay
+
+
+def udp_rtts(bed: Plan, a: int, b: int, count: int) -> list[float]:
+    """Round trips of UDP probes from node a to an echo socket on node b."""
+    server = socket_in(node(bed, b).netns, socket.AF_INET, socket.SOCK_DGRAM)
+    server.bind((node(bed, b).mesh_ip, 0))
+    server.settimeout(5.0)
+    client = socket_in(node(bed, a).netns, socket.AF_INET, socket.SOCK_DGRAM)
+    client.settimeout(5.0)
+    rtts = []
+    try:
+        for k in range(count + 1):  # the first one also resolves ARP: not counted
+            started = time.monotonic()
+            client.sendto(k.to_bytes(4, "big"), server.getsockname())
+            data, peer = server.recvfrom(64)
+            server.sendto(data, peer)
+            assert client.recv(64) == data
+            if k:
+                rtts.append(time.monotonic() - started)
+    finally:
+        server.close()
+        client.close()
+    return rtts
+
+
+def test_per_pair_delay_adds_to_the_round_trip(bed: Plan, medium: Medium) -> None:
+    medium.set_links(everyone(5))
+    before = udp_rtts(bed, 1, 2, 10)
+    medium.start_delay(DelayConfig(0.0, {(1, 2): 0.020, (2, 1): 0.005}))
+    try:
+        during = udp_rtts(bed, 1, 2, 20)
+        other = udp_rtts(bed, 1, 3, 5)  # a pair without delay stays undelayed
+    finally:
+        stats = medium.stop_delay()
+    after = udp_rtts(bed, 1, 2, 5)
+    print(f"UDP RTT 1<->2: {min(before) * 1e3:.3f}/{max(before) * 1e3:.3f} ms without delay; "
+          f"{min(during) * 1e3:.2f}/{sum(during) / len(during) * 1e3:.2f}/"
+          f"{max(during) * 1e3:.2f} ms (min/avg/max) with 20 ms + 5 ms; delayer {stats}")
+    assert min(during) >= 0.025  # nothing can come back before both holds end
+    assert stats is not None and stats.held == stats.released
+    # each direction held for its own delay; nothing else marked (1<->3 has no delay)
+    assert set(stats.by_mark) == {20_000, 5_000}
+    assert stats.by_mark[20_000] >= 21 and stats.by_mark[5_000] >= 21
+    assert len(other) == 5 and len(after) == 5
+    chains = subprocess.run(["ip", "netns", "exec", bed.medium_netns, "iptables", "-S"],
+                            capture_output=True, text=True, check=True).stdout
+    assert "MSUB-DELAY" not in chains
+    assert "mark" not in subprocess.run(
+        ["ip", "netns", "exec", bed.medium_netns, "nft", "list", "chain", "bridge", nft.TABLE,
+         "forward"], capture_output=True, text=True, check=True).stdout
 
 
 def test_remove_leaves_no_table(bed: Plan) -> None:

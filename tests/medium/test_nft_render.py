@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from meshsim.medium import Medium, MediumError, htb, nft
-from meshsim.scenario.model import LinkOverride
+from meshsim.medium import DelayConfig, Medium, MediumError, delay_config, htb, nft
+from meshsim.scenario.model import LinkOverride, Radio
 
 PORTS = {i: f"n{i}" for i in range(1, 6)}
 
@@ -117,6 +117,18 @@ def test_medium_checks_its_arguments_before_touching_anything() -> None:
         Medium("msub-x-medium", PORTS, table="nat")
     with pytest.raises(MediumError, match="bad interface name"):
         Medium("msub-x-medium", {1: "n 1"})
+
+
+def test_delay_config_from_the_scenario() -> None:
+    assert delay_config(Radio()) is None
+    radio = Radio(delay_s=0.01, vmesh_delay=True, links=(LinkOverride(1, 2, delay_s=0.05),))
+    config = delay_config(radio)
+    assert config == DelayConfig(0.01, {(1, 2): 0.05, (2, 1): 0.05}) and config.active
+    assert not DelayConfig().active
+    with pytest.raises(MediumError, match="delay of default must be"):
+        DelayConfig(-1.0)
+    with pytest.raises(MediumError, match=r"delay of \(1, 2\) must be"):
+        DelayConfig(0.0, {(1, 2): 100.0})
 
 
 @pytest.mark.parametrize("rate", [0, 7.9, math.nan, -5])

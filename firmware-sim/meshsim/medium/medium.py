@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from meshsim.medium import nft
+from meshsim.medium.delay import DelayConfig, Delayer, DelayStats
 from meshsim.medium.errors import MediumError
 from meshsim.medium.radio import (
     DirectedLinks,
@@ -59,6 +60,7 @@ class Medium:
         self.links: DirectedLinks = {}
         """The directed link table last applied (loss before quantisation)."""
         self.last: UpdateTiming | None = None
+        self._delayer: Delayer | None = None
 
     def _apply(self, script: str) -> None:
         nft.apply(self.netns, script)
@@ -90,16 +92,47 @@ class Medium:
 
     def _set(self, links: DirectedLinks, compute_s: float) -> float:
         started = time.perf_counter()
+        if self._delayer is not None:
+            self._delayer.check()
         script, entries = nft.render_links(links, self.ports, self.table)
         self._apply(script)
         self.links = links
         self.last = UpdateTiming(compute_s, time.perf_counter() - started, entries)
         return self.last.total_s
 
+    # -------------------------------------------------------------------- delay
+
+    def start_delay(self, config: DelayConfig) -> None:
+        """Hold frames per pair (NFQUEUE delayer); replaces an earlier configuration.
+
+        Call after ``install`` (which resets the forward chain to no delay).
+        """
+        if not config.active:
+            self.stop_delay()
+            return
+        for a, b in config.pairs:
+            for node in (a, b):
+                if node not in self.ports:
+                    raise MediumError(f"delay for node {node}, which has no medium port")
+        if self._delayer is None:
+            self._delayer = Delayer(self.netns)
+        self._delayer.start()
+        self._apply(nft.render_forward(config.default_s, config.pairs, self.ports, self.table))
+
+    def stop_delay(self) -> DelayStats | None:
+        """Stop marking, queueing and the delayer; the delayer's counts, if it ran."""
+        if self._delayer is None:
+            return None
+        if nft.table_exists(self.netns, self.table):
+            self._apply(nft.render_forward(table=self.table))
+        delayer, self._delayer = self._delayer, None
+        return delayer.stop()
+
     # ----------------------------------------------------------------- teardown
 
     def remove(self) -> bool:
-        """Delete the table; False if there was no table."""
+        """Stop any delay and delete the table; False if there was no table."""
+        self.stop_delay()
         self.links = {}
         if not netns_exists(self.netns) or not nft.table_exists(self.netns, self.table):
             return False
