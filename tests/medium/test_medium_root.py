@@ -13,8 +13,11 @@ test with probability below 1e-6.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
@@ -30,9 +33,11 @@ from mediumhelpers import (
     send_frames,
     settle,
     socket_in,
+    wait_for,
 )
 
 from meshsim.medium import DelayConfig, Medium, htb, nft, testbed
+from meshsim.medium.delay import Delayer
 from meshsim.medium.radio import LinearRamp
 from meshsim.vmesh.net import netns_exists
 from meshsim.vmesh.plan import NodePlan, Plan
@@ -370,6 +375,34 @@ def test_per_pair_delay_adds_to_the_round_trip(bed: Plan, medium: Medium) -> Non
     assert "mark" not in subprocess.run(
         ["ip", "netns", "exec", bed.medium_netns, "nft", "list", "chain", "bridge", nft.TABLE,
          "forward"], capture_output=True, text=True, check=True).stdout
+
+
+def running(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie waiting for init counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_delayer_never_outlives_the_process_that_started_it(bed: Plan) -> None:
+    """A runner that dies without stop_delay must not leave a delayer running."""
+    code = ("import os, sys\n"
+            "from meshsim.medium.delay import Delayer\n"
+            "d = Delayer(sys.argv[1])\n"
+            "d.start()\n"
+            "print(d._proc.pid, flush=True)\n"
+            "os._exit(0)\n")
+    out = subprocess.run([sys.executable, "-c", code, bed.medium_netns], capture_output=True,
+                         text=True, check=True, timeout=60).stdout
+    pid = int(out.split()[0])
+    try:
+        assert wait_for(lambda: not running(pid), limit_s=10.0)
+    finally:
+        if running(pid):
+            os.kill(pid, signal.SIGKILL)
+        Delayer(bed.medium_netns).stop()  # the rules the dead runner left
 
 
 def test_remove_leaves_no_table(bed: Plan) -> None:

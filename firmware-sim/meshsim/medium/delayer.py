@@ -12,9 +12,10 @@ order; equal delays stay FIFO, so a pair's frames are never reordered. Only the
 metadata is copied to userspace (``COPY_META``): the verdict re-injects the
 kernel's own copy.
 
-Prints ``ready`` once bound; on SIGTERM releases everything it holds, prints one
-JSON line of counts (``held``, ``released``, ``max_held``, ``by_mark``: packets per
-mark) and exits 0. Exit 2 with one line on stderr when it cannot run.
+Prints ``ready`` once bound. On SIGTERM, or when the process that started it is
+gone (a crashed runner leaves no delayer behind), it releases everything it
+holds, prints one JSON line of counts (``held``, ``released``, ``max_held``,
+``by_mark``: packets per mark) and exits 0. Exit 2 with one line on stderr when it cannot run.
 """
 
 from __future__ import annotations
@@ -73,9 +74,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"delayer: cannot bind NFQUEUE {args.queue}: {exc}", file=sys.stderr)
         return 2
     fd = nfq.get_fd()
+    parent = os.getppid()
     print("ready", flush=True)
     try:
-        while not stopping:
+        while not stopping and os.getppid() == parent:  # never outlive the medium's process
             timeout = max(0.0, held[0][0] - time.monotonic()) if held else 0.5
             readable, _, _ = select.select([fd, wake_r], [], [], timeout)
             if fd in readable:
