@@ -36,7 +36,7 @@ from mediumhelpers import (
     wait_for,
 )
 
-from meshsim.medium import DelayConfig, Medium, htb, nft, testbed
+from meshsim.medium import DelayConfig, Medium, MediumError, htb, nft, testbed
 from meshsim.medium.delay import Delayer
 from meshsim.medium.radio import LinearRamp
 from meshsim.vmesh.net import netns_exists
@@ -403,6 +403,17 @@ def test_a_delayer_never_outlives_the_process_that_started_it(bed: Plan) -> None
         if running(pid):
             os.kill(pid, signal.SIGKILL)
         Delayer(bed.medium_netns).stop()  # the rules the dead runner left
+
+
+def test_a_delayer_that_cannot_run_says_why_and_leaves_nothing(bed: Plan) -> None:
+    broken = Delayer(bed.medium_netns, python="/usr/bin/python3")  # no meshsim there
+    with pytest.raises(MediumError, match=r"delayer in msub-mt-medium exited with status 1: "
+                                          r".*No module named 'meshsim'"):
+        broken.start()
+    assert not broken.running
+    rules = subprocess.run(["ip", "netns", "exec", bed.medium_netns, "iptables", "-S"],
+                           capture_output=True, text=True, check=True).stdout
+    assert "MSUB-DELAY" not in rules
 
 
 def test_remove_leaves_no_table(bed: Plan) -> None:

@@ -8,6 +8,7 @@ import re
 import pytest
 
 from meshsim.medium import DelayConfig, Medium, MediumError, delay_config, htb, nft
+from meshsim.medium.delay import Delayer
 from meshsim.scenario.model import LinkOverride, Radio
 
 PORTS = {i: f"n{i}" for i in range(1, 6)}
@@ -129,6 +130,8 @@ def test_delay_config_from_the_scenario() -> None:
         DelayConfig(-1.0)
     with pytest.raises(MediumError, match=r"delay of \(1, 2\) must be"):
         DelayConfig(0.0, {(1, 2): 100.0})
+    with pytest.raises(MediumError, match="bad NFQUEUE 70000"):
+        Delayer("msub-x-medium", queue=70000)
 
 
 @pytest.mark.parametrize("rate", [0, 7.9, math.nan, -5])

@@ -75,8 +75,12 @@ class DelayStats:
 class Delayer:
     """The delayer process and the iptables rules that feed it, in one netns."""
 
-    def __init__(self, netns: str, queue: int = QUEUE, max_len: int = 16384) -> None:
+    def __init__(self, netns: str, queue: int = QUEUE, max_len: int = 16384,
+                 python: str = sys.executable) -> None:
+        if not 0 <= queue <= 65535 or max_len < 1:
+            raise MediumError(f"bad NFQUEUE {queue} / length {max_len}: 0..65535 and >= 1")
         self.netns = netns
+        self.python = python
         self.queue = queue
         self.max_len = max_len
         self._proc: subprocess.Popen[str] | None = None
@@ -131,22 +135,28 @@ class Delayer:
             return
         for key in SYSCTLS:
             self._sysctl_before[key] = self._ns("sysctl", "-n", key).strip()
-        cmd = ["ip", "netns", "exec", self.netns, sys.executable, "-m",
+        cmd = ["ip", "netns", "exec", self.netns, self.python, "-m",
                "meshsim.medium.delayer", "--queue", str(self.queue),
                "--max-len", str(self.max_len)]
         self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True)
-        threading.Thread(target=self._read_stderr, daemon=True).start()
+        reader = threading.Thread(target=self._read_stderr, daemon=True)
+        reader.start()
         assert self._proc.stdout is not None
         first = self._proc.stdout.readline().strip()  # "ready", or EOF if it failed
         if first != "ready":
             self._proc.wait(timeout=10)
             self._proc.stdout.close()
+            reader.join(timeout=5)  # its last words are the error message
             self.check()
             raise MediumError(f"the NFQUEUE delayer in {self.netns} did not start: {first!r}")
-        for key in SYSCTLS:
-            self._ns("sysctl", "-qw", f"{key}=1")
-        self._rules(add=True)
+        try:
+            for key in SYSCTLS:
+                self._ns("sysctl", "-qw", f"{key}=1")
+            self._rules(add=True)
+        except MediumError:
+            self.stop()  # no half-started delay: rules, sysctls and process go again
+            raise
 
     def _read_stderr(self) -> None:
         proc = self._proc
