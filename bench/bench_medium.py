@@ -20,6 +20,7 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,7 +33,8 @@ RUN = "mb"
 AREA_M = 1000.0
 
 
-def waypoint_walk(nodes: list[int], rng: random.Random):  # type: ignore[no-untyped-def]
+def waypoint_walk(nodes: list[int], rng: random.Random
+                  ) -> Iterator[dict[int, tuple[float, float]]]:
     """Yield positions every simulated second: each node walks to a random target."""
     pos = {n: (rng.uniform(0, AREA_M), rng.uniform(0, AREA_M)) for n in nodes}
     goal = {n: (rng.uniform(0, AREA_M), rng.uniform(0, AREA_M)) for n in nodes}
