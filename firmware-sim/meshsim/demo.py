@@ -17,9 +17,9 @@ from pathlib import Path
 
 from meshsim.cli import USER_ERRORS, UsageError, _Parser
 from meshsim.des.graph import summarize
-from meshsim.des.radio import compute_links, make_model
 from meshsim.des.run import RunResult, run_scenario
 from meshsim.des.summary import outcomes, totals
+from meshsim.medium.radio import compute_links, make_model
 from meshsim.scenario import load_scenario
 from meshsub.core.syntax import format_event
 

@@ -7,9 +7,9 @@ break by scheduling order: the same scenario and seed always give the same run.
 
 Model, deliberately simple (docs/scenarios.md): links from the radio model (or
 from contact events), independent loss per receiver and per frame, arrival
-after ``radio.delay_s`` plus, with ``radio.bitrate_bps``, the serialisation
-time of the frames. There is no MAC: no contention, collisions, queueing or
-airtime sharing.
+after ``radio.delay_s`` (or the pair's ``links[].delay_s``) plus, with
+``radio.bitrate_bps``, the serialisation time of the frames. There is no MAC:
+no contention, collisions, queueing or airtime sharing.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ import simpy
 
 from meshsim.des.codec import Sizer, make_sizer
 from meshsim.des.mobility import Trajectories
-from meshsim.des.radio import Links, compute_links, make_model
 from meshsim.des.stats import Delivery, Published, SimStats
 from meshsim.gps.des import GpsView
+from meshsim.medium.radio import Links, compute_links, make_model, pair_delays
 from meshsim.scenario.model import Contact, Scenario, to_plain
 from meshsim.scenario.plan import Plan, make_plan
 from meshsub.core.api import (
@@ -114,6 +114,7 @@ class Simulation:
         self.env = simpy.Environment()
         self.rng = random.Random(f"{scenario.meta.seed}:radio")
         self.model = make_model(scenario.radio)
+        self.pair_delay = pair_delays(scenario.radio.links)
         self.stats = SimStats(nodes=len(self.plan.positions))
         self._timer_gen = 0
         cls = get_protocol(scenario.protocol.name)
@@ -243,9 +244,8 @@ class Simulation:
         nbytes = sum(sizes)
         nframes = len(sizes)
         radio = self.scenario.radio
-        delay = radio.delay_s
-        if radio.bitrate_bps is not None:
-            delay += nbytes * 8 / radio.bitrate_bps
+        serial = 0.0 if radio.bitrate_bps is None else nbytes * 8 / radio.bitrate_bps
+        delay = radio.delay_s + serial
         neighbors = self.links[node]
         attrs = frame_attrs(message, kind, nbytes)
         if dests is None:
@@ -267,8 +267,18 @@ class Simulation:
                 self.stats.lost += 1
             else:
                 receivers.append(dest)
-        if receivers:
+        if not receivers:
+            return
+        if not self.pair_delay:
             self._at(self.env.now + delay, self._arrive, node, receivers, message, nbytes, kind)
+            return
+        by_delay: dict[float, list[int]] = {}
+        for dest in receivers:  # per-pair overrides replace radio.delay_s for their pair
+            pair = self.pair_delay.get((node, dest))
+            hop = delay if pair is None else pair + serial
+            by_delay.setdefault(hop, []).append(dest)
+        for hop, group in sorted(by_delay.items()):
+            self._at(self.env.now + hop, self._arrive, node, group, message, nbytes, kind)
 
     def _count_tx(self, node: int, kind: str, nbytes: int, nframes: int,
                   attrs: Mapping[str, TelemetryValue]) -> None:

@@ -8,6 +8,7 @@ the protocol's own ``Params``), so ``meshsim validate`` catches what a run would
 from __future__ import annotations
 
 import copy
+import dataclasses
 import tomllib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -21,6 +22,7 @@ from meshsim.gps.settings import (
     GpsSettingsError,
     Outage,
 )
+from meshsim.medium.radio import LINK_CUTOFF, make_model
 from meshsim.scenario.model import (
     MOBILITY_MODELS,
     PLACEMENTS,
@@ -53,6 +55,8 @@ from meshsub.core.registry import UnknownProtocolError, get_protocol
 from meshsub.core.syntax import parse_event, parse_subscription
 from meshsub.runtime.mqtt import PayloadError, check_sub_id
 
+LOG_DISTANCE_KEYS = ("tx_power_dbm", "ref_loss_db", "ref_distance_m", "path_loss_exp",
+                     "noise_floor_dbm", "frame_bytes")
 ATTR_KINDS = ("uniform_int", "uniform_float", "choice", "const", "random_text")
 PUBLISHER_WEIGHTS = ("uniform", "contact_degree")
 
@@ -146,22 +150,58 @@ def _radio(t: Table, ids: set[int]) -> Radio:
         connected = lt.raw("connected", None)
         if connected is not None and not isinstance(connected, bool):
             raise lt.err("connected", f"expected true or false, got {type_name(connected)}")
-        if loss is None and connected is None:
-            raise lt.err("loss", "a link override needs loss and/or connected")
+        delay = lt.opt_number("delay_s", lo=0.0)
+        if loss is None and connected is None and delay is None:
+            raise lt.err("loss", "a link override needs loss, connected and/or delay_s")
         lt.done()
-        links.append(LinkOverride(a, b, loss, connected))
-    radio = Radio(
+        links.append(LinkOverride(a, b, loss, connected, delay))
+    base = Radio(
         model=t.string("model", "unit_disk", choices=RADIO_MODELS),
-        range_m=t.number("range_m", 100.0, lo=0.0, lo_open=True),
         loss=t.number("loss", 0.0, lo=0.0, hi=1.0),
-        ramp_start=t.number("ramp_start", 0.75, lo=0.0, hi=1.0),
         delay_s=t.number("delay_s", 0.001, lo=0.0),
         bitrate_bps=t.opt_number("bitrate_bps", lo=0.0, lo_open=True),
         payload_size=t.integer("payload_size", 1200, lo=256, hi=65507),
         links=tuple(links),
+        vmesh_delay=t.boolean("vmesh_delay", False),
     )
+    if base.model == "log_distance":
+        radio = _log_distance(t, base)
+    else:
+        for key in LOG_DISTANCE_KEYS:
+            if t.has(key):
+                raise t.err(key, f"log_distance only (radio.model is {base.model!r})")
+        radio = dataclasses.replace(
+            base, range_m=t.number("range_m", 100.0, lo=0.0, lo_open=True),
+            ramp_start=t.number("ramp_start", 0.75, lo=0.0, hi=1.0))
     t.done()
     return radio
+
+
+def _log_distance(t: Table, base: Radio) -> Radio:
+    """The log_distance keys; ``range_m`` is computed from them, never given."""
+    for key in ("range_m", "ramp_start"):
+        if t.has(key):
+            raise t.err(key, "not used by log_distance (its range follows from the path loss: "
+                             "tx_power_dbm, path_loss_exp, ...)")
+    frame_bytes = t.opt_integer("frame_bytes", lo=1)
+    if frame_bytes is not None and frame_bytes > 65535:
+        raise t.err("frame_bytes", f"must be <= 65535 (got {frame_bytes})")
+    if base.loss >= LINK_CUTOFF:
+        raise t.err("loss", f"must be < {LINK_CUTOFF:g} with log_distance (no link otherwise)")
+    radio = dataclasses.replace(
+        base,
+        tx_power_dbm=t.number("tx_power_dbm", 20.0, lo=-100.0, hi=100.0),
+        ref_loss_db=t.number("ref_loss_db", 40.2, lo=0.0, hi=300.0),
+        ref_distance_m=t.number("ref_distance_m", 1.0, lo=0.0, lo_open=True),
+        path_loss_exp=t.number("path_loss_exp", 3.0, lo=0.0, hi=10.0, lo_open=True),
+        noise_floor_dbm=t.number("noise_floor_dbm", -91.0, lo=-200.0, hi=0.0),
+        frame_bytes=frame_bytes,
+    )
+    try:
+        model = make_model(radio)
+    except ValueError as exc:  # parameters that leave no link at any distance
+        raise t.err("tx_power_dbm", str(exc)) from None
+    return dataclasses.replace(radio, range_m=model.range_m)
 
 
 def _nodes(t: Table, area: Area) -> Nodes:
@@ -535,7 +575,7 @@ def _parse_event(t: Table, key: str, text: str, template: Template | None = None
     try:
         if template is None:
             return parse_event(text)
-        from meshsim.scenario.plan import sample_event  # plan imports the engine's radio
+        from meshsim.scenario.plan import sample_event  # plan imports this module
 
         return sample_event(template, None)
     except ContentError as exc:

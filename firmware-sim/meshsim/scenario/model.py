@@ -16,7 +16,7 @@ from meshsim.gps.settings import GpsSettings
 from meshsub.core.content import Event, Subscription
 from meshsub.core.params import ProtocolParams, params_to_dict
 
-RADIO_MODELS = ("unit_disk", "linear_ramp")
+RADIO_MODELS = ("unit_disk", "linear_ramp", "log_distance")
 PLACEMENTS = ("grid", "line", "random", "explicit")
 MOBILITY_MODELS = ("static", "scripted")
 
@@ -41,12 +41,13 @@ class Area:
 
 @dataclass(frozen=True, slots=True)
 class LinkOverride:
-    """Per-pair radio override (both directions): force a link up/down, or its loss."""
+    """Per-pair radio override (both directions): force a link up/down, its loss or delay."""
 
     a: int
     b: int
     loss: float | None = None
     connected: bool | None = None
+    delay_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +55,24 @@ class Radio:
     model: str = "unit_disk"
     range_m: float = 100.0
     loss: float = 0.0
+    """No link beyond this distance; for log_distance, computed from its parameters."""
     ramp_start: float = 0.75
     """linear_ramp only: loss rises linearly from ``loss`` at ramp_start*range to 1 at range."""
     delay_s: float = 0.001
     bitrate_bps: float | None = None
+    """Per-node transmit bitrate: serialisation time in the simulator, HTB on the vmesh."""
     payload_size: int = 1200
     links: tuple[LinkOverride, ...] = ()
+    vmesh_delay: bool = False
+    """The virtual mesh holds frames for delay_s (and links[].delay_s) through NFQUEUE."""
+    # log_distance only (meshsim.medium.radio.LogDistance)
+    tx_power_dbm: float = 20.0
+    ref_loss_db: float = 40.2
+    ref_distance_m: float = 1.0
+    path_loss_exp: float = 3.0
+    noise_floor_dbm: float = -91.0
+    frame_bytes: int | None = None
+    """Frame length the PER is computed for; None: payload_size."""
 
 
 @dataclass(frozen=True, slots=True)

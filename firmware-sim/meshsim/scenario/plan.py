@@ -13,6 +13,7 @@ import math
 import random
 from dataclasses import dataclass
 
+from meshsim.medium.radio import compute_links, is_connected, make_model
 from meshsim.scenario.model import (
     AttrDist,
     PublicationSpec,
@@ -82,9 +83,6 @@ def _placed(scenario: Scenario) -> dict[int, tuple[float, float]]:
         y0 = (area.height_m - dy * (rows - 1)) / 2
         return {node: (x0 + (i % cols) * dx, y0 + (i // cols) * dy)
                 for i, node in enumerate(ids)}
-    # imported here: meshsim.des imports this module (radio models live with the engine)
-    from meshsim.des.radio import compute_links, is_connected, make_model
-
     rng = rng_for(scenario, "placement")
     model = make_model(scenario.radio)
     for _ in range(nodes.max_tries):
@@ -96,7 +94,7 @@ def _placed(scenario: Scenario) -> dict[int, tuple[float, float]]:
         if is_connected(compute_links(positions, model, scenario.radio.links)):
             return positions
     raise ScenarioError("nodes.connected", f"no connected placement of {n} nodes in "
-                                           f"{nodes.max_tries} tries (raise radio.range_m, "
+                                           f"{nodes.max_tries} tries (extend the radio range, "
                                            "shrink the area or raise nodes.max_tries)")
 
 
