@@ -27,9 +27,9 @@ from typing import Protocol as TypingProtocol
 import simpy
 
 from meshsim.des.codec import Sizer, make_sizer
-from meshsim.des.mobility import Trajectories
 from meshsim.des.radio import Links, compute_links, make_model
 from meshsim.des.stats import Delivery, Published, SimStats
+from meshsim.mobility.trajectories import Trajectories
 from meshsim.scenario.model import Contact, Scenario, to_plain
 from meshsim.scenario.plan import Plan, make_plan
 from meshsub.core.api import (
@@ -126,7 +126,8 @@ class Simulation:
             for node, pos in sorted(self.plan.positions.items())
         }
         self.links: Links = {node: {} for node in self.nodes}
-        self.trajectories = Trajectories(scenario.mobility.waypoints, self.plan.positions)
+        self.trajectories = Trajectories.from_waypoints(scenario.mobility.waypoints,
+                                                       self.plan.positions)
         self._ran = False
 
     # ------------------------------------------------------------------ running
