@@ -114,8 +114,7 @@ class Trajectories:
 
     def waypoints(self) -> Iterator[Waypoint]:
         """Every track point as a waypoint, ordered by time then node (the mobility log)."""
-        streams = [((t, node, x, y) for t, x, y in track.points())
-                   for node, track in self._tracks.items()]
+        streams = [_labelled(node, track) for node, track in self._tracks.items()]
         for t, node, x, y in heapq.merge(*streams):
             yield Waypoint(t, node, x, y)
 
@@ -126,3 +125,8 @@ class Trajectories:
 
     def __repr__(self) -> str:
         return f"Trajectories({len(self.nodes)} nodes, last_t={self.last_t:g})"
+
+
+def _labelled(node: int, track: Track) -> Iterator[tuple[float, int, float, float]]:
+    for t, x, y in track.points():
+        yield t, node, x, y
