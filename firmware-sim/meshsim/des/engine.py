@@ -126,8 +126,7 @@ class Simulation:
             for node, pos in sorted(self.plan.positions.items())
         }
         self.links: Links = {node: {} for node in self.nodes}
-        self.trajectories = Trajectories.from_waypoints(scenario.mobility.waypoints,
-                                                       self.plan.positions)
+        self.trajectories: Trajectories = self.plan.trajectories
         self._ran = False
 
     # ------------------------------------------------------------------ running
@@ -155,7 +154,7 @@ class Simulation:
             self._set_links(self._radio_links())
         for contact in self.scenario.contacts or ():
             self._at(contact.t, self._contact, contact)
-        if self.scenario.mobility.model == "scripted":
+        if self.trajectories.last_t > 0:
             tick = self.scenario.mobility.tick_s
             self._at(tick, self._tick, tick)
         for sub in self.plan.subscriptions:

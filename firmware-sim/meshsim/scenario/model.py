@@ -17,7 +17,8 @@ from meshsub.core.params import ProtocolParams, params_to_dict
 
 RADIO_MODELS = ("unit_disk", "linear_ramp")
 PLACEMENTS = ("grid", "line", "random", "explicit")
-MOBILITY_MODELS = ("static", "scripted")
+MOBILITY_MODELS = ("static", "scripted", "setdest", "random_waypoint", "random_walk",
+                   "gauss_markov", "group")
 
 
 @dataclass(frozen=True, slots=True)
