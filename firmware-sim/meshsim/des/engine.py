@@ -29,6 +29,7 @@ import simpy
 from meshsim.des.codec import Sizer, make_sizer
 from meshsim.des.radio import Links, compute_links, make_model
 from meshsim.des.stats import Delivery, Published, SimStats
+from meshsim.mobility.contacts import contact_timeline
 from meshsim.mobility.trajectories import Trajectories
 from meshsim.scenario.model import Contact, Scenario, to_plain
 from meshsim.scenario.plan import Plan, make_plan
@@ -152,7 +153,7 @@ class Simulation:
             self._position(node, st.position)
         if self.scenario.contacts is None:
             self._set_links(self._radio_links())
-        for contact in self.scenario.contacts or ():
+        for contact in contact_timeline(self.scenario.contacts or ()):
             self._at(contact.t, self._contact, contact)
         if self.trajectories.last_t > 0:
             tick = self.scenario.mobility.tick_s
