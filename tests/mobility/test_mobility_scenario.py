@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from simhelpers import base_doc
 
 from meshsim.scenario import ScenarioError, from_dict, make_plan
-from meshsim.scenario.mobility_section import MAX_TRACK_POINTS
+from meshsim.scenario.mobility_section import MAX_TRACK_POINTS, MODEL_KEYS
 from meshsim.scenario.model import GaussMarkov, GroupMobility, RandomWalk, RandomWaypoint
 
 MODELS: dict[str, dict[str, Any]] = {
@@ -187,3 +188,12 @@ def _generated() -> dict[str, Any]:
         "generator": {"rate_per_s": 2.0, "templates": [
             {"topic": "a/b", "attrs": {"x": {"uniform_int": [0, 9]}}}]},
     }
+
+
+def test_every_key_and_model_is_documented() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "scenarios.md").read_text()
+    section = doc.split("### `[mobility]`", 1)[1].split("### `[contacts]`", 1)[0]
+    for model, keys in MODEL_KEYS.items():
+        assert f"`{model}`" in section, model
+        for key in keys:
+            assert f"`{key}`" in section, (model, key)
