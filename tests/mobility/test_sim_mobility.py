@@ -10,7 +10,9 @@ from simhelpers import base_doc, read_run
 
 from meshsim.cli import main
 from meshsim.des.run import run_scenario
-from meshsim.scenario import from_dict
+from meshsim.mobility import Trajectories, trajectories_for, write_mobility_log
+from meshsim.scenario import from_dict, make_plan
+from meshsim.scenario.traces import parse_waypoints
 
 MODELS: dict[str, dict[str, Any]] = {
     "static": {},
@@ -98,3 +100,17 @@ name = "flooding"
         'model = "random_waypoint"\nspeed_min = 1.0\nspeed_max = 20.0\npause_max = 10.0',
         f'model = "scripted"\nfile = "{tmp_path / "run" / "mobility.log"}"'))
     assert main(["validate", str(replay)]) == 0
+
+
+def test_the_drivers_api_gives_the_simulators_tracks_and_writes_the_log(tmp_path: Path) -> None:
+    scenario = from_dict(_doc("random_waypoint"))
+    plan = make_plan(scenario)
+    traj = trajectories_for(scenario, plan)
+    assert traj == make_plan(scenario).trajectories and traj.nodes == tuple(range(1, 9))
+    assert traj.positions(0.0) == plan.positions
+    n = write_mobility_log(traj, tmp_path / "mobility.log", header="vmesh run")
+    assert not list(tmp_path.glob("*.tmp"))
+    lines = (tmp_path / "mobility.log").read_text().splitlines()
+    assert lines[0] == "# vmesh run" and len(lines) == n + 1
+    replay = Trajectories.from_waypoints(parse_waypoints(lines, "log"), plan.positions)
+    assert replay == traj

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from meshsim.des.engine import Simulation, default_run_id
 from meshsim.des.stats import SimStats
-from meshsim.mobility.log import LOG_NAME, save_log
+from meshsim.mobility.log import LOG_NAME, write_mobility_log
 from meshsim.scenario.model import Scenario, to_plain
 from meshsim.scenario.plan import Plan, make_plan
 from meshsim.telemetry_files import RunWriter, base_manifest
@@ -54,7 +54,7 @@ def run_scenario(scenario: Scenario, out: Path | None, *, run_id: str | None = N
         manifest["drain_s"] = scenario.meta.drain_s
         manifest["epoch"] = 1
         m = scenario.mobility
-        points = save_log(plan.trajectories, writer.run_dir / LOG_NAME, header=(
+        points = write_mobility_log(plan.trajectories, writer.run_dir / LOG_NAME, header=(
             f"meshsim mobility log: run {run}, scenario {scenario.meta.name}, seed "
             f"{scenario.meta.seed}, model {m.model}\n"
             "t node x y (s, m); replay: [mobility] model = \"scripted\", file = this file"))

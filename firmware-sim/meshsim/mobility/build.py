@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from meshsim.mobility.gauss_markov import gauss_markov
 from meshsim.mobility.geometry import Box
@@ -26,6 +27,9 @@ from meshsim.scenario.model import (
     Scenario,
     Setdest,
 )
+
+if TYPE_CHECKING:
+    from meshsim.scenario.plan import Plan
 
 
 def area_box(scenario: Scenario) -> Box:
@@ -67,6 +71,12 @@ def make_trajectories(scenario: Scenario,
     elif m.model != "static":
         raise ValueError(f"mobility model {m.model!r} has no parameters")
     return Trajectories(tracks)
+
+
+def trajectories_for(scenario: Scenario, plan: Plan) -> Trajectories:
+    """The run's trajectories: ``make_plan`` builds them with the start positions, so a
+    driver holding the plan gets exactly the simulator's tracks."""
+    return plan.trajectories
 
 
 def group_tracks(scenario: Scenario, p: GroupMobility, box: Box, until: float

@@ -34,7 +34,7 @@ def write_log(trajectories: Trajectories, out: TextIO, header: str = "") -> int:
     return n
 
 
-def save_log(trajectories: Trajectories, path: Path, header: str = "") -> int:
+def write_mobility_log(trajectories: Trajectories, path: Path, header: str = "") -> int:
     """``write_log`` to ``path`` under a temporary name, renamed when complete."""
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w", encoding="utf-8") as fh:
