@@ -35,6 +35,9 @@ class RunInfo:
     range_m: float | None
     param_name: str
     param_value: str
+    t0_ns: int | None = None
+    """When the scenario's clock started (``ts_ns``), if the writer says so: the virtual
+    mesh starts its workload some time after the daemons' first records."""
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
@@ -122,6 +125,10 @@ def parse_manifest(doc: Any, source: str = "manifest") -> RunInfo:
     params_dict = dict(params) if isinstance(params, Mapping) else {}
     name, value = _varied(doc, params_dict)
     tier = _find(doc, ("tier",))
+    t0_ns = _find(doc, ("t0_ns",))
+    if t0_ns is not None and (isinstance(t0_ns, bool) or not isinstance(t0_ns, int)
+                              or t0_ns < 0):
+        raise ManifestError(f"{source}: t0_ns must be a non-negative integer, not {t0_ns!r}")
     return RunInfo(
         run=str(run) if run is not None else None,
         scenario=scenario,
@@ -133,6 +140,7 @@ def parse_manifest(doc: Any, source: str = "manifest") -> RunInfo:
         range_m=range_m,
         param_name=name,
         param_value=value,
+        t0_ns=t0_ns,
         raw=dict(doc),
     )
 

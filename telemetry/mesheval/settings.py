@@ -2,7 +2,8 @@
 
 The ``run`` field of the records names a run; the manifest of the RUNDIR it came
 from supplies scenario, seed, varied parameter, warm-up and radio range. The
-measurement starts ``warmup_s`` after the run's first record (``t0``).
+measurement starts ``warmup_s`` after ``t0``: the manifest's ``t0_ns`` where the
+writer gives one (the virtual mesh), else the run's first record.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def run_settings(
         info = manifests.get(row["rundir"])
         warmup = warmup_override if warmup_override is not None else (
             info.warmup_s if info else 0.0)
-        t0 = int(row["t0"])
+        t0 = info.t0_ns if info and info.t0_ns is not None else int(row["t0"])
         out.append(
             RunSettings(
                 run=row["run"],

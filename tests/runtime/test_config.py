@@ -163,6 +163,8 @@ def test_every_documented_key_is_in_the_example() -> None:
         ("[telemetry]\nmax_spool_bytes = 2000000\nroll_bytes = 3000000",
          "telemetry.roll_bytes: must not exceed telemetry.max_spool_bytes"),
         ('[telemetry]\nmqtt_topic = "t/+"', "telemetry.mqtt_topic: must not contain wildcards"),
+        ('[telemetry]\nrun = "a b"', "telemetry.run: must be 1-128 of [A-Za-z0-9_.-]"),
+        ('[telemetry]\nrun = ""', "telemetry.run: must not be empty"),
         ('[log]\nlevel = "loud"', "log.level: must be one of debug, info"),
         ('[storage]\nstate_dir = ""', "storage.state_dir: must not be empty"),
         ("[extra]\na = 1", "extra: unknown key"),

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import getpass
 import json
-import shutil
-import socket
-import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import aiomqtt
 import pytest
+from mosquitto import Mosquitto, have_mosquitto
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
@@ -32,44 +29,18 @@ from meshsub.runtime.mqtt import (
 )
 from meshsub.runtime.store import LocalPublisher, Store, StoreError
 
-MOSQUITTO = "/usr/sbin/mosquitto"
 NODE = 0x2A
-pytestmark = pytest.mark.skipif(shutil.which(MOSQUITTO) is None, reason="mosquitto not installed")
+pytestmark = pytest.mark.skipif(not have_mosquitto(), reason="mosquitto not installed")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Broker:
-    """A private mosquitto that tests can stop and start again on the same port."""
+class Broker(Mosquitto):
+    """The shared test broker, started from async fixtures and tests."""
 
     def __init__(self, workdir: Path) -> None:
-        self.port = _free_port()
-        self.conf = workdir / "mosquitto.conf"
-        self.conf.write_text(
-            f"listener {self.port} 127.0.0.1\nallow_anonymous true\n"
-            f"persistence true\npersistence_location {workdir}/\nautosave_interval 0\n"
-            f"max_queued_messages 1000\nuser {getpass.getuser()}\n"
-        )
-        self.proc: subprocess.Popen[bytes] | None = None
+        super().__init__(workdir, persistent=True, max_queued=1000)
 
-    async def start(self) -> None:
-        self.proc = subprocess.Popen([MOSQUITTO, "-c", str(self.conf)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(200):
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port)):
-                return
-            await asyncio.sleep(0.025)
-        raise RuntimeError("mosquitto did not start")
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(10)
-            self.proc = None
+    async def start(self) -> None:  # type: ignore[override]
+        await asyncio.to_thread(super().start)
 
 
 @pytest.fixture

@@ -172,3 +172,19 @@ def test_run_with_only_bad_lines_is_a_clear_error(spark: Any, tmp_path: Path,
     err = capsys.readouterr().err
     assert "no valid records: 6 invalid lines in 1 files" in err
     assert "Traceback" not in err
+
+
+def test_the_manifest_t0_starts_the_warm_up(spark: Any) -> None:
+    """The virtual mesh starts its workload after the daemons' first records."""
+    from mesheval.manifest import parse_manifest
+    from mesheval.settings import run_settings
+
+    records = spark.createDataFrame(
+        [("v", 0, "flooding", 1, 100 * evaldata.S), ("v", 0, "flooding", 2, 160 * evaldata.S)],
+        "run string, rundir int, protocol string, node long, ts_ns long")
+    with_t0 = parse_manifest({"run": "v", "warmup_s": 5.0, "t0_ns": 150 * evaldata.S})
+    without = parse_manifest({"run": "v", "warmup_s": 5.0})
+    (s,) = run_settings(records, {0: with_t0}, warmup_override=None, default_range_m=100.0)
+    assert (s.t0_ns, s.cutoff_ns) == (150 * evaldata.S, 155 * evaldata.S)
+    (s,) = run_settings(records, {0: without}, warmup_override=None, default_range_m=100.0)
+    assert (s.t0_ns, s.cutoff_ns) == (100 * evaldata.S, 105 * evaldata.S)

@@ -9,12 +9,8 @@ the numbering is counted.
 
 from __future__ import annotations
 
-import getpass
 import json
-import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,19 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mosquitto import Mosquitto, have_mosquitto
 
 mqtt = pytest.importorskip("paho.mqtt.client")
 
-MOSQUITTO = shutil.which("mosquitto") or ("/usr/sbin/mosquitto"
-                                          if os.path.exists("/usr/sbin/mosquitto") else None)
-pytestmark = pytest.mark.skipif(MOSQUITTO is None, reason="mosquitto is not installed")
+pytestmark = pytest.mark.skipif(not have_mosquitto(), reason="mosquitto is not installed")
 TOPIC = "meshsub/telemetry"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(cond: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
@@ -45,39 +34,6 @@ def wait_for(cond: Callable[[], bool], what: str, timeout: float = 30.0) -> None
             return
         time.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what}")
-
-
-class Broker:
-    def __init__(self, workdir: Path) -> None:
-        self.port = free_port()
-        self.conf = workdir / "mosquitto.conf"
-        (workdir / "db").mkdir()
-        self.conf.write_text(
-            f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence true\n"
-            f"persistence_location {workdir / 'db'}/\nmax_queued_messages 100000\n"
-            # as root mosquitto drops to its own user, which cannot write our temp dir
-            f"autosave_interval 1\nuser {getpass.getuser()}\n", encoding="utf-8")
-        self.log = (workdir / "mosquitto.log").open("ab")
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        assert MOSQUITTO is not None
-        self.proc = subprocess.Popen([MOSQUITTO, "-c", str(self.conf)], stdout=self.log,
-                                     stderr=subprocess.STDOUT)
-
-        def listening() -> bool:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return True
-            except OSError:
-                return False
-
-        wait_for(listening, "mosquitto to listen")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)  # saves the persistence database
-            self.proc.wait(timeout=10)
 
 
 class CollectorProc:
@@ -134,14 +90,15 @@ def spooled(spool: Path) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    b = Broker(tmp_path)
+def broker(tmp_path: Path) -> Iterator[Mosquitto]:
+    b = Mosquitto(tmp_path, max_queued=100000, autosave_s=1)
     b.start()
     yield b
     b.stop()
 
 
-def test_collector_survives_broker_and_collector_restarts(broker: Broker, tmp_path: Path) -> None:
+def test_collector_survives_broker_and_collector_restarts(broker: Mosquitto,
+                                                         tmp_path: Path) -> None:
     spool = tmp_path / "spool"
     collector = CollectorProc(broker.port, spool, tmp_path / "collector.log")
     collector.start()

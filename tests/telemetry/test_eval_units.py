@@ -82,7 +82,8 @@ def test_manifest_varied_and_nested_forms() -> None:
 
 
 @pytest.mark.parametrize("doc", [[1, 2], {"seed": "7"}, {"warmup_s": -1},
-                                 {"warmup_s": math.inf}, {"seed": True}])
+                                 {"warmup_s": math.inf}, {"seed": True}, {"t0_ns": -1},
+                                 {"t0_ns": 1.5}, {"t0_ns": True}])
 def test_bad_manifests_are_named_errors(doc: Any) -> None:
     with pytest.raises(ManifestError):
         parse_manifest(doc, "m.json")

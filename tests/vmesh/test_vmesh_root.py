@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from meshsim.vmesh.deploy import recap, run_playbook
 
 pytestmark = [
     pytest.mark.root,
@@ -29,11 +29,8 @@ pytestmark = [
                        reason="needs podman and debootstrap"),
 ]
 
-REPO = Path(__file__).resolve().parents[2]
-ANSIBLE_DIR = REPO / "deploy" / "ansible"
 RUN = "pyt"
 NODES = 5
-BIN = Path(sys.executable).parent
 CTL = "/opt/meshsub/bin/meshsubctl"
 
 
@@ -46,20 +43,7 @@ class Mesh:
 
 
 def playbook(inventory: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ANSIBLE_DIR / "ansible.cfg"),
-               ANSIBLE_NOCOLOR="1", PATH=f"{BIN}:{os.environ.get('PATH', '')}")
-    return subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", str(inventory), "site.yml",
-         "-e", "meshsub_serial=100%", *extra],
-        cwd=ANSIBLE_DIR, env=env, capture_output=True, text=True, timeout=1800, check=False)
-
-
-def recap(output: str) -> dict[str, dict[str, int]]:
-    """PLAY RECAP lines -> {host: {ok: n, changed: n, failed: n, ...}}."""
-    out: dict[str, dict[str, int]] = {}
-    for m in re.finditer(r"^(\S+)\s+:\s+((?:\w+=\d+\s*)+)$", output, re.M):
-        out[m.group(1)] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
-    return out
+    return run_playbook(inventory, *extra)
 
 
 def dexec(container: str, *cmd: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

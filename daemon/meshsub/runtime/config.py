@@ -12,6 +12,7 @@ import dataclasses
 import ipaddress
 import logging
 import math
+import re
 import socket
 import tomllib
 from collections.abc import Callable, Iterator, Mapping
@@ -32,6 +33,8 @@ KEY_ID_MAX: Final = 0xFF
 """The frame header carries the key id in one byte (meshsub.wire.keys)."""
 BAUD_RATES: Final = frozenset({1200, 2400, 4800, 9600, 19200, 38400, 57600, 115200, 230400,
                                460800, 921600})
+RUN_ID: Final = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+"""A telemetry run id: safe in file names, Parquet partitions and report tables."""
 LOG_LEVELS: Final = ("debug", "info", "warning", "error", "critical")
 RELOADABLE_PATHS: Final = ("log.level", "discovery.static_peers", "protocol.params")
 """Key paths (and their sub-keys) that SIGHUP applies without a restart."""
@@ -166,6 +169,7 @@ class StorageConfig:
 @dataclass(frozen=True, slots=True)
 class TelemetryConfig:
     enabled: bool = True
+    run: str = "field"
     max_spool_bytes: int = 100_000_000
     roll_bytes: int = 1_000_000
     roll_seconds: float = 60.0
@@ -615,8 +619,12 @@ def _telemetry(root: _Table) -> TelemetryConfig:
     topic = t.get_str("mqtt_topic", "")
     if any(c in topic for c in "+#\0"):
         raise ConfigError(t.key("mqtt_topic"), f"must not contain wildcards: {topic!r}")
+    run = t.get_str("run", "field", nonempty=True)
+    if not RUN_ID.fullmatch(run):
+        raise ConfigError(t.key("run"), f"must be 1-128 of [A-Za-z0-9_.-], got {run!r}")
     cfg = TelemetryConfig(
         enabled=t.get_bool("enabled", True),
+        run=run,
         max_spool_bytes=t.get_int("max_spool_bytes", 100_000_000, lo=1_000_000),
         roll_bytes=t.get_int("roll_bytes", 1_000_000, lo=4096),
         roll_seconds=t.get_float("roll_seconds", 60.0, lo=1.0),

@@ -266,6 +266,7 @@ class Node:
         live = self._live_telemetry if cfg.telemetry.mqtt_topic else None
         spool = TelemetrySpool.from_config(cfg.telemetry, Path(cfg.storage.spool_dir),
                                            node=self.node, epoch=self.epoch,
+                                           run=cfg.telemetry.run,
                                            protocol=self.protocol.name, live=live)
         try:
             await spool.start()

@@ -29,6 +29,7 @@ import simpy
 from meshsim.des.codec import Sizer, make_sizer
 from meshsim.des.radio import Links, compute_links, make_model
 from meshsim.des.stats import Delivery, Published, SimStats
+from meshsim.gps.des import GpsView
 from meshsim.mobility.contacts import contact_timeline
 from meshsim.mobility.trajectories import Trajectories
 from meshsim.scenario.model import Contact, Scenario, to_plain
@@ -128,6 +129,9 @@ class Simulation:
         }
         self.links: Links = {node: {} for node in self.nodes}
         self.trajectories: Trajectories = self.plan.trajectories
+        self.gps = (GpsView(scenario.gps, scenario.meta.seed, self.nodes)
+                    if scenario.gps.enabled else None)
+        """``[gps]`` enabled: protocols see the daemon's view of a noisy fix; radio, truth."""
         self._ran = False
 
     # ------------------------------------------------------------------ running
@@ -151,6 +155,8 @@ class Simulation:
     def _start(self) -> None:
         for node, st in self.nodes.items():
             self._position(node, st.position)
+        if self.gps is not None:
+            self._gps_epoch()  # first fixes before the first links, as a booting daemon
         if self.scenario.contacts is None:
             self._set_links(self._radio_links())
         for contact in contact_timeline(self.scenario.contacts or ()):
@@ -163,6 +169,8 @@ class Simulation:
                      lambda now, s=sub: LocalSubscribe(now, s.sub_id, s.subscription))
         for index, pub in enumerate(self.plan.publications):
             self._at(pub.t, self._publish, index)
+        if self.gps is not None:  # scheduled after the mobility tick: epochs see the move
+            self._at(self.gps.period_s, self._gps_tick)
 
     # ------------------------------------------------------------------- inputs
 
@@ -300,14 +308,38 @@ class Simulation:
         return compute_links(positions, self.model, self.scenario.radio.links)
 
     def _info(self, node: int, loss: float) -> NeighborInfo:
+        if self.gps is not None:  # what the neighbour's beacons carry: its own belief
+            return NeighborInfo(node, self.gps.believed(node), 1.0 - loss)
         x, y = self.nodes[node].position
         return NeighborInfo(node, Position(x, y, fixed_at=self.env.now), 1.0 - loss)
 
     def _position(self, node: int, pos: tuple[float, float]) -> None:
         self.nodes[node].position = pos
+        if self.gps is not None:
+            return  # the true position moves the radio; the protocol hears the GPS
         now = self.env.now
         self._record(node, "position", {"x": pos[0], "y": pos[1]})
         self._handle(node, PositionChanged(now, Position(pos[0], pos[1], fixed_at=now)))
+
+    def _gps_tick(self) -> None:
+        assert self.gps is not None
+        self._gps_epoch()
+        if self.env.now + self.gps.period_s < self.scenario.end_s:
+            self._at(self.env.now + self.gps.period_s, self._gps_tick)
+
+    def _gps_epoch(self) -> None:
+        """A receiver epoch: announce what each daemon's tracker reports, as the daemon does."""
+        assert self.gps is not None
+        now = self.env.now
+        true = {node: st.position for node, st in self.nodes.items()}
+        for node, position in self.gps.tick(now, true):
+            if position is not None:
+                self._record(node, "position", {"x": position.x, "y": position.y})
+            self._handle(node, PositionChanged(now, position))
+            for peer in sorted(self.links[node]):  # links are symmetric
+                loss = self.links[peer].get(node)
+                if loss is not None:
+                    self._handle(peer, NeighborChanged(now, self._info(node, loss)))
 
     def _link_up(self, a: int, b: int, loss: float) -> None:
         self.links[a][b] = loss
@@ -343,8 +375,10 @@ class Simulation:
                 self._position(node, pos)
                 moved.append(node)
         if moved and self.scenario.contacts is None:
-            self._set_links(self._radio_links(), frozenset(moved))
-        elif moved:
+            # with [gps], neighbours see a move only when the mover's GPS reports it
+            self._set_links(self._radio_links(),
+                            frozenset(moved) if self.gps is None else frozenset())
+        elif moved and self.gps is None:
             moved_set = set(moved)
             for a in sorted(self.nodes):
                 for b, loss in sorted(self.links[a].items()):

@@ -13,6 +13,14 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from meshsim.gps.settings import (
+    MAX_HDOP,
+    MAX_NOISE_M,
+    MAX_RATE_HZ,
+    GpsSettings,
+    GpsSettingsError,
+    Outage,
+)
 from meshsim.scenario.mobility_section import parse_mobility
 from meshsim.scenario.model import (
     PLACEMENTS,
@@ -42,6 +50,7 @@ from meshsub.core.content import ContentError
 from meshsub.core.params import ParameterError, parse_params
 from meshsub.core.registry import UnknownProtocolError, get_protocol
 from meshsub.core.syntax import parse_event, parse_subscription
+from meshsub.runtime.mqtt import PayloadError, check_sub_id
 
 ATTR_KINDS = ("uniform_int", "uniform_float", "choice", "const", "random_text")
 PUBLISHER_WEIGHTS = ("uniform", "contact_degree")
@@ -86,9 +95,10 @@ def from_dict(doc: dict[str, Any], *, base_dir: Path = Path("."),
     contacts = _contacts(root, ids, base_dir)
     protocol = _protocol(root.table("protocol", required=True))
     workload = _workload(root.table("workload"), ids, meta)
+    gps = _gps(root.table("gps"), ids, meta)
     root.done()
     return Scenario(meta, area, radio, nodes, mobility, contacts, protocol, workload,
-                    source=copy.deepcopy(doc), overrides=overrides)
+                    gps=gps, source=copy.deepcopy(doc), overrides=overrides)
 
 
 # --------------------------------------------------------------------- sections
@@ -285,6 +295,11 @@ def _workload(t: Table, ids: set[int], meta: Meta) -> Workload:
         node = _node_ref(st, "node", ids)
         expr = st.string("expr")
         sub_id = st.string("id", "")
+        if sub_id:
+            try:  # the virtual mesh subscribes over MQTT: the same id rules apply
+                check_sub_id(sub_id)
+            except PayloadError as exc:
+                raise st.err("id", str(exc)) from None
         start = st.number("t", 0.0, lo=0.0)
         st.done()
         subs.append(SubscriptionSpec(node, expr, _parse_sub(st, "expr", expr), start,
@@ -406,6 +421,43 @@ def _attr_dist(t: Table, name: str) -> AttrDist:
     if lo > hi:
         raise ScenarioError(where, "low must not exceed high")
     return AttrDist(kind, (lo, hi), decimals)
+
+
+def _gps(t: Table, ids: set[int], meta: Meta) -> GpsSettings:
+    """``[gps]``: simulated receivers; ranges here, cross-field rules in ``GpsSettings``."""
+    end_s = meta.duration_s + meta.drain_s
+    outages = []
+    for ot in t.tables("outages"):
+        start = ot.number("start_s", lo=0.0)
+        end = ot.number("end_s", lo=0.0)
+        if end <= start:
+            raise ot.err("end_s", f"must be greater than start_s ({start:g})")
+        if start >= end_s:
+            raise ot.err("start_s", f"must be before the end of the run ({end_s:g} s)")
+        nodes = None if ot.raw("nodes", "all") == "all" else _node_list(ot, "nodes", ids)
+        ot.done()
+        outages.append(Outage(start, end, nodes))
+    hdop = t.opt_number("hdop", lo=0.0, lo_open=True)
+    if hdop is not None and hdop > MAX_HDOP:
+        raise t.err("hdop", f"must be <= {MAX_HDOP:g} (got {hdop:g})")
+    values: dict[str, Any] = dict(
+        enabled=t.boolean("enabled", False),
+        rate_hz=t.number("rate_hz", 1.0, lo=0.0, lo_open=True, hi=MAX_RATE_HZ),
+        noise_m=t.number("noise_m", 3.0, lo=0.0, hi=MAX_NOISE_M),
+        correlation_s=t.number("correlation_s", 60.0, lo=0.0),
+        white_fraction=t.number("white_fraction", 0.2, lo=0.0, hi=1.0),
+        hdop_spread=t.number("hdop_spread", 0.0, lo=0.0, hi=1.0),
+        satellites=t.integer("satellites", 8, lo=1, hi=12),
+        satellites_in_view=t.integer("satellites_in_view", 11, lo=1, hi=32),
+        fix_loss_per_s=t.number("fix_loss_per_s", 0.0, lo=0.0, hi=1.0),
+        outage_mean_s=t.number("outage_mean_s", 10.0, lo=0.0, lo_open=True),
+    )
+    t.done()
+    try:
+        gps = GpsSettings(hdop=hdop, outages=tuple(outages), **values)
+    except GpsSettingsError as exc:
+        raise t.err(exc.key, exc.problem) from None
+    return gps
 
 
 # ---------------------------------------------------------------------- helpers

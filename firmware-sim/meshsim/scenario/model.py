@@ -12,6 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from meshsim.gps.settings import GpsSettings
 from meshsub.core.content import Event, Subscription
 from meshsub.core.params import ProtocolParams, params_to_dict
 
@@ -277,6 +278,8 @@ class Scenario:
     """None: links come from the radio model; otherwise only from these events."""
     protocol: ProtocolSpec
     workload: Workload
+    gps: GpsSettings = field(default_factory=GpsSettings)
+    """``[gps]``: simulated receivers (``meshsim.gps``); off by default."""
     source: dict[str, Any] = field(default_factory=dict, compare=False)
     """The TOML document after ``--set`` overrides (for the manifest)."""
     overrides: tuple[str, ...] = ()

@@ -12,14 +12,11 @@ import os
 import subprocess
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
-from meshsim.vmesh import image, inventory, lifecycle, nodes
+from meshsim.vmesh import deploy, image, inventory, lifecycle, nodes
 from meshsim.vmesh.errors import VmeshError
 from meshsim.vmesh.plan import DEFAULT_RUN
 from meshsim.vmesh.runstate import run_dir
-
-PLAYBOOK = Path(__file__).resolve().parents[3] / "deploy" / "ansible" / "site.yml"
 
 
 def add_parser(sub: argparse._SubParsersAction,  # type: ignore[type-arg]
@@ -87,8 +84,9 @@ def main(args: argparse.Namespace) -> int:
     if cmd == "deploy":
         inv = run_dir(args.name) / inventory.INVENTORY
         lifecycle.load_plan(args.name)
-        return subprocess.call([_ansible_playbook(), "-i", str(inv), str(PLAYBOOK),
-                                "-e", "meshsub_serial=100%", *args.ansible_args])
+        return subprocess.call([deploy.ansible_playbook(), "-i", str(inv), str(deploy.PLAYBOOK),
+                                "-e", "meshsub_serial=100%", *args.ansible_args],
+                               env=deploy.playbook_env(), cwd=deploy.ANSIBLE_DIR)
     node = lifecycle.load_plan(args.name).node(args.node)
     tty = ["-it"] if sys.stdin.isatty() else ["-i"]
     if cmd == "exec":
@@ -100,12 +98,6 @@ def main(args: argparse.Namespace) -> int:
     journal = ["journalctl", "--no-pager", "-u", "meshsubd", "-n", str(args.lines)]
     return subprocess.call([*nodes.PODMAN, "exec", *tty, node.container,
                             *journal, *(["-f"] if args.follow else [])])
-
-
-def _ansible_playbook() -> str:
-    """The venv's ansible-playbook when meshsim runs from it, else the one on PATH."""
-    local = Path(sys.executable).with_name("ansible-playbook")
-    return str(local) if local.exists() else "ansible-playbook"
 
 
 def _status(args: argparse.Namespace) -> int:

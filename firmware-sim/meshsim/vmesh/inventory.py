@@ -60,13 +60,25 @@ def inventory_data(plan: Plan, rundir: Path, protocol: str, fleet_key: str) -> d
     return {group_name(plan.run): {"hosts": hosts, "vars": group_vars}}
 
 
-def write_inventory(plan: Plan, rundir: Path, protocol: str) -> Path:
-    """Write ``RUNDIR/inventory.yml`` (mode 0600: it holds the run's fleet key)."""
-    path = rundir / INVENTORY
-    fleet_key = _existing_fleet_key(path) or secrets.token_hex(32)
+def write_inventory(plan: Plan, rundir: Path, protocol: str, *, name: str = INVENTORY,
+                    host_vars: dict[str, dict[str, Any]] | None = None,
+                    group_vars: dict[str, Any] | None = None,
+                    writer: str = "meshsim vmesh up") -> Path:
+    """Write ``RUNDIR/<name>`` (mode 0600: it holds the run's fleet key).
+
+    ``host_vars`` (by hostname) and ``group_vars`` override the plan's defaults: a
+    scenario run gives each device its scenario node id, position and protocol.
+    The fleet key is the run's, whichever inventory of the run is written.
+    """
+    path = rundir / name
+    fleet_key = _existing_fleet_key(rundir / INVENTORY) or secrets.token_hex(32)
     data = inventory_data(plan, rundir, protocol, fleet_key)
+    group = data[group_name(plan.run)]
+    group["vars"].update(group_vars or {})
+    for host, extra in (host_vars or {}).items():
+        group["hosts"][host].update(extra)
     text = (f"# meshsim vmesh run {plan.run!r}: {len(plan.nodes)} virtual devices.\n"
-            "# Written by `meshsim vmesh up`; JSON is YAML. Holds the run's fleet key.\n"
+            f"# Written by `{writer}`; JSON is YAML. Holds the run's fleet key.\n"
             + json.dumps(data, indent=2) + "\n")
     tmp = path.with_suffix(".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -1,0 +1,84 @@
+"""Deploying to the virtual devices: ``deploy/ansible/site.yml`` over SSH, as on a Pi fleet.
+
+One place runs the playbook (``meshsim vmesh deploy``, ``meshsim run``, the tests)
+and reads its PLAY RECAP, so a failed host is named the same way everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from meshsim.vmesh.errors import VmeshError
+
+ANSIBLE_DIR = Path(__file__).resolve().parents[3] / "deploy" / "ansible"
+PLAYBOOK = ANSIBLE_DIR / "site.yml"
+_RECAP = re.compile(r"^(\S+)\s+:\s+((?:\w+=\d+\s*)+)$", re.M)
+_BAD_CONFIG = re.compile(r"BAD MESHSUB CONFIG on (\S+): (.*?)(?: -- |\"|$)", re.M)
+
+
+def ansible_playbook() -> str:
+    """The venv's ansible-playbook when meshsim runs from it, else the one on PATH."""
+    local = Path(sys.executable).with_name("ansible-playbook")
+    return str(local) if local.exists() else "ansible-playbook"
+
+
+def playbook_env() -> dict[str, str]:
+    bindir = str(Path(sys.executable).parent)
+    return dict(os.environ, ANSIBLE_CONFIG=str(ANSIBLE_DIR / "ansible.cfg"),
+                ANSIBLE_NOCOLOR="1", PATH=f"{bindir}:{os.environ.get('PATH', '')}")
+
+
+def run_playbook(inventory: Path, *extra: str, timeout_s: float = 1800.0,
+                 ) -> subprocess.CompletedProcess[str]:
+    """``ansible-playbook -i INVENTORY site.yml -e meshsub_serial=100% EXTRA...``."""
+    try:
+        return subprocess.run(
+            [ansible_playbook(), "-i", str(inventory), str(PLAYBOOK),
+             "-e", "meshsub_serial=100%", *extra],
+            cwd=ANSIBLE_DIR, env=playbook_env(), capture_output=True, text=True,
+            timeout=timeout_s, check=False, stdin=subprocess.DEVNULL)
+    except FileNotFoundError as exc:
+        raise VmeshError("ansible-playbook: not installed (pip install the dev extras)") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise VmeshError(f"the playbook did not finish in {timeout_s:g} s") from exc
+
+
+def recap(output: str) -> dict[str, dict[str, int]]:
+    """PLAY RECAP lines -> {host: {ok: n, changed: n, failed: n, ...}}."""
+    return {m.group(1): {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
+            for m in _RECAP.finditer(output)}
+
+
+@dataclass(frozen=True)
+class Deployment:
+    hosts: dict[str, dict[str, int]]
+    output: str
+
+    @property
+    def changed(self) -> int:
+        return sum(h.get("changed", 0) for h in self.hosts.values())
+
+
+def deploy(inventory: Path, *extra: str) -> Deployment:
+    """Run the playbook; a failed or unreachable host is a one-line ``VmeshError``."""
+    res = run_playbook(inventory, *extra)
+    hosts = recap(res.stdout)
+    bad = sorted(h for h, s in hosts.items() if s.get("failed") or s.get("unreachable"))
+    if res.returncode != 0 or bad or not hosts:
+        reasons = [f"{h}: {why.strip()}" for h, why in _BAD_CONFIG.findall(res.stdout)]
+        detail = "; ".join(reasons) or _last_error(res.stdout + res.stderr)
+        raise VmeshError(f"deployment failed on {', '.join(bad) or 'the run'}"
+                         f" (ansible-playbook exit {res.returncode}): {detail}")
+    return Deployment(hosts, res.stdout)
+
+
+def _last_error(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines()
+             if ln.strip().startswith(("fatal:", "ERROR!", "msg:", "failed:"))]
+    return (lines[-1] if lines else text.strip().splitlines()[-1] if text.strip() else
+            "no output")[:400]
