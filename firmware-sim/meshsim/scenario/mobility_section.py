@@ -185,7 +185,9 @@ def _group(t: Table, ids: set[int], area: Area) -> GroupMobility:
         raise t.err("radius", f"2 * radius must be less than the area's shorter side "
                               f"({min(area.width_m, area.height_m):g} m): the reference "
                               "point moves in the area shrunk by radius on every side")
-    speed_min, speed_max = _speeds(t, positive_min=True)
+    speed_min, speed_max = _speeds(t, positive_min=True, why=(
+        "reference points move by steady-state random waypoint, which has no steady state "
+        "with speeds down to 0 (the mean trip time is infinite)"))
     pause_min, pause_max = _pauses(t)
     return GroupMobility(_groups(t, ids), radius, speed_min, speed_max, pause_min, pause_max,
                          t.number("member_step", 1.0, lo=0.0, lo_open=True))
