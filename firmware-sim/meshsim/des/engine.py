@@ -27,10 +27,11 @@ from typing import Protocol as TypingProtocol
 import simpy
 
 from meshsim.des.codec import Sizer, make_sizer
-from meshsim.des.mobility import Trajectories
 from meshsim.des.stats import Delivery, Published, SimStats
 from meshsim.gps.des import GpsView
 from meshsim.medium.radio import Links, compute_links, make_model, pair_delays
+from meshsim.mobility.contacts import contact_timeline
+from meshsim.mobility.trajectories import Trajectories
 from meshsim.scenario.model import Contact, Scenario, to_plain
 from meshsim.scenario.plan import Plan, make_plan
 from meshsub.core.api import (
@@ -128,7 +129,7 @@ class Simulation:
             for node, pos in sorted(self.plan.positions.items())
         }
         self.links: Links = {node: {} for node in self.nodes}
-        self.trajectories = Trajectories(scenario.mobility.waypoints, self.plan.positions)
+        self.trajectories: Trajectories = self.plan.trajectories
         self.gps = (GpsView(scenario.gps, scenario.meta.seed, self.nodes)
                     if scenario.gps.enabled else None)
         """``[gps]`` enabled: protocols see the daemon's view of a noisy fix; radio, truth."""
@@ -159,9 +160,9 @@ class Simulation:
             self._gps_epoch()  # first fixes before the first links, as a booting daemon
         if self.scenario.contacts is None:
             self._set_links(self._radio_links())
-        for contact in self.scenario.contacts or ():
+        for contact in contact_timeline(self.scenario.contacts or ()):
             self._at(contact.t, self._contact, contact)
-        if self.scenario.mobility.model == "scripted":
+        if self.trajectories.last_t > 0:
             tick = self.scenario.mobility.tick_s
             self._at(tick, self._tick, tick)
         for sub in self.plan.subscriptions:

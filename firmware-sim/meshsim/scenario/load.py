@@ -23,8 +23,8 @@ from meshsim.gps.settings import (
     Outage,
 )
 from meshsim.medium.radio import LINK_CUTOFF, make_model
+from meshsim.scenario.mobility_section import parse_mobility
 from meshsim.scenario.model import (
-    MOBILITY_MODELS,
     PLACEMENTS,
     RADIO_MODELS,
     Area,
@@ -42,13 +42,12 @@ from meshsim.scenario.model import (
     SubscriberGen,
     SubscriptionSpec,
     Template,
-    Waypoint,
     WeightedExpr,
     Workload,
 )
 from meshsim.scenario.overrides import apply_override
 from meshsim.scenario.reader import ScenarioError, Table, check_int, check_number, type_name
-from meshsim.scenario.traces import parse_contact_line, parse_contacts, parse_waypoints
+from meshsim.scenario.traces import parse_contact_line, parse_contacts
 from meshsub.core.content import ContentError
 from meshsub.core.params import ParameterError, parse_params
 from meshsub.core.registry import UnknownProtocolError, get_protocol
@@ -96,7 +95,7 @@ def from_dict(doc: dict[str, Any], *, base_dir: Path = Path("."),
     nodes = _nodes(root.table("nodes", required=True), area)
     ids = set(nodes.ids)
     radio = _radio(root.table("radio"), ids)
-    mobility = _mobility(root.table("mobility"), ids, base_dir, meta)
+    mobility = _mobility(root.table("mobility"), nodes, area, meta, base_dir)
     contacts = _contacts(root, ids, base_dir)
     protocol = _protocol(root.table("protocol", required=True))
     workload = _workload(root.table("workload"), ids, meta)
@@ -259,36 +258,8 @@ def _nodes(t: Table, area: Area) -> Nodes:
     return nodes
 
 
-def _mobility(t: Table, ids: set[int], base_dir: Path, meta: Meta) -> Mobility:
-    model = t.string("model", "static", choices=MOBILITY_MODELS)
-    tick = t.number("tick_s", 1.0, lo=0.0, lo_open=True)
-    waypoints: list[Waypoint] = []
-    if model == "scripted":
-        for i, item in enumerate(t.array("waypoints", [])):
-            where = f"mobility.waypoints[{i}]"
-            if not isinstance(item, list) or len(item) != 4:
-                raise ScenarioError(where, "expected [t, node, x, y]")
-            waypoints.append(Waypoint(check_number(item[0], where, lo=0.0),
-                                      check_int(item[1], where),
-                                      check_number(item[2], where),
-                                      check_number(item[3], where)))
-        file = t.opt_string("file")
-        if file is not None:
-            waypoints.extend(parse_waypoints(_read_lines(base_dir, file, "mobility.file"),
-                                             f"mobility.file {file}"))
-        if not waypoints:
-            raise t.err("waypoints", "scripted mobility needs waypoints or a file")
-        for w in waypoints:
-            if w.node not in ids:
-                raise t.err("waypoints", f"unknown node {w.node}")
-    else:
-        for key in ("waypoints", "file"):
-            if t.has(key):
-                t.raw(key)
-                raise t.err(key, "only for model = \"scripted\"")
-    t.done()
-    ordered = tuple(sorted(waypoints, key=lambda w: (w.node, w.t)))
-    return Mobility(model, tick, ordered)
+def _mobility(t: Table, nodes: Nodes, area: Area, meta: Meta, base_dir: Path) -> Mobility:
+    return parse_mobility(t, nodes, area, meta, base_dir, _read_lines)
 
 
 def _contacts(root: Table, ids: set[int], base_dir: Path) -> tuple[Contact, ...] | None:

@@ -18,7 +18,8 @@ from meshsub.core.params import ProtocolParams, params_to_dict
 
 RADIO_MODELS = ("unit_disk", "linear_ramp", "log_distance")
 PLACEMENTS = ("grid", "line", "random", "explicit")
-MOBILITY_MODELS = ("static", "scripted")
+MOBILITY_MODELS = ("static", "scripted", "setdest", "random_waypoint", "random_walk",
+                   "gauss_markov", "group")
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,10 +99,93 @@ class Waypoint:
 
 
 @dataclass(frozen=True, slots=True)
+class RandomWaypoint:
+    """``random_waypoint``: trips at a uniform speed to uniform destinations, then a pause.
+
+    With ``steady_state`` the start (position, speed, pause) is drawn from the
+    stationary distribution (Navidi & Camp 2004), so there is no warm-up transient.
+    """
+
+    speed_min: float
+    speed_max: float
+    pause_min: float = 0.0
+    pause_max: float = 0.0
+    steady_state: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class RandomWalk:
+    """``random_walk`` (ns-3 RandomWalk2d): a uniform direction and speed held for
+    ``walk_time`` seconds or ``walk_distance`` metres (exactly one is set)."""
+
+    speed_min: float
+    speed_max: float
+    walk_time: float | None = 1.0
+    walk_distance: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GaussMarkov:
+    """``gauss_markov`` (Liang & Haas 1999; Camp et al. 2002). Angles in degrees."""
+
+    alpha: float
+    mean_speed: float
+    sigma_speed: float
+    sigma_direction: float
+    mean_direction: float | None = None
+    """None: each node draws its own, uniform in [0, 360)."""
+    time_step: float = 1.0
+    edge_margin: float = 0.0
+    """Within this distance of a side the mean direction points at the centre."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMobility:
+    """``group``: reference point group mobility (Hong et al. 1999)."""
+
+    groups: tuple[tuple[int, ...], ...]
+    radius: float
+    speed_min: float
+    speed_max: float
+    pause_min: float = 0.0
+    pause_max: float = 0.0
+    member_step: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class SetdestMove:
+    """``$ns_ at t "$node_(i) setdest x y speed"`` with i mapped to a scenario id."""
+
+    t: float
+    node: int
+    x: float
+    y: float
+    speed: float
+
+
+@dataclass(frozen=True, slots=True)
+class Setdest:
+    """``setdest``: an ns-2 movement script, read and checked at load time."""
+
+    file: str
+    first_ns2_node: int
+    start: tuple[tuple[int, float, float], ...]
+    """(node, x, y) from ``$node_(i) set X_ / Y_``."""
+    moves: tuple[SetdestMove, ...]
+
+
+MobilityParams = RandomWaypoint | RandomWalk | GaussMarkov | GroupMobility | Setdest
+
+
+@dataclass(frozen=True, slots=True)
 class Mobility:
     model: str = "static"
     tick_s: float = 1.0
     waypoints: tuple[Waypoint, ...] = ()
+    """``scripted`` only."""
+    nodes: tuple[int, ...] = ()
+    """The nodes a random model moves (the others stay where they are placed)."""
+    params: MobilityParams | None = None
 
 
 @dataclass(frozen=True, slots=True)
