@@ -193,33 +193,41 @@ def _merge(runs: Runs, part: Runs) -> None:
         runs.setdefault(run, {}).update({k: v for k, v in values.items() if k != "run"})
 
 
-LAT = F.col("latency_s")
-HIT = F.col("state") == "hit"
-NONLOCAL = F.col("state") != "local"
+# Built when used, not at import: pyspark needs a running session for any Column.
+def _lat() -> Column:
+    return F.col("latency_s")
+
+
+def _hit() -> Column:
+    return F.col("state") == "hit"
+
+
+def _nonlocal() -> Column:
+    return F.col("state") != "local"
 
 
 def _delivery_stats(pairs: DataFrame) -> Runs:
     """Ground truth against deliveries: ratio, latency, false positives, duplicates."""
     return _collect_by_run(pairs.groupBy("run").agg(
-        F.sum(_i(F.col("interested") & NONLOCAL)).alias("interested_pairs"),
-        F.sum(_i(HIT)).alias("first_deliveries"),
+        F.sum(_i(F.col("interested") & _nonlocal())).alias("interested_pairs"),
+        F.sum(_i(_hit())).alias("first_deliveries"),
         F.sum(_i(F.col("state") == "fp")).alias("fp_deliveries"),
         F.sum(_i(F.col("state") == "local")).alias("local_deliveries"),
-        F.sum(F.when(NONLOCAL, F.col("n_records"))).alias("deliver_records"),
-        F.sum(F.when(NONLOCAL & (F.col("n_records") > 1), F.col("n_records") - 1))
+        F.sum(F.when(_nonlocal(), F.col("n_records"))).alias("deliver_records"),
+        F.sum(F.when(_nonlocal() & (F.col("n_records") > 1), F.col("n_records") - 1))
         .alias("duplicates"),
-        F.sum(F.when(NONLOCAL, F.col("n_records") - F.col("n_subs"))).alias("duplicates_same_sub"),
-        F.avg(LAT).alias("latency_mean_s"),
-        F.percentile(LAT, 0.5).alias("latency_median_s"),
-        F.percentile(LAT, 0.95).alias("latency_p95_s"),
-        F.percentile(LAT, 0.99).alias("latency_p99_s"),
-        F.min(LAT).alias("latency_min_s"),
-        F.max(LAT).alias("latency_max_s"),
+        F.sum(F.when(_nonlocal(), F.col("n_records") - F.col("n_subs"))).alias("duplicates_same_sub"),
+        F.avg(_lat()).alias("latency_mean_s"),
+        F.percentile(_lat(), 0.5).alias("latency_median_s"),
+        F.percentile(_lat(), 0.95).alias("latency_p95_s"),
+        F.percentile(_lat(), 0.99).alias("latency_p99_s"),
+        F.min(_lat()).alias("latency_min_s"),
+        F.max(_lat()).alias("latency_max_s"),
         F.element_at(
-            F.array_sort(F.collect_list(LAT)),
-            (F.floor(F.count(LAT) / 2) + 1).cast("int"),
+            F.array_sort(F.collect_list(_lat())),
+            (F.floor(F.count(_lat()) / 2) + 1).cast("int"),
         ).alias("latency_median_upper_s"),
-        F.percentile_approx(LAT, CDF_POINTS, 10000).alias("_cdf"),
+        F.percentile_approx(_lat(), CDF_POINTS, 10000).alias("_cdf"),
     ))
 
 
@@ -250,13 +258,13 @@ def _per_event(measured: DataFrame, pairs: DataFrame) -> DataFrame:
         measured.drop("content")
         .join(
             pairs.groupBy("run", "event_id").agg(
-                F.sum(_i(F.col("interested") & NONLOCAL)).alias("interested"),
-                F.sum(_i(HIT)).alias("delivered"),
+                F.sum(_i(F.col("interested") & _nonlocal())).alias("interested"),
+                F.sum(_i(_hit())).alias("delivered"),
                 F.sum(_i(F.col("state") == "fp")).alias("false_positives"),
-                F.sum(F.when(NONLOCAL & (F.col("n_records") > 1), F.col("n_records") - 1))
+                F.sum(F.when(_nonlocal() & (F.col("n_records") > 1), F.col("n_records") - 1))
                 .alias("duplicates"),
-                F.avg(LAT).alias("latency_mean_s"),
-                F.max(LAT).alias("latency_max_s"),
+                F.avg(_lat()).alias("latency_mean_s"),
+                F.max(_lat()).alias("latency_max_s"),
             ),
             ["run", "event_id"],
             "left",
@@ -302,11 +310,11 @@ def _windows(pairs: DataFrame, window_s: float) -> list[dict[str, Any]]:
     """Interested and delivered pairs per tumbling window of publish time since t0."""
     windows = [
         row.asDict()
-        for row in pairs.filter(NONLOCAL & F.col("interested"))
+        for row in pairs.filter(_nonlocal() & F.col("interested"))
         .withColumn("window_start_s",
                     F.floor((F.col("pub_ts") - F.col("t0_ns")) / 1e9 / window_s) * window_s)
         .groupBy("run", "window_start_s")
-        .agg(F.count(F.lit(1)).alias("interested"), F.sum(_i(HIT)).alias("delivered"))
+        .agg(F.count(F.lit(1)).alias("interested"), F.sum(_i(_hit())).alias("delivered"))
         .orderBy("run", "window_start_s")
         .collect()
     ]
@@ -322,8 +330,8 @@ def _nodes(records: DataFrame, radio: DataFrame, pairs: DataFrame) -> list[dict[
         F.sum("energy_j").alias("tx_energy_j"))
     place = records.filter(F.col("event") == "position").groupBy("run", "node").agg(
         F.avg("x").alias("x"), F.avg("y").alias("y"))
-    recv = pairs.filter(NONLOCAL).groupBy("run", "node").agg(
-        F.sum(_i(F.col("interested"))).alias("interested"), F.sum(_i(HIT)).alias("delivered"),
+    recv = pairs.filter(_nonlocal()).groupBy("run", "node").agg(
+        F.sum(_i(F.col("interested"))).alias("interested"), F.sum(_i(_hit())).alias("delivered"),
         F.sum(_i(F.col("state") == "fp")).alias("false_positives"))
     names = records.select("run", "node").distinct()
     nodes = [
@@ -342,9 +350,9 @@ def _group_cdf(pairs: DataFrame) -> list[dict[str, Any]]:
     """Latency quantiles per configuration, pooled over its runs."""
     return [
         row.asDict()
-        for row in pairs.filter(HIT)
+        for row in pairs.filter(_hit())
         .groupBy("protocol", "scenario", "param_name", "param_value")
-        .agg(F.percentile_approx(LAT, CDF_POINTS, 10000).alias("quantiles"),
+        .agg(F.percentile_approx(_lat(), CDF_POINTS, 10000).alias("quantiles"),
              F.count(F.lit(1)).alias("n"))
         .collect()
     ]
