@@ -216,7 +216,8 @@ def _delivery_stats(pairs: DataFrame) -> Runs:
         F.sum(F.when(_nonlocal(), F.col("n_records"))).alias("deliver_records"),
         F.sum(F.when(_nonlocal() & (F.col("n_records") > 1), F.col("n_records") - 1))
         .alias("duplicates"),
-        F.sum(F.when(_nonlocal(), F.col("n_records") - F.col("n_subs"))).alias("duplicates_same_sub"),
+        F.sum(F.when(_nonlocal(), F.col("n_records") - F.col("n_subs")))
+        .alias("duplicates_same_sub"),
         F.avg(_lat()).alias("latency_mean_s"),
         F.percentile(_lat(), 0.5).alias("latency_median_s"),
         F.percentile(_lat(), 0.95).alias("latency_p95_s"),
