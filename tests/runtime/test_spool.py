@@ -126,6 +126,24 @@ async def test_full_buffer_drops_new_records_and_says_so(tmp_path: Path) -> None
     assert got[-1]["event"] == "counter" and got[-1]["bytes"] == 3
 
 
+async def test_emit_numbers_every_record_and_a_drop_leaves_a_gap(tmp_path: Path) -> None:
+    """``rec`` counts records as the spool made them: a dropped one keeps its number (the
+    loss is a visible gap) and the loss's own counter record is numbered too, so a reader
+    can recognise a re-sent copy of every record."""
+    s = spool(tmp_path, max_buffer_records=3)
+    await s.start()
+    assert [s.emit("neighbor_up", peer=n) for n in range(4)] == [True, True, True, False]
+    s.flush()
+    assert s.emit("neighbor_down", peer=1)
+    await s.stop()
+    got = lines(tmp_path / "5-3-1.jsonl")
+    assert [(r["event"], r["rec"]) for r in got] == [
+        ("neighbor_up", 0), ("neighbor_up", 1), ("neighbor_up", 2), ("neighbor_down", 4),
+        ("counter", 5)]
+    assert got[-1]["reason"] == "telemetry_dropped" and got[-1]["bytes"] == 1
+    assert all(r["epoch"] == 3 for r in got)
+
+
 async def test_crash_leftovers_are_recovered(tmp_path: Path) -> None:
     good = json.dumps(record(1), separators=(",", ":"))
     (tmp_path / ".current-2-4.jsonl").write_text(good + "\n" + good[:20])  # torn last line

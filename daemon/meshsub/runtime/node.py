@@ -139,7 +139,6 @@ class Node:
         self.started_at = clock()
         self.state = "created"
         self._stop = asyncio.Event()
-        self._rec = 0
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
         self._last_tick = time.monotonic()
@@ -402,11 +401,10 @@ class Node:
     # ======================================================= protocol I/O
 
     def record(self, event: str, attrs: Mapping[str, TelemetryValue]) -> None:
-        """One telemetry record for this node (``rec`` numbers them per boot epoch)."""
+        """One telemetry record for this node (the spool numbers them: ``rec``)."""
         if self.spool is None:
             return
-        self.spool.emit(event, time.time_ns(), rec=self._rec, **attrs)
-        self._rec += 1
+        self.spool.emit(event, time.time_ns(), **attrs)
 
     def handle(self, inp: Input) -> None:
         """Feed one input to the protocol and carry out its actions; never raises."""

@@ -11,6 +11,12 @@ memory and written on a timer; the fsync and rename of a closed file run in a
 worker thread. The spool is bounded: beyond ``max_total_bytes`` the oldest
 closed files are deleted, and when the memory buffer is full new records are
 dropped. Both losses are counted and written down as ``counter`` records.
+
+Records built here (``emit``, and the loss counters) are numbered ``rec`` = 0,
+1, 2, ... per boot epoch, in the order they are written: a reader (the live
+feed, the collector) recognises a repeat by its number, and a number that
+never appears is a lost record (one dropped at the full buffer keeps its
+number, so the loss shows as a gap).
 """
 
 from __future__ import annotations
@@ -77,6 +83,7 @@ class TelemetrySpool:
         self._task: asyncio.Task[None] | None = None
         self._closing: set[asyncio.Task[None]] = set()
         self._reported_drops = 0
+        self.next_rec = 0
 
     @classmethod
     def from_config(cls, telemetry: Any, spool_dir: Path, **kwargs: Any) -> TelemetrySpool:
@@ -114,16 +121,20 @@ class TelemetrySpool:
         return True
 
     def emit(self, event: str, ts_ns: int | None = None, **attrs: Any) -> bool:
-        """Build a record for this node (resource fields filled in) and write it."""
-        record = make_record(
+        """Build a record for this node (resource fields and ``rec`` filled in), write it."""
+        record = self._make(event, ts_ns, attrs)
+        return self.write(record)
+
+    def _make(self, event: str, ts_ns: int | None, attrs: Mapping[str, Any]) -> dict[str, Any]:
+        rec, self.next_rec = self.next_rec, self.next_rec + 1
+        return make_record(
             run=self.run,
             node=self.node,
             protocol=self.protocol,
             ts_ns=time.time_ns() if ts_ns is None else ts_ns,
             event=event,
-            attrs={"epoch": self.epoch, **attrs},
+            attrs={**attrs, "epoch": self.epoch, "rec": rec},
         )
-        return self.write(record)
 
     # ------------------------------------------------------------ files
 
@@ -277,11 +288,7 @@ class TelemetrySpool:
         if lost != self._reported_drops:
             self._reported_drops = lost
             # bypass the buffer bound: this record is the account of the loss
-            record = make_record(
-                run=self.run, node=self.node, protocol=self.protocol, ts_ns=time.time_ns(),
-                event="counter",
-                attrs={"epoch": self.epoch, "reason": "telemetry_dropped", "bytes": lost},
-            )
+            record = self._make("counter", None, {"reason": "telemetry_dropped", "bytes": lost})
             self._buffer.append(dump_line(record))
 
     # ------------------------------------------------------------ lifecycle
