@@ -40,6 +40,25 @@ _CLOSED = re.compile(r"^(\d+)-(\d+)-(\d+)\.jsonl$")
 _CURRENT = re.compile(r"^\.current-(\d+)-(\d+)\.jsonl$")
 
 
+def closed_name(node: int, epoch: int, n: int) -> str:
+    """File name of a closed (complete, renamed) spool file."""
+    return f"{node}-{epoch}-{n}.jsonl"
+
+
+def current_name(epoch: int, n: int) -> str:
+    """File name of the file being written (hidden from readers of closed files)."""
+    return f".current-{epoch}-{n}.jsonl"
+
+
+def file_key(name: str, node: int) -> tuple[int, int, bool] | None:
+    """(epoch, n, closed) of one of ``node``'s spool files, None for any other name."""
+    if m := _CLOSED.match(name):
+        return (int(m.group(2)), int(m.group(3)), True) if int(m.group(1)) == node else None
+    if m := _CURRENT.match(name):
+        return int(m.group(1)), int(m.group(2)), False
+    return None
+
+
 class TelemetrySpool:
     """Buffered, bounded, atomically rolled JSON Lines telemetry files."""
 
@@ -57,6 +76,8 @@ class TelemetrySpool:
         max_buffer_records: int = 10000,
         flush_interval_s: float = 1.0,
         live: Callable[[str], None] | None = None,
+        on_flush: Callable[[], None] | None = None,
+        on_delete: Callable[[Path, bytes], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if max_file_bytes < 1 or max_total_bytes < max_file_bytes:
@@ -72,6 +93,11 @@ class TelemetrySpool:
         self.max_buffer_records = max_buffer_records
         self.flush_interval_s = flush_interval_s
         self.live = live
+        self.on_flush = on_flush
+        """Called (in the event loop) after new lines reached the current file."""
+        self.on_delete = on_delete
+        """Called with a file's path and content just before the size bound deletes it
+        (in a worker thread), so that a reader can count what it had not read yet."""
         self._clock = clock
         self.counters: Counter[str] = Counter()
         self._buffer: list[str] = []
@@ -140,13 +166,13 @@ class TelemetrySpool:
 
     def _open_next(self) -> None:
         self._n += 1
-        self._file_path = self.dir / f".current-{self.epoch}-{self._n}.jsonl"
+        self._file_path = self.dir / current_name(self.epoch, self._n)
         self._file = open(self._file_path, "ab")  # noqa: SIM115 - closed by _roll
         self._file_bytes = 0
         self._file_opened = self._clock()
 
     def _final_name(self, epoch: int, n: int) -> Path:
-        return self.dir / f"{self.node}-{epoch}-{n}.jsonl"
+        return self.dir / closed_name(self.node, epoch, n)
 
     def flush(self) -> None:
         """Write the buffer to the current file (no fsync); roll if it is full or old."""
@@ -165,6 +191,12 @@ class TelemetrySpool:
                 return
             self._buffer.clear()
             self._file_bytes += len(data)
+            if self.on_flush is not None:
+                try:
+                    self.on_flush()
+                except Exception as exc:  # a reader's wake-up must not stop the spool
+                    self.counters["hook_errors"] += 1
+                    log.error("telemetry flush hook failed", exc=exc)
         if self._file is not None and (
             self._file_bytes >= self.max_file_bytes
             or self._clock() - self._file_opened >= self.max_file_age_s
@@ -236,15 +268,26 @@ class TelemetrySpool:
             if total <= self.max_total_bytes:
                 break
             try:
-                lines = path.read_bytes().count(b"\n")
+                data = path.read_bytes()
+                self._deleting(path, data)
                 path.unlink()
             except OSError as exc:
                 log.error("cannot delete old telemetry file", exc=exc, path=str(path))
                 continue
+            lines = data.count(b"\n")
             total -= sizes.get(path, 0)
             self.counters["files_deleted"] += 1
             self.counters["deleted_records"] += lines
             log.warning("spool full: deleted oldest telemetry file", path=path.name, records=lines)
+
+    def _deleting(self, path: Path, data: bytes) -> None:
+        if self.on_delete is None:
+            return
+        try:
+            self.on_delete(path, data)
+        except Exception as exc:  # the reader's bookkeeping must not stop the bound
+            self.counters["hook_errors"] += 1
+            log.error("telemetry delete hook failed", exc=exc, path=path.name)
 
     def _recover(self) -> None:
         """Close files a crashed run left open: trim a torn last line, then rename."""
