@@ -178,21 +178,33 @@ async def test_numbering_continues_within_an_epoch(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["5-3-1.jsonl", "5-3-2.jsonl"]
 
 
-async def test_live_hook_gets_lines_and_may_fail(tmp_path: Path) -> None:
-    seen: list[str] = []
+async def test_hooks_are_told_and_may_fail(tmp_path: Path) -> None:
+    """A reader is woken after each flush and shown a file before the bound deletes it;
+    a failing hook is counted and changes nothing for the spool."""
+    flushes: list[int] = []
+    deleted: list[tuple[str, int]] = []
 
-    def live(line: str) -> None:
-        seen.append(line)
-        if len(seen) == 2:
-            raise RuntimeError("broker gone")
+    def on_flush() -> None:
+        flushes.append(s._file_bytes)
+        if len(flushes) == 2:
+            raise RuntimeError("reader gone")
 
-    s = spool(tmp_path, live=live)
+    def on_delete(path: Path, data: bytes) -> None:
+        deleted.append((path.name, data.count(b"\n")))
+        raise RuntimeError("reader gone")
+
+    s = spool(tmp_path, max_file_bytes=300, max_total_bytes=600, on_flush=on_flush,
+              on_delete=on_delete)
     await s.start()
-    for n in range(3):
-        assert s.write(record(n))
+    s.flush()  # nothing written: no call
+    for n in range(8):
+        s.write(record(n))
+        s.roll()
     await s.stop()
-    assert [json.loads(x)["rec"] for x in seen] == [0, 1, 2]
-    assert s.counters["live_errors"] == 1
+    assert len(flushes) >= 8 and all(size > 0 for size in flushes)
+    assert deleted and deleted[0] == ("5-3-1.jsonl", 1)
+    assert not (tmp_path / "5-3-1.jsonl").exists()  # deleted all the same
+    assert s.counters["hook_errors"] == 1 + len(deleted)
 
 
 def test_bad_bounds() -> None:

@@ -112,9 +112,9 @@ async def test_deleted_before_read_is_counted_once_and_open_files_are_finished(
     assert not (tmp_path / "5-3-1.jsonl").exists()
     got = [0, *drain(reader)]
     assert got[:10] == list(range(10))
-    # the first file was open: read in full although deleted; files deleted before the reader got there
-    # are counted, never silently skipped; what remains is read in order. Every number
-    # the spool gave out (its telemetry_dropped counters too) is either read or lost.
+    # the first file was open: read in full although deleted; files deleted before the
+    # reader got there are counted, never silently skipped; what remains is read in
+    # order. Every number the spool gave out (its counter records too) is read or lost.
     assert s.counters["deleted_records"] > reader.lost > 0
     assert got == sorted(set(got)) and len(got) + reader.lost == s.next_rec
     assert reader.counters["vanished_files"] == 0

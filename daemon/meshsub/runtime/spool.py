@@ -75,7 +75,6 @@ class TelemetrySpool:
         max_total_bytes: int = 256 * 1024 * 1024,
         max_buffer_records: int = 10000,
         flush_interval_s: float = 1.0,
-        live: Callable[[str], None] | None = None,
         on_flush: Callable[[], None] | None = None,
         on_delete: Callable[[Path, bytes], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -92,7 +91,6 @@ class TelemetrySpool:
         self.max_total_bytes = max_total_bytes
         self.max_buffer_records = max_buffer_records
         self.flush_interval_s = flush_interval_s
-        self.live = live
         self.on_flush = on_flush
         """Called (in the event loop) after new lines reached the current file."""
         self.on_delete = on_delete
@@ -113,7 +111,7 @@ class TelemetrySpool:
 
     @classmethod
     def from_config(cls, telemetry: Any, spool_dir: Path, **kwargs: Any) -> TelemetrySpool:
-        """From ``meshsub.runtime.config.TelemetryConfig`` plus node/epoch/protocol/live."""
+        """From ``meshsub.runtime.config.TelemetryConfig`` plus node/epoch/protocol."""
         return cls(
             Path(spool_dir),
             max_file_bytes=telemetry.roll_bytes,
@@ -138,12 +136,6 @@ class TelemetrySpool:
             return False
         self._buffer.append(line)
         self.counters["records"] += 1
-        if self.live is not None:
-            try:
-                self.live(line)
-            except Exception as exc:  # a live feed is best effort, never fatal
-                self.counters["live_errors"] += 1
-                log.debug("live telemetry hook failed", exc=exc)
         return True
 
     def emit(self, event: str, ts_ns: int | None = None, **attrs: Any) -> bool:
