@@ -149,6 +149,8 @@ def test_positions_that_are_not_line_boundaries(tmp_path: Path) -> None:
     misaligned = SpoolReader(tmp_path, 5, Position(1, 1, 4))
     assert drain(misaligned) == [0, 1]  # re-sent rather than lost
     assert misaligned.counters["position_misaligned"] == 1
+    negative = SpoolReader(tmp_path, 5, Position(1, 1, -3))  # a damaged state row
+    assert drain(negative) == [0, 1] and negative.counters["position_misaligned"] == 1
     beyond = SpoolReader(tmp_path, 5, Position(1, 1, 500))  # a power cut shortened the file
     assert drain(beyond) == [] and beyond.position == Position(1, 1, 20)
     assert beyond.counters["position_beyond_end"] == 1

@@ -158,6 +158,9 @@ class SpoolReader:
             # was shipped: nothing of it is left to send
             self.counters["position_beyond_end"] += 1
             offset = size
+        elif offset < 0:
+            self.counters["position_misaligned"] += 1
+            offset = 0
         elif offset > 0:
             self._fh.seek(offset - 1)
             if self._fh.read(1) != b"\n":
