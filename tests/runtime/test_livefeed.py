@@ -212,6 +212,28 @@ async def test_records_deleted_before_shipping_are_counted_and_written_down(
     assert counters and counters[-1]["bytes"] == lost
 
 
+async def test_the_feed_notices_the_broker_leaving_without_sending(
+        broker: Broker, store: Store, sink: Sink, tmp_path: Path) -> None:
+    """aiomqtt fails a publication only at its timeout: the feed watches the connection
+    itself, so it reconnects at once instead of after ``timeout_s`` of silence, and its
+    status says so even when it has nothing to send."""
+    spool = make_spool(tmp_path, 1)
+    feed = make_feed(broker, store, spool)
+    await spool.start()
+    await feed.start()
+    try:
+        spool.emit("neighbor_up", peer=1)
+        await until(lambda: feed.counters["records"] == 1, "shipped")
+        broker.stop()  # the feed is idle: nothing in flight, nothing to send
+        await until(lambda: feed.state != "connected", "the loss noticed", timeout=5.0)
+        assert feed.counters["disconnects"] == 1
+        await broker.start()
+        await until(lambda: feed.counters["connects"] == 2, "reconnected")
+    finally:
+        await spool.stop()
+        await feed.stop()
+
+
 def test_bad_settings() -> None:
     for kw in ({"topic": ""}, {"topic": "t", "window": 0}, {"topic": "t", "window": 21},
                {"topic": "t", "batch_records": 0}, {"topic": "t", "batch_bytes": 10},

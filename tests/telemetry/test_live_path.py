@@ -304,6 +304,12 @@ def test_collected_spool_equals_the_daemons_spools(
         broker.start()
         collector.start()
         collected_grows(300)
+        # before the end, both feeds are back and following (a daemon stopped while its
+        # feed waits to reconnect keeps the rest for its next start, which this test
+        # would not see)
+        wait_for(lambda: all(d.live().get("state") == "connected"
+                             and d.live()["backlog_bytes"] < 32768 for d in daemons),
+                 "both feeds caught up")
         connects = d1.live()["counters"]["connects"]
     finally:
         workload.stopped.set()

@@ -224,6 +224,7 @@ class TelemetryFeed:
         fails; what is unacknowledged then is re-sent first on the next connection."""
         s = self.settings
         in_flight: deque[tuple[Chunk, asyncio.Task[None]]] = deque()
+        gone = asyncio.ensure_future(_until_disconnected(client))
         try:
             while True:
                 while len(in_flight) < s.window:
@@ -238,19 +239,29 @@ class TelemetryFeed:
                     in_flight.append((chunk, task))
                     self._in_flight = len(in_flight)
                 if not in_flight:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._wake.wait(), s.poll_s)
+                    woken = asyncio.ensure_future(self._wake.wait())
+                    await asyncio.wait([woken, gone], timeout=s.poll_s,
+                                       return_when=asyncio.FIRST_COMPLETED)
+                    woken.cancel()
                     self._wake.clear()
+                    if gone.done():
+                        gone.result()  # raises: the broker went away while we were idle
                     continue
                 chunk, task = in_flight[0]
-                await asyncio.wait([task])
-                task.result()  # raises why the connection failed
+                # a lost connection fails a publish only at its timeout: watch it too
+                await asyncio.wait([task, gone], return_when=asyncio.FIRST_COMPLETED)
+                if not task.done():
+                    gone.result()  # raises
+                task.result()  # raises why the publication failed
                 in_flight.popleft()
                 self._in_flight = len(in_flight)
                 self._acknowledged(chunk)
         finally:
+            gone.cancel()
             for _, task in in_flight:
                 task.cancel()
+            await asyncio.gather(gone, *(task for _, task in in_flight),
+                                 return_exceptions=True)
             if in_flight:
                 self.counters["resent_messages"] += len(in_flight)
             self._resend.extendleft(reversed([chunk for chunk, _ in in_flight]))
@@ -293,3 +304,11 @@ class TelemetryFeed:
             log.error("cannot save the telemetry feed cursor", exc=exc)
             return
         self._saved, self._saved_at = c, now
+
+
+async def _until_disconnected(client: aiomqtt.Client) -> None:
+    """Raise ``MqttError`` when the connection is lost (the feed subscribes to nothing, so
+    the message iterator only ends that way, as the bridge's reader does)."""
+    async for _ in client.messages:
+        pass
+    raise aiomqtt.MqttError("disconnected")
