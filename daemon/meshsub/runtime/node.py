@@ -315,6 +315,8 @@ class Node:
             ("timers", lambda: self.timers.cancel_all() if hasattr(self, "timers") else None),
             ("link", lambda: self.link.stop() if self.link else None),  # no input after this
             ("mqtt", lambda: self.bridge.stop() if self.bridge else None),  # drains deliveries
+            # the last loss account goes into the spool's last file
+            ("telemetry losses", lambda: self.feed.note_losses() if self.feed else None),
             ("spool", lambda: self.spool.stop() if self.spool else None),
             # after the spool closed its last file: ship the rest, save the cursor
             ("telemetry feed", lambda: self.feed.stop() if self.feed else None),
