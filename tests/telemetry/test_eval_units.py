@@ -175,6 +175,36 @@ def test_sequencer_admits_each_number_once(recs: list[int]) -> None:
     assert sorted(admitted) == sorted(set(recs))
     top = max(recs, default=-1)
     assert seq.missing() == (top + 1 - len(set(recs)) if recs else 0)
+    gaps = [r for r in range(top) if r not in set(recs)]
+    assert seq.gaps().get("r/1/1", []) == gaps[:10]
+    restored = Sequencer.from_json(json.loads(json.dumps(seq.to_json())))
+    assert restored.missing() == seq.missing()
+    assert not any(restored.admit(("r", 1, 1), r) for r in set(recs))
+
+
+def test_sequencer_real_loss_costs_no_memory_per_record() -> None:
+    """A gap that is never filled (records a daemon's spool deleted before they were
+    shipped) stays one run, however many records follow it; late records fill gaps."""
+    seq = Sequencer()
+    key = ("run", 1, 7)
+    for r in [*range(0, 10), *range(1000, 50000)]:  # 10..999 lost for good
+        assert seq.admit(key, r)
+    assert seq.missing() == 990
+    assert seq.to_json() == {"run/1/7": [10, [[1000, 49999]]]}
+    for r in range(20, 30):  # merely late: they arrive after all and fill part of the gap
+        assert seq.admit(key, r)
+    assert seq.missing() == 980 and not seq.admit(key, 25) and not seq.admit(key, 49999)
+    assert seq.gaps()["run/1/7"] == list(range(10, 20))
+    assert Sequencer.from_json(json.loads(json.dumps(seq.to_json()))).to_json() == seq.to_json()
+
+
+def test_sequencer_reads_the_older_state_format() -> None:
+    """State files of earlier collectors listed every number seen above the first gap."""
+    seq = Sequencer.from_json({"run/1/7": [2, [4, 5, 6, 9]]})
+    assert seq.to_json() == {"run/1/7": [2, [[4, 6], [9, 9]]]}
+    assert seq.missing() == 4  # 2, 3, 7, 8
+    assert seq.admit(("run", 1, 7), 3) and seq.admit(("run", 1, 7), 2)
+    assert seq.to_json() == {"run/1/7": [7, [[9, 9]]]}
 
 
 @pytest.mark.parametrize("argv", [
