@@ -25,6 +25,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from mesheval.energy import rx_energy_column, tx_energy_column
+from mesheval.settings import GROUP_KEYS
 from mesheval.truth import ground_truth, subscription_intervals
 
 MSG_KINDS = ("data", "subscription", "control", "beacon")
@@ -352,7 +353,7 @@ def _group_cdf(pairs: DataFrame) -> list[dict[str, Any]]:
     return [
         row.asDict()
         for row in pairs.filter(_hit())
-        .groupBy("protocol", "scenario", "param_name", "param_value")
+        .groupBy(*GROUP_KEYS)
         .agg(F.percentile_approx(_lat(), CDF_POINTS, 10000).alias("quantiles"),
              F.count(F.lit(1)).alias("n"))
         .collect()

@@ -27,10 +27,17 @@ def _save(fig: Figure, path: Path) -> Path:
     return path
 
 
-def _by_protocol(groups: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+def _series(g: Mapping[str, Any], groups: Sequence[Mapping[str, Any]]) -> str:
+    """A plotted series: the protocol, and its tier when the document mixes tiers."""
+    if len({x.get("tier") for x in groups}) > 1:
+        return f"{g['protocol']} [{g.get('tier', 'unknown')}]"
+    return str(g["protocol"])
+
+
+def _by_series(groups: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
     out: dict[str, list[Mapping[str, Any]]] = {}
     for g in groups:
-        out.setdefault(str(g["protocol"]), []).append(g)
+        out.setdefault(_series(g, groups), []).append(g)
     return out
 
 
@@ -53,7 +60,7 @@ def metric_vs_param(
     xpos, labels = _x_axis(groups)
     fig, axes = plt.subplots(1, len(metrics), figsize=(5.2 * len(metrics), 4.0), squeeze=False)
     for ax, (metric, label) in zip(axes[0], metrics, strict=True):
-        for protocol, members in sorted(_by_protocol(groups).items()):
+        for protocol, members in sorted(_by_series(groups).items()):
             pts = sorted(
                 (xpos[str(g["param_value"])], g["metrics"][metric]) for g in members
                 if g["metrics"].get(metric, {}).get("mean") is not None
@@ -87,7 +94,7 @@ def latency_cdf(doc: Mapping[str, Any], path: Path) -> Path | None:
     points = doc.get("cdf_points", [])
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for c in sorted(curves, key=lambda c: (c["protocol"], str(c["param_value"]))):
-        label = f"{c['protocol']} {c['param_name']}={c['param_value']} (n={c['n']})"
+        label = f"{_series(c, curves)} {c['param_name']}={c['param_value']} (n={c['n']})"
         ax.step(c["quantiles"], points, where="post", label=label)
     ax.set_xlabel("latency of first delivery (s)")
     ax.set_ylabel("fraction of deliveries")
@@ -135,7 +142,7 @@ def protocol_comparison(doc: Mapping[str, Any], path: Path) -> Path | None:
     panels = [("delivery_ratio", "delivery ratio"), ("latency_median_s", "median latency (s)"),
               ("bytes_per_delivery", "bytes sent per delivery"),
               ("energy_per_event_j", "data energy per event (J)")]
-    protocols = sorted({str(g["protocol"]) for g in groups})
+    protocols = sorted({_series(g, groups) for g in groups})
     xpos, _ = _x_axis(groups)
     values = sorted(xpos, key=lambda v: xpos[v])
     width = 0.8 / len(protocols)
@@ -144,7 +151,7 @@ def protocol_comparison(doc: Mapping[str, Any], path: Path) -> Path | None:
     for ax, (metric, label) in zip(axes.flat, panels, strict=True):
         for i, protocol in enumerate(protocols):
             stats = {str(g["param_value"]): g["metrics"][metric] for g in groups
-                     if g["protocol"] == protocol}
+                     if _series(g, groups) == protocol}
             xs = [j + (i - (len(protocols) - 1) / 2) * width for j in range(len(values))]
             means = [stats.get(v, {}).get("mean") for v in values]
             errs = [stats.get(v, {}).get("half_width") or 0.0 for v in values]

@@ -121,6 +121,17 @@ def test_aggregate_over_seeds() -> None:
     assert groups["flooding"]["seeds"] == [0, 1, 2]
 
 
+def test_tiers_are_separate_configurations() -> None:
+    """The same scenario in the simulator and on the virtual mesh is not two seeds."""
+    from dataclasses import replace
+
+    sim = _settings("s0", "flooding", "70", 0)
+    vm = replace(_settings("v0", "flooding", "70", 0), tier="vmesh")
+    groups = aggregate([sim, vm], {"s0": {"delivery_ratio": 1.0}, "v0": {"delivery_ratio": 0.5}})
+    assert [(g["tier"], g["runs"], g["metrics"]["delivery_ratio"]["mean"]) for g in groups] == [
+        ("simulation", ["s0"], 1.0), ("vmesh", ["v0"], 0.5)]
+
+
 def test_cell_formatting() -> None:
     assert cell({"mean": 0.8333, "half_width": 0.0412}) == "0.833 ± 0.0412"
     assert cell({"mean": 12.0, "half_width": None}) == "12"
@@ -148,10 +159,10 @@ def test_report_from_a_document(tmp_path: Path) -> None:
             "protocols.png", "timeline.png", "overhead.png"} <= set(files)
     assert (tmp_path / "load_map.png").read_bytes()[:4] == b"\x89PNG"
     md = (tmp_path / "report.md").read_text()
-    assert "| flooding | s | range=70 | 1 | 0.8 |" in md
+    assert "| flooding | s | simulation | range=70 | 1 | 0.8 |" in md
     assert "unknown event: 1" in md
     header, rows = headline(doc)
-    assert header[4] == "delivery" and len(rows) == 2
+    assert header[5] == "delivery" and len(rows) == 2
 
 
 def test_sequencer_duplicates_and_gaps() -> None:
