@@ -150,9 +150,7 @@ def run_on_vmesh(scenario: Scenario, opts: RunOptions) -> VmeshRunResult:
         for sid, sched in schedules(plan, t0=t0, end_s=scenario.end_s,
                                     nodes=list(devmap)).items():
             devices.start_agent(devmap[sid].container, sched.to_json())
-        clock.t0 = t0
-        if feeder is not None:
-            feeder.t0 = t0  # its log's scenario times now match the workload's
+        clock.t0 = t0  # the feeder's positions follow the clock from now on
         if opts.on_start is not None:
             opts.on_start(t0, devmap)
         log(f"t0 = {dt.datetime.fromtimestamp(t0).isoformat(timespec='seconds')}; running "
