@@ -280,17 +280,16 @@ class GpsFeeder:
         if self._stop_requested:
             return self.stats
         period = self.settings.period_s
-        started = self._clock()
-        k = math.ceil(max(started, self.t0 if self.t0 is not None else started) / period)
+        now = self._clock()
+        t0 = self.t0 if self.t0 is not None else now
+        k = math.ceil(max(now, t0) / period)
         self._open()
         log.info("gps feeder start nodes=%d rate_hz=%g noise_m=%g hdop=%.2f", len(self.nodes),
                  self.settings.rate_hz, self.settings.noise_m, self.settings.nominal_hdop)
         try:
             while not self._stop_requested:
                 utc = k * period
-                # t0 may be set while running (the virtual mesh fixes it once the daemons
-                # are up); until then scenario time counts from the feeder's start
-                t = utc - (self.t0 if self.t0 is not None else started)
+                t = utc - t0
                 if until is not None and t > until:
                     break
                 delay = utc - self._clock()
