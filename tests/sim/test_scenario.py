@@ -29,7 +29,8 @@ def test_the_base_document_is_valid() -> None:
     assert scenario.end_s == 12.0
 
 
-@pytest.mark.parametrize("name", ["demo.toml", "flooding-200.toml", "epidemic-partition.toml"])
+@pytest.mark.parametrize("name", ["demo.toml", "random50.toml", "flooding-200.toml",
+                                  "epidemic-partition.toml"])
 def test_shipped_scenarios_are_valid(name: str) -> None:
     plan = make_plan(load_scenario(SCENARIOS / name))
     assert plan.positions and plan.publications and plan.subscriptions
@@ -148,11 +149,11 @@ def test_overrides_use_toml_values_and_paths() -> None:
         apply_override(doc, "radio..x=1")
     # An override is validated like the file itself.
     with pytest.raises(ScenarioError, match=r"^radio\.range_m: expected a number"):
-        loads_scenario((SCENARIOS / "demo.toml").read_text(), ["radio.range_m=far"])
+        loads_scenario((SCENARIOS / "random50.toml").read_text(), ["radio.range_m=far"])
 
 
 def test_seed_override_and_manifest_source() -> None:
-    scenario = load_scenario(SCENARIOS / "demo.toml", ["radio.loss=0.1"], seed=99)
+    scenario = load_scenario(SCENARIOS / "random50.toml", ["radio.loss=0.1"], seed=99)
     assert scenario.meta.seed == 99 and scenario.radio.loss == 0.1
     assert scenario.source["scenario"]["seed"] == 99
     assert scenario.overrides == ("radio.loss=0.1", "scenario.seed=99")
