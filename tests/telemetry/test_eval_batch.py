@@ -152,7 +152,7 @@ def test_energy_with_static_positions(spark: Any) -> None:
     records = spark.createDataFrame([tuple(r.get(f) for f in schema.fieldNames()) for r in rows],
                                     schema=schema)
     settings = spark.createDataFrame(
-        [(evaldata.RUN, "flooding", "handbuilt", "p", "v", 70.0, 0, 5 * evaldata.S)],
+        [(evaldata.RUN, "flooding", "handbuilt", "sim", "p", "v", 70.0, 0, 5 * evaldata.S)],
         schema=SETTINGS_SCHEMA)
     radio = traffic(records, publications(records, settings), settings)
     data_tx = radio.filter((F.col("event") == "tx") & (F.col("msg_kind") == "data")).agg(
