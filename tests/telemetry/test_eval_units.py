@@ -213,6 +213,8 @@ def test_sequencer_reads_the_older_state_format() -> None:
     ["--follow", "/nonexistent/spool", "--out", "/tmp/x"],
     ["--out", "/tmp/x", "--warmup", "-3", "."],
     ["--out", "/tmp/x", "--window", "nan", "."],
+    ["--out", "/tmp/x", "--message-bits", "0", "."],
+    ["--out", "/tmp/x", "--message-bits", "3.5", "."],
     ["collect", "--broker", "nohost", "--topic", "t", "--spool", "/tmp/x"],
     ["collect", "--broker", "h:99999", "--topic", "t", "--spool", "/tmp/x"],
 ])
