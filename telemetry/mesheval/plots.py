@@ -27,10 +27,17 @@ def _save(fig: Figure, path: Path) -> Path:
     return path
 
 
-def _by_protocol(groups: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+def _by_series(groups: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """One series per protocol; per (protocol, scenario) when a protocol ran in several
+    scenarios (e.g. two variants or network sizes), whose points would otherwise mix."""
+    scenarios: dict[str, set[str]] = {}
+    for g in groups:
+        scenarios.setdefault(str(g["protocol"]), set()).add(str(g.get("scenario")))
     out: dict[str, list[Mapping[str, Any]]] = {}
     for g in groups:
-        out.setdefault(str(g["protocol"]), []).append(g)
+        protocol = str(g["protocol"])
+        label = protocol if len(scenarios[protocol]) == 1 else f"{protocol} ({g.get('scenario')})"
+        out.setdefault(label, []).append(g)
     return out
 
 
@@ -53,10 +60,11 @@ def metric_vs_param(
     xpos, labels = _x_axis(groups)
     fig, axes = plt.subplots(1, len(metrics), figsize=(5.2 * len(metrics), 4.0), squeeze=False)
     for ax, (metric, label) in zip(axes[0], metrics, strict=True):
-        for protocol, members in sorted(_by_protocol(groups).items()):
+        for protocol, members in sorted(_by_series(groups).items()):
             pts = sorted(
-                (xpos[str(g["param_value"])], g["metrics"][metric]) for g in members
-                if g["metrics"].get(metric, {}).get("mean") is not None
+                ((xpos[str(g["param_value"])], g["metrics"][metric]) for g in members
+                 if g["metrics"].get(metric, {}).get("mean") is not None),
+                key=lambda p: p[0],
             )
             if not pts:
                 continue
@@ -135,7 +143,8 @@ def protocol_comparison(doc: Mapping[str, Any], path: Path) -> Path | None:
     panels = [("delivery_ratio", "delivery ratio"), ("latency_median_s", "median latency (s)"),
               ("bytes_per_delivery", "bytes sent per delivery"),
               ("energy_per_event_j", "data energy per event (J)")]
-    protocols = sorted({str(g["protocol"]) for g in groups})
+    series = _by_series(groups)
+    protocols = sorted(series)
     xpos, _ = _x_axis(groups)
     values = sorted(xpos, key=lambda v: xpos[v])
     width = 0.8 / len(protocols)
@@ -143,8 +152,7 @@ def protocol_comparison(doc: Mapping[str, Any], path: Path) -> Path | None:
                                             6.4))
     for ax, (metric, label) in zip(axes.flat, panels, strict=True):
         for i, protocol in enumerate(protocols):
-            stats = {str(g["param_value"]): g["metrics"][metric] for g in groups
-                     if g["protocol"] == protocol}
+            stats = {str(g["param_value"]): g["metrics"][metric] for g in series[protocol]}
             xs = [j + (i - (len(protocols) - 1) / 2) * width for j in range(len(values))]
             means = [stats.get(v, {}).get("mean") for v in values]
             errs = [stats.get(v, {}).get("half_width") or 0.0 for v in values]

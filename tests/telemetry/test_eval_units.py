@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +127,23 @@ def test_cell_formatting() -> None:
     assert cell({"mean": 12.0, "half_width": None}) == "12"
     assert cell({"mean": None}) == "n/a"
     assert cell({"mean": 31.68e-6, "half_width": None}, 1e6) == "31.7"
+
+
+def test_plots_keep_a_protocols_scenarios_apart(tmp_path: Path) -> None:
+    """One protocol in two scenarios at the same parameter values: two series, no mix-up."""
+    from mesheval.plots import _by_series, metric_vs_param, protocol_comparison
+
+    settings_ = [_settings(f"{sc}{v}", "hesper", v, i) for i, (sc, v) in
+                 enumerate([("I", "20"), ("I", "80"), ("II", "20"), ("II", "80")])]
+    settings_ = [replace(s, scenario=s.run[:-2]) for s in settings_]
+    runs = {s.run: {"delivery_ratio": 1.0 if s.scenario == "I" else 0.5} for s in settings_}
+    groups = aggregate(settings_, runs)
+    series = _by_series(groups)
+    assert sorted(series) == ["hesper (I)", "hesper (II)"]
+    assert {g["metrics"]["delivery_ratio"]["mean"] for g in series["hesper (II)"]} == {0.5}
+    doc = {"groups": groups}
+    assert metric_vs_param(doc, [("delivery_ratio", "ratio")], tmp_path / "a.png") is not None
+    assert protocol_comparison(doc, tmp_path / "b.png") is not None
 
 
 def test_report_from_a_document(tmp_path: Path) -> None:
