@@ -526,22 +526,33 @@ def _claims(by: dict[tuple[int, float, int], dict[str, Result]],
 
 
 def evaluate(by_size: dict[str, list[tuple[Point, Path]]], eval_dir: Path,
-             assets: Path | None) -> dict[str, tuple[Point, dict[str, Any]]]:
+             assets: Path | None, reuse: bool) -> dict[str, tuple[Point, dict[str, Any]]]:
     """mesheval over all RUNDIRs in one batch (Spark's fixed costs once); per-run documents.
 
     Runs of one size and protocol variant share a scenario name, so mesheval's
-    configurations are (protocol, size and variant, subscriber count).
+    configurations are (protocol, size and variant, subscriber count). With ``reuse``,
+    an earlier metrics.json of exactly these RUNDIRs is read instead of evaluating again.
     """
-    from mesheval.batch import run_batch
-    from mesheval.report import write_report as write_eval_report
-    from mesheval.session import get_session
-
-    spark = get_session("local[2]")
     runs = [run for group in by_size.values() for run in group]
-    result = run_batch(spark, [rundir for _, rundir in runs], eval_dir, message_bits=M_B)
-    write_eval_report(result.document, eval_dir)
+    inputs = [str(rundir.resolve()) for _, rundir in runs]
+    earlier = eval_dir / "metrics.json"
+    document: dict[str, Any] | None = None
+    if reuse and earlier.exists():
+        doc = json.loads(earlier.read_text())
+        if sorted(str(Path(p).resolve()) for p in doc.get("inputs", [])) == sorted(inputs):
+            document = doc
+            print(f"mesheval: reusing {earlier}", flush=True)
+    if document is None:
+        from mesheval.batch import run_batch
+        from mesheval.report import write_report as write_eval_report
+        from mesheval.session import get_session
+
+        spark = get_session("local[2]")
+        result = run_batch(spark, [rundir for _, rundir in runs], eval_dir, message_bits=M_B)
+        write_eval_report(result.document, eval_dir)
+        document = result.document
     points = {p.run_id: p for p, _ in runs}
-    found = {run["run"]: (points[run["run"]], run) for run in result.document["runs"]
+    found = {run["run"]: (points[run["run"]], run) for run in document["runs"]
              if run["run"] in points}
     if assets is not None:
         (assets / "sweep").mkdir(parents=True, exist_ok=True)
@@ -567,7 +578,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eval", type=Path, default=ROOT / "build" / "hesper-eval",
                     help="where mesheval's output goes")
     ap.add_argument("--reuse", action="store_true",
-                    help="keep RUNDIRs that already hold a manifest (resume a sweep)")
+                    help="keep RUNDIRs that already hold a manifest (resume a sweep) and "
+                    "mesheval's metrics.json of the same RUNDIRs")
     ap.add_argument("--jobs", type=int, default=1, help="simulations in parallel (processes)")
     args = ap.parse_args(argv)
     sizes = ["4000-tr70"] if args.quick else args.sizes.split(",")
@@ -586,15 +598,17 @@ def main(argv: list[str] | None = None) -> int:
                 points.append(Point(size, label, proto, variant, k, args.seed))
     args.runs.mkdir(parents=True, exist_ok=True)
     by_size: dict[str, list[tuple[Point, Path]]] = defaultdict(list)
+    fresh = 0
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         futures = [pool.submit(simulate, p, args.runs, args.reuse) for p in points]
         for p, fut in zip(points, futures, strict=True):
             rundir, wall = fut.result()
             by_size[p.size].append((p, rundir))
+            fresh += wall > 0
             print(f"simulated {p.run_id:28} in {wall:6.1f} s -> {rundir}", flush=True)
     sim_s = time.perf_counter() - started
     quick = args.out != REPORT or args.quick
-    found = evaluate(by_size, args.eval, None if quick else ASSETS)
+    found = evaluate(by_size, args.eval, None if quick else ASSETS, args.reuse)
     eval_s = time.perf_counter() - started - sim_s
     rundirs = {p.run_id: d for runs in by_size.values() for p, d in runs}
     results: list[Result] = []
@@ -608,9 +622,10 @@ def main(argv: list[str] | None = None) -> int:
                for s in sorted(all_sizes - set(sizes))]
     command = "python bench/hesper_experiments.py " + " ".join(argv or sys.argv[1:])
     total_s = time.perf_counter() - started
-    timing = (f"This sweep took {total_s / 60:.0f} min on this 2-core machine: "
-              f"{sim_s / 60:.0f} min of simulation ({len(points)} runs, --jobs {args.jobs}) "
-              f"and {eval_s / 60:.0f} min of mesheval.")
+    timing = (f"This invocation took {total_s / 60:.0f} min on this 2-core machine: "
+              f"{fresh} of {len(points)} runs simulated ({sim_s / 60:.0f} min, --jobs "
+              f"{args.jobs}; the others' RUNDIRs reused), then mesheval "
+              f"({eval_s / 60:.0f} min).")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(write_report(results, mc, args.samples, command.strip(), missing,
                                      timing, sorted(by_size), not quick))
