@@ -88,6 +88,7 @@ def delivery_pairs(records: DataFrame, measured: DataFrame, interested: DataFram
         .agg(
             F.min("ts_ns").alias("first_ts"),
             F.min_by("sub_id", "ts_ns").alias("first_sub"),
+            F.min_by("hop", "ts_ns").alias("first_hop"),
             F.count(F.lit(1)).alias("n_records"),
             F.countDistinct(F.coalesce(F.col("sub_id"), F.lit(""))).alias("n_subs"),
         )
@@ -133,11 +134,18 @@ def _positions_asof(tx: DataFrame, positions: DataFrame, key: str, px: str, py: 
     )
 
 
-def traffic(records: DataFrame, pubs: DataFrame, settings: DataFrame) -> DataFrame:
-    """tx/rx records inside the measurement, with their radio energy in joules."""
+def traffic(records: DataFrame, pubs: DataFrame, settings: DataFrame,
+            message_bits: int | None = None) -> DataFrame:
+    """tx/rx records inside the measurement, with their radio energy in joules.
+
+    ``message_bits`` charges every transmission as a message of that many bits instead
+    of its frame's bytes: the thesis's abstraction (HESPER's Table 4.1, M_b = 320), under
+    which protocols whose frames differ in size cost the same per message.
+    """
     radio = records.filter(F.col("event").isin("tx", "rx")).select(
         "run", "node", "event", "ts_ns", "msg_kind", "bytes", "peer", "event_id", "reason"
     )
+    charged = F.col("bytes") if message_bits is None else F.lit(message_bits / 8)
     event_flag = pubs.select("run", "event_id", F.col("measured").alias("_event_measured"))
     radio = radio.join(event_flag, ["run", "event_id"], "left").join(
         settings.select("run", "cutoff_ns", "range_m"), "run"
@@ -160,11 +168,11 @@ def traffic(records: DataFrame, pubs: DataFrame, settings: DataFrame) -> DataFra
         tx = _positions_asof(tx, positions, "_peer", "rx_x", "rx_y")
     distance = F.sqrt(F.pow(F.col("sx") - F.col("rx_x"), 2) + F.pow(F.col("sy") - F.col("rx_y"), 2))
     tx = tx.withColumn(
-        "energy_j", tx_energy_column(F.col("bytes"), F.when(F.col("peer").isNotNull(), distance),
+        "energy_j", tx_energy_column(charged, F.when(F.col("peer").isNotNull(), distance),
                                      F.col("range_m"))
     ).drop("sx", "sy", "rx_x", "rx_y", "_peer")
     rx = radio.filter(F.col("event") == "rx").withColumn(
-        "energy_j", rx_energy_column(F.col("bytes")))
+        "energy_j", rx_energy_column(charged))
     return tx.unionByName(rx)
 
 
@@ -220,6 +228,8 @@ def _delivery_stats(pairs: DataFrame) -> Runs:
         F.sum(F.when(_nonlocal(), F.col("n_records") - F.col("n_subs")))
         .alias("duplicates_same_sub"),
         F.avg(_lat()).alias("latency_mean_s"),
+        F.avg(F.when(_hit(), F.col("first_hop"))).alias("hop_mean"),
+        F.max(F.when(_hit(), F.col("first_hop"))).alias("hop_max"),
         F.percentile(_lat(), 0.5).alias("latency_median_s"),
         F.percentile(_lat(), 0.95).alias("latency_p95_s"),
         F.percentile(_lat(), 0.99).alias("latency_p99_s"),
@@ -360,8 +370,12 @@ def _group_cdf(pairs: DataFrame) -> list[dict[str, Any]]:
     ]
 
 
-def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0) -> Evaluation:
-    """Compute everything per run; ``settings`` from ``mesheval.settings.settings_frame``."""
+def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
+             message_bits: int | None = None) -> Evaluation:
+    """Compute everything per run; ``settings`` from ``mesheval.settings.settings_frame``.
+
+    ``message_bits``: see ``traffic`` (energy per message instead of per frame byte).
+    """
     pubs = publications(records, settings).cache()
     measured = pubs.filter(F.col("measured")).drop("measured")
     intervals = subscription_intervals(records).cache()
@@ -369,7 +383,7 @@ def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0) ->
     interested = (truth.filter(F.col("status") == "match")
                   .select("run", "event_id", "node").distinct())
     pairs = delivery_pairs(records, measured.drop("content"), interested).cache()
-    radio = traffic(records, pubs, settings).cache()
+    radio = traffic(records, pubs, settings, message_bits).cache()
 
     runs: Runs = {}
     _merge(runs, _collect_by_run(pubs.groupBy("run").agg(
@@ -385,6 +399,9 @@ def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0) ->
         .alias("bad_subscription_content"),
     )))
     _merge(runs, _delivery_stats(pairs))
+    _merge(runs, _collect_by_run(
+        records.filter(F.col("event") == "subscribe").groupBy("run")
+        .agg(F.countDistinct("node").alias("subscribers"))))
     _merge(runs, _late_subscribers(pairs, intervals))
     _merge(runs, _orphans(records, pubs))
     per_event = _per_event(measured, pairs)
@@ -414,7 +431,7 @@ def _derive(m: dict[str, Any]) -> None:
                 "fp_deliveries", "local_deliveries", "deliver_records", "duplicates",
                 "duplicates_same_sub", "fp_late_subscriber", "orphan_deliveries",
                 "publish_duplicates", "bad_event_content", "bad_subscription_content",
-                "events_with_interest", "events_fully_delivered"):
+                "events_with_interest", "events_fully_delivered", "subscribers"):
         m[key] = int(m.get(key) or 0)
     hits = m["first_deliveries"]
     m["delivery_ratio"] = _ratio(hits, m["interested_pairs"])
@@ -433,6 +450,7 @@ def _derive(m: dict[str, Any]) -> None:
         m[f"tx_{kind}_per_delivery"] = _ratio(m[f"tx_{kind}_count"], hits)
         m[f"bytes_{kind}_per_delivery"] = _ratio(m[f"tx_{kind}_bytes"], hits)
     m["tx_per_delivery"] = _ratio(tx_all, hits)
+    m["tx_data_per_event"] = _ratio(m["tx_data_count"], m["events"])
     m["bytes_per_delivery"] = _ratio(bytes_all, hits)
     m["control_share_bytes"] = _ratio(bytes_all - m["tx_data_bytes"], bytes_all)
     m["overhead_ratio"] = _ratio(m["tx_data_count"] - hits, hits) if hits else None
@@ -446,6 +464,9 @@ def _derive(m: dict[str, Any]) -> None:
     m["energy_per_event_j"] = _ratio(data_event, m["events"])
     m["energy_per_subscriber_j"] = _ratio(data_event, m["interested_pairs"])
     m["energy_per_delivery_j"] = _ratio(energy, hits)
+    m["energy_subscription_j"] = m["tx_subscription_energy_j"] + m["rx_subscription_energy_j"]
+    m["energy_subscription_per_subscriber_j"] = _ratio(m["energy_subscription_j"],
+                                                       m["subscribers"])
     records_fp = m.pop("fp_forward_records", None)
     counter_fp = m.pop("fp_forward_counter", None)
     m["fp_forward"] = (int(records_fp) if records_fp

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +140,23 @@ def test_cell_formatting() -> None:
     assert cell({"mean": 31.68e-6, "half_width": None}, 1e6) == "31.7"
 
 
+def test_plots_keep_a_protocols_scenarios_apart(tmp_path: Path) -> None:
+    """One protocol in two scenarios at the same parameter values: two series, no mix-up."""
+    from mesheval.plots import _by_series, metric_vs_param, protocol_comparison
+
+    settings_ = [_settings(f"{sc}{v}", "hesper", v, i) for i, (sc, v) in
+                 enumerate([("I", "20"), ("I", "80"), ("II", "20"), ("II", "80")])]
+    settings_ = [replace(s, scenario=s.run[:-2]) for s in settings_]
+    runs = {s.run: {"delivery_ratio": 1.0 if s.scenario == "I" else 0.5} for s in settings_}
+    groups = aggregate(settings_, runs)
+    series = _by_series(groups)
+    assert sorted(series) == ["hesper (I)", "hesper (II)"]
+    assert {g["metrics"]["delivery_ratio"]["mean"] for g in series["hesper (II)"]} == {0.5}
+    doc = {"groups": groups}
+    assert metric_vs_param(doc, [("delivery_ratio", "ratio")], tmp_path / "a.png") is not None
+    assert protocol_comparison(doc, tmp_path / "b.png") is not None
+
+
 def test_report_from_a_document(tmp_path: Path) -> None:
     settings_ = [_settings(f"a{i}", "flooding", v, i) for i, v in enumerate(["70", "100"])]
     runs = {"a0": {"delivery_ratio": 0.8}, "a1": {"delivery_ratio": 0.9}}
@@ -224,6 +242,8 @@ def test_sequencer_reads_the_older_state_format() -> None:
     ["--follow", "/nonexistent/spool", "--out", "/tmp/x"],
     ["--out", "/tmp/x", "--warmup", "-3", "."],
     ["--out", "/tmp/x", "--window", "nan", "."],
+    ["--out", "/tmp/x", "--message-bits", "0", "."],
+    ["--out", "/tmp/x", "--message-bits", "3.5", "."],
     ["collect", "--broker", "nohost", "--topic", "t", "--spool", "/tmp/x"],
     ["collect", "--broker", "h:99999", "--topic", "t", "--spool", "/tmp/x"],
 ])

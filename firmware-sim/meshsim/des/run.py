@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from meshsim.des.engine import Simulation, default_run_id
 from meshsim.des.stats import SimStats
@@ -25,10 +27,13 @@ class RunResult:
 
 
 def run_scenario(scenario: Scenario, out: Path | None, *, run_id: str | None = None,
-                 plan: Plan | None = None) -> RunResult:
+                 plan: Plan | None = None, varied: Mapping[str, Any] | None = None) -> RunResult:
     """Simulate ``scenario``; with ``out``, write RUNDIR/node-<id>.jsonl, mobility.log
     (every node's track: replays the run's positions as scripted mobility) and
     manifest.json.
+
+    ``varied`` (``{"name": ..., "value": ...}``) goes into the manifest: the parameter a
+    sweep varies, which mesheval groups and plots by (else it guesses from the overrides).
 
     Raises ``meshsim.telemetry_files.RunDirError`` if ``out`` is not usable and
     ``meshsim.scenario.ScenarioError`` if the plan cannot be made (e.g. no
@@ -49,6 +54,8 @@ def run_scenario(scenario: Scenario, out: Path | None, *, run_id: str | None = N
             overrides=list(scenario.overrides),
         )
         manifest["range_m"] = scenario.radio.range_m
+        if varied is not None:
+            manifest["varied"] = dict(varied)
         manifest["started"] = started
         manifest["duration_s"] = scenario.meta.duration_s
         manifest["drain_s"] = scenario.meta.drain_s
