@@ -299,3 +299,29 @@ def test_reliable_events_survive_a_lost_hop(reliable_events: bool) -> None:
         assert len(seen) >= 2 * 3  # every hop of both events lost once: at least 3 hops each
     else:
         assert got == {}
+
+
+@pytest.mark.parametrize("reliable", [True, False])
+def test_reply_window_allows_one_retransmission_per_hop(reliable: bool) -> None:
+    """On a slow lossy mesh every REPLY hop may need a retransmission; with per-hop ACKs
+    the window holds one per hop, so the subscription is confirmed in time."""
+    net, cells = lattice(5, 5, variant="II", reliable_control=reliable)
+    net.delay = 0.05
+    seen: set[tuple[int, int, int | None]] = set()
+
+    def first_reply_copy_lost(src: int, dst: int, msg: Message) -> bool:
+        if msg.type != m.REPLY:
+            return False
+        key = (src, dst, msg.reliable_id)
+        lost = key not in seen
+        seen.add(key)
+        return lost and reliable  # without ACKs a lost REPLY is gone: lose none
+
+    net.loss = first_reply_copy_lost
+    subscriber = cells[(4, 4)][0]
+    net.subscribe(subscriber, "far", sub("temp gx=0 gy=0 value>10"))
+    net.run(until=20.0)
+    event = net.publish(cells[(0, 0)][4], parse_event("temp gx=0 gy=0 value=20"))
+    net.run(until=30.0)
+    assert [(d.event_id, n) for _, n, d in net.delivered] == [(event, subscriber)]
+    assert not net.drops("no_reply") and not net.drops("reply_unknown_sub")

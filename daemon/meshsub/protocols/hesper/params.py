@@ -79,7 +79,8 @@ class HesperParams(GridParams):
     TD: float = 75.0
     M_b: int = 320
     reply_wait_s: float = 0.0
-    """HESPER-II reply window; 0 = 2 x hop_estimate x per_hop_rtt_s, at least 0.3 s."""
+    """HESPER-II reply window; 0 = 2 x hop_estimate x per_hop_rtt_s (plus rto_initial per
+    hop with reliable_control), at least 0.3 s."""
     per_hop_rtt_s: float = 0.05
     pending_ttl_s: float = 0.0
     """Lifetime of a PENDING entry; 0 = 3 x reply window."""

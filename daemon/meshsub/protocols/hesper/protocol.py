@@ -553,13 +553,17 @@ class Hesper(Protocol):
         The hop estimate counts two radio hops per cell hop (Theorem 4.1 gives
         1.21 and 1.56). Intermediate brokers compute the same value from the
         SHB's cell (first in the route record), so that their PENDING entries
-        outlive the SHB's window.
+        outlive the SHB's window. With per-hop ACKs each hop's budget also holds
+        one retransmission (``rto_initial``): on a lossy link the spec's bare RTT
+        closed the window before replies that had needed one, and the subscription
+        waited a whole refresh period.
         """
         p = self.params
         if p.reply_wait_s > 0:
             return p.reply_wait_s
         hops = 2 * max(1, chebyshev(shb_cell, region))
-        return max(0.3, 2 * hops * p.per_hop_rtt_s)
+        per_hop = p.per_hop_rtt_s + (p.rto_initial if p.reliable_control else 0.0)
+        return max(0.3, 2 * hops * per_hop)
 
     def _pending_ttl(self, shb_cell: Cell, region: Cell) -> float:
         return self.params.pending_ttl_s or 3 * self._reply_wait(shb_cell, region)
