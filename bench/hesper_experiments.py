@@ -319,6 +319,8 @@ def vmesh_section(assets: Path) -> list[str]:
              "meshsim run firmware-sim/meshsim/scenarios/vmesh-hesper-grid.toml --name hs "
              "--set radio.loss=0.1 --out runs/hs-loss10",
              "mesheval runs/hs-noloss --out docs/results/hesper/vmesh-noloss   # and loss10",
+             "cp runs/hs-noloss/manifest.json docs/results/hesper/vmesh-noloss/  # and loss10",
+             "rm -r docs/results/hesper/vmesh-*/parquet   # mesheval's cache",
              "meshsim vmesh down --name hs",
              "```", "",
              "| run | delivery ratio | delivered / interested | duplicates | latency mean / "
@@ -335,7 +337,7 @@ def vmesh_section(assets: Path) -> list[str]:
         found = True
         (run,) = json.loads(metrics_file.read_text())["runs"]
         m = run["metrics"]
-        timings = (json.loads(manifest_file.read_text()).get("timings", {})
+        timings = (json.loads(manifest_file.read_text()).get("stats", {}).get("timings_s", {})
                    if manifest_file.exists() else {})
 
         def ms(key: str, m: dict[str, Any] = m) -> str:
