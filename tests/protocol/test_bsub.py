@@ -340,3 +340,39 @@ def test_relay_filter_decays_and_own_interest_is_pinned() -> None:
 
 def test_role_mode_enum() -> None:
     assert RoleMode("auto") is RoleMode.AUTO
+
+
+# ------------------------------------------------------------------ regressions
+
+
+def test_a_user_designates_only_until_it_knows_low_brokers() -> None:
+    """A node the user designated counts as a broker it met (election.py): with
+    low = 2, meeting four users in a row makes exactly the first two brokers."""
+    nodes = {n: BSub(n, params=params(low=2, up=5, T_hold=0.0)) for n in (1, 2, 3, 4, 5)}
+    nodes[1] = BSub(1, params=params(low=2, up=5, role_mode="pinned_user"))
+    net = Net(nodes, delay=0.01)  # type: ignore[arg-type]
+    for peer in (2, 3, 4, 5):
+        meet(net, 1, peer)
+    sent = [(n, e) for n, e in net.records("broker")]
+    assert sorted(n for n, e in sent if e.attrs["role"] == "broker") == [2, 3]
+    assert proto(net, 1).stats["designations"] == 2
+    assert proto(net, 1).log.brokers(net.now) == {2: 0, 3: 0}
+
+
+def test_a_user_demotes_only_down_to_up_brokers() -> None:
+    """After demoting one broker the user counts it as a user: with up = 2 and
+    three known brokers it demotes one below-average broker, not a second."""
+    user = BSub(1, params=params(low=1, up=2, role_mode="pinned_user"))
+    brokers = {n: BSub(n, params=params(low=1, up=2, T_hold=0.0)) for n in (10, 11, 12)}
+    for b in brokers.values():
+        b._set_role(True)  # promoted long ago
+    net = Net({1: user, **brokers}, delay=0.01)  # type: ignore[dict-item]
+    # The brokers' degrees (distinct nodes met in T_w) as they report them.
+    user.log.record(Meeting(10, 0.0, True, 9))
+    user.log.record(Meeting(11, 0.0, True, 1))
+    user.log.record(Meeting(12, 0.0, True, 1))
+    meet(net, 1, 11)  # 3 > up brokers; degree 1 < average 11/3 (11 reports 1 again)
+    assert not proto(net, 11).broker
+    meet(net, 1, 12)  # now 2 brokers known: not more than up, 12 stays a broker
+    assert proto(net, 12).broker
+    assert user.stats["designations"] == 1

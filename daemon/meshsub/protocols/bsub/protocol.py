@@ -469,6 +469,11 @@ class BSub(Protocol):
             self._consider_everywhere(message.id, exclude=sender)
 
     def on_reliable_acked(self, node: NodeId, message: Message) -> None:
+        if message.type == DESIGNATE:
+            # The peer got our designation: from now on we count it in that role
+            # (election.py says why this feedback is needed).
+            self.log.set_role(node, Designate.decode(message.body).broker, self.now)
+            return
         if message.type != DATA:
             return
         mid = message.id
