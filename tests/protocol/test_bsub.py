@@ -17,7 +17,7 @@ from meshsub.core.tcbf import TCBF, decay_factor
 from meshsub.protocols.bsub import BSub, BSubParams, RoleMode
 from meshsub.protocols.bsub.carried import Carried, Kind
 from meshsub.protocols.bsub.election import ContactLog, Meeting, designation
-from meshsub.protocols.bsub.wire import DATA, DESIGNATE, FILTER, IDENT, Mode
+from meshsub.protocols.bsub.wire import DATA, DESIGNATE, FILTER, IDENT, OFFER, Mode
 
 KEY = "NewMoon"
 
@@ -219,10 +219,11 @@ def test_lost_ack_leaves_a_duplicate_that_is_detected_by_id() -> None:
     net.unlink(10, 11)
     net.loss = None
     assert holds(net, 10, mid) and holds(net, 11, mid)
-    before = len(net.drops("duplicate"))
-    meet(net, 10, 11)  # the retry finds the copy: counted, not stored twice
-    assert len(net.drops("duplicate")) == before + 1
+    before = len(data_txs(net))
+    meet(net, 10, 11)  # the offer finds the copy by id: no second DATA, custody moved
+    assert [tx for tx in data_txs(net)[before:] if tx.message.id == mid] == []
     assert holds(net, 11, mid) and not holds(net, 10, mid)
+    assert net.drops("duplicate") == []
 
 
 def test_ttl_no_forwarding_or_delivery_after_expiry() -> None:
@@ -376,3 +377,41 @@ def test_a_user_demotes_only_down_to_up_brokers() -> None:
     meet(net, 1, 12)  # now 2 brokers known: not more than up, 12 stays a broker
     assert proto(net, 12).broker
     assert user.stats["designations"] == 1
+
+
+def test_a_consumer_never_receives_a_message_twice() -> None:
+    """OFFER/REQUEST: a broker's copy is not sent to a consumer the producer
+    already delivered it to (through another path than ``told``)."""
+    net = net_of([10], [1, 2])
+    net.subscribe(2, "s", sub())
+    meet(net, 2, 10)
+    mid = net.publish(1, event())
+    meet(net, 1, 10)  # copy to the broker, which learns nothing about 2
+    meet(net, 1, 2)  # direct delivery
+    before = len(data_txs(net))
+    meet(net, 10, 2)  # the broker offers, the consumer declines
+    assert data_txs(net)[before:] == []
+    assert net.deliveries(mid) == [(2, "s")]
+    assert net.drops("duplicate") == []
+
+
+def test_a_broker_holding_a_copy_declines_a_handoff_and_both_copies_stay() -> None:
+    """Two of the C copies meeting must not merge into one: the broker that
+    already carries the message declines it, and the sender keeps its copy."""
+    net = net_of([10, 11], [1, 2])
+    net.subscribe(2, "s", sub())
+    meet(net, 2, 10)
+    meet(net, 2, 11)
+    mid = net.publish(1, event())
+    meet(net, 1, 10)
+    meet(net, 1, 11)  # two copies, on two brokers
+    meet(net, 2, 11)  # 11 is reinforced: PREF from 10 to 11 > 0
+    before = len(data_txs(net))
+    meet(net, 10, 11)
+    assert data_txs(net)[before:] == []  # offered, declined: no DATA
+    assert holds(net, 10, mid) and holds(net, 11, mid)
+    item = Carried.from_message(proto(net, 10).buffer.get(mid))  # type: ignore[arg-type]
+    assert 11 in item.told  # and it is not offered again
+    before = len(net.txs)
+    meet(net, 10, 11)
+    assert not [tx for tx in net.txs[before:] if tx.message.type == OFFER and tx.src == 10]
