@@ -415,3 +415,15 @@ def test_a_broker_holding_a_copy_declines_a_handoff_and_both_copies_stay() -> No
     before = len(net.txs)
     meet(net, 10, 11)
     assert not [tx for tx in net.txs[before:] if tx.message.type == OFFER and tx.src == 10]
+
+
+def test_a_message_published_during_a_contact_reaches_the_connected_consumer() -> None:
+    """Every node is a producer from the start, so the consumer's interest
+    filter is already there when the producer publishes mid-contact."""
+    net = net_of([], [1, 2])
+    net.subscribe(2, "s", sub())
+    net.link(1, 2)
+    net.run(until=1.0)
+    mid = net.publish(1, event())
+    net.run(until=2.0)
+    assert net.deliveries(mid) == [(2, "s")]

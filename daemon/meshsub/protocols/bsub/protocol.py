@@ -172,9 +172,15 @@ class BSub(Protocol):
 
     @property
     def roles(self) -> Role:
-        r = Role.NONE
-        if len(self.buffer):
-            r |= Role.PRODUCER
+        """Roles advertised in IDENT.
+
+        Every node may publish at any moment, so every node is a producer (in
+        the paper's simulation all nodes produce and consume). A producer role
+        that followed the buffer would leave a message published during a
+        contact without the peer's interest or relay filter until the next
+        contact, and would make the result depend on the message rate.
+        """
+        r = Role.PRODUCER
         if not self.genuine.is_empty():
             r |= Role.CONSUMER
         if self.broker:
