@@ -427,3 +427,17 @@ def test_a_message_published_during_a_contact_reaches_the_connected_consumer() -
     mid = net.publish(1, event())
     net.run(until=2.0)
     assert net.deliveries(mid) == [(2, "s")]
+
+
+def test_a_demoted_broker_hands_its_relay_messages_to_a_broker() -> None:
+    net = net_of([10, 11], [1, 2])
+    net.subscribe(2, "s", sub())
+    meet(net, 2, 10)
+    meet(net, 2, 11)
+    mid = net.publish(1, event())
+    meet(net, 1, 10)
+    proto(net, 10)._set_role(False)  # demoted (as a DESIGNATE would do at contact end)
+    meet(net, 10, 11)
+    assert [(tx.src, tx.dst, tx.message.body[0]) for tx in data_txs(net, Mode.HANDOFF)] \
+        == [(10, 11, Mode.HANDOFF)]
+    assert holds(net, 11, mid) and not holds(net, 10, mid)

@@ -393,18 +393,32 @@ class BSub(Protocol):
             if peer_broker and relay_bits is not None and relay_bits.counter_at(pos) > 0 \
                     and item.copies_given + self.pending_copies.get(mid, 0) < self.params.C:
                 return (1,), mid, Mode.COPY
-        else:
-            peer_relay = c.peer_filter(FilterKind.RELAY)
-            if self.broker and peer_broker and peer_relay is not None \
-                    and c.snapshot is not None and mid not in self.leased:
-                c_own = c.snapshot.counter_at(pos)
-                c_peer = peer_relay.counter_at(pos)
-                pref = float(c_peer) if c_own == 0 else (c_peer - c_own) / c_own  # PREF
-                if pref > 0:
-                    return (2, -pref, -c_peer, entry.expires_at), mid, Mode.HANDOFF
+        elif peer_broker and mid not in self.leased:
+            pref, c_peer = self._preference(c, pos)
+            if pref > 0:
+                return (2, -pref, -c_peer, entry.expires_at), mid, Mode.HANDOFF
         if interest is not None and interest.counter_at(pos) > 0:
             return (0,), mid, Mode.DIRECT
         return None
+
+    def _preference(self, c: _Contact, pos: frozenset[int]) -> tuple[float, int]:
+        """PREF_{self,peer} of a relay message's key, and the peer's counter.
+
+        A broker compares its pre-merge snapshot with the peer's relay TCBF. A
+        demoted broker advertises no relay filter (its counter is 0), so the
+        peer's preference is its counter: it hands its relay messages to the
+        next broker whose relay filter holds the key (spec 001 §5.2 step 4).
+        """
+        if self.broker:
+            peer_relay = c.peer_filter(FilterKind.RELAY)
+            if peer_relay is None or c.snapshot is None:
+                return 0.0, 0
+            c_own = c.snapshot.counter_at(pos)
+            c_peer = peer_relay.counter_at(pos)
+            return (float(c_peer) if c_own == 0 else (c_peer - c_own) / c_own), c_peer
+        bits = c.peer_filter(FilterKind.RELAY, FilterKind.RELAY_BF)
+        c_peer = bits.counter_at(pos) if bits is not None else 0
+        return float(c_peer), c_peer
 
     def _item(self, mid: MessageId, stored: Message) -> Carried:
         """The decoded entry (cached: decoding events is the costly part of planning)."""
