@@ -1,48 +1,59 @@
-"""HESPER vs DF on the Table 4.1 scenarios, plus the Theorem 4.1 Monte Carlo; writes the report.
+"""HESPER vs DF on the Table 4.1 scenarios, evaluated by mesheval; writes the report.
 
-One command regenerates ``docs/results/hesper.md``:
+One command regenerates ``docs/results/hesper.md`` (and mesheval's reports of the sweep
+under ``docs/results/hesper/``):
 
-    .venv/bin/python bench/hesper_experiments.py            # the sweep that fits (see --help)
-    .venv/bin/python bench/hesper_experiments.py --quick    # one size, three subscriber counts
+    .venv/bin/python bench/hesper_experiments.py --jobs 2          # the sweep (see --help)
+    .venv/bin/python bench/hesper_experiments.py --quick           # one size, three counts
 
-Each run loads a scenario of ``firmware-sim/meshsim/scenarios/hesper-*.toml`` with
-``--set``-style overrides (protocol, variant, subscriber count, event times) and runs the
-discrete-event simulator in-process; a sink keeps the telemetry records the metrics need
-(``tx``, ``deliver``, ``publish``, ``subscribe``) instead of writing them to files, and the
-thesis's metrics (spec 004 §4.7.2) are computed from those records:
+1. Each point (scenario ``firmware-sim/meshsim/scenarios/hesper-<size>.toml`` with
+   ``--set``-style overrides: protocol, variant, subscriber count, event times) is run by
+   the simulator's run writer (``meshsim.des.run.run_scenario``, what ``meshsim simulate``
+   does) into its own RUNDIR under ``--runs``.
+2. mesheval evaluates the RUNDIRs of each size (Spark ``local[2]``, ``run_batch``, energy
+   charged per message of Table 4.1's M_b = 320 bits) and writes metrics.json, tables and
+   its report into ``--eval``/<size>.
+3. The page's figures are mesheval's per-run metrics (spec 004 §4.7.2):
 
-- delivery message cost: data transmissions per event (every hop of every copy);
-- average delivery energy: first-order radio model over those transmissions (TX at the real
-  link length, model chosen by TR; RX per receiver), divided by the subscriber count;
-- subscribing message cost / energy: the same over subscription-kind transmissions
-  (SUBSCRIBE, REPLY, CONFIRM; DF: SUBSCRIBE), for setting up all subscribers;
-- hop count: radio hops from the publisher to each subscriber, mean over deliveries.
+   - delivery message cost = ``tx_data_per_event`` (every hop of every copy);
+   - average delivery energy = ``energy_per_subscriber_j`` (tx at the real link length,
+     model chosen by TR; rx per receiver; per event and subscriber);
+   - subscribing message cost = ``tx_subscription_count`` (SUBSCRIBE, REPLY, CONFIRM;
+     DF: SUBSCRIBE); average subscribing energy = ``energy_subscription_per_subscriber_j``;
+   - hop count = ``hop_mean`` (radio hops of each first delivery).
+
+   Two figures are not general metrics and are computed here from the same RUNDIRs'
+   deliver records and mobility.log: the stretch hop / (|PS| / TR) and the fit of radio
+   hops per axis and diagonal cell hop. The Theorem 4.1 Monte Carlo is a direct
+   computation.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import random
+import shutil
 import statistics
 import sys
 import time
-from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping
+from collections import defaultdict
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-
-from meshsim.des.engine import Simulation
-from meshsim.scenario import load_scenario
-from meshsub.core.api import TelemetryValue
-from meshsub.protocols.hesper.energy import RadioEnergyModel
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "firmware-sim" / "meshsim" / "scenarios"
 REPORT = ROOT / "docs" / "results" / "hesper.md"
+ASSETS = ROOT / "docs" / "results" / "hesper"
 INTERVAL = 0.5  # s between subscribers (workload.subscribers.interval_s in the scenarios)
+M_B = 320  # bits per message, Table 4.1
 PROTOCOLS = (("HESPER-I", "hesper", "I"), ("HESPER-II", "hesper", "II"), ("DF", "df", ""))
+KEPT = ("report.md", "delivery_ratio.png", "overhead.png", "protocols.png")
+"""What of mesheval's report of each size is kept under docs/results/hesper/ (small)."""
 
 
 # ------------------------------------------------------------------ Theorem 4.1
@@ -68,29 +79,51 @@ def monte_carlo_hops(samples: int, seed: int = 4) -> tuple[float, float, float]:
 # --------------------------------------------------------------------- one run
 
 
-@dataclass
-class Sink:
-    """Keeps the records the metrics need (the same records the run directory would hold)."""
+@dataclass(frozen=True)
+class Point:
+    size: str
+    label: str
+    proto: str
+    variant: str
+    subscribers: int
+    seed: int
 
-    tx: list[tuple[int, int | None, str, str]] = field(default_factory=list)
-    deliveries: list[tuple[int, str, int]] = field(default_factory=list)
-    publishes: list[str] = field(default_factory=list)
-    subscribers: set[int] = field(default_factory=set)
+    @property
+    def run_id(self) -> str:
+        tag = {"HESPER-I": "hesper1", "HESPER-II": "hesper2", "DF": "df"}[self.label]
+        return f"{self.size}-{tag}-{self.subscribers}-s{self.seed}"
 
-    def record(self, node: int, ts_ns: int, event: str,
-               attrs: Mapping[str, TelemetryValue]) -> None:
-        if event == "tx":
-            peer = attrs.get("peer")
-            self.tx.append((node, peer if isinstance(peer, int) else None,
-                            str(attrs.get("msg_kind")), str(attrs.get("event_id"))))
-        elif event == "deliver":
-            hop = attrs.get("hop")
-            self.deliveries.append((node, str(attrs.get("event_id")),
-                                    hop if isinstance(hop, int) else -1))
-        elif event == "publish":
-            self.publishes.append(str(attrs.get("event_id")))
-        elif event == "subscribe":
-            self.subscribers.add(node)
+
+def simulate(point: Point, runs: Path, reuse: bool) -> tuple[Path, float]:
+    """Run one point into ``runs/<run id>`` with the simulator's run writer."""
+    from meshsim.des.run import run_scenario
+    from meshsim.scenario import load_scenario
+
+    out = runs / point.run_id
+    if reuse and (out / "manifest.json").exists():
+        return out, 0.0
+    if out.exists():
+        shutil.rmtree(out)
+    path = SCENARIOS / f"hesper-{point.size}.toml"
+    base = load_scenario(path)
+    tr = base.radio.range_m
+    w, h = base.area.width_m, base.area.height_m
+    subs = point.subscribers
+    t_pub = 1.0 + subs * INTERVAL + 5.0
+    overrides = [f"workload.subscribers.count={subs}", f"scenario.seed={point.seed}",
+                 f"scenario.duration_s={t_pub + 15.0}",
+                 f'scenario.name="hesper-{point.size} {point.label}"']
+    for i in range(3):
+        overrides.append(f"workload.publications[{i}].t={t_pub + 5.0 * i}")
+    if point.proto == "df":
+        overrides += ["protocol.name=df",
+                      f"protocol.params={{TR={tr}, area_width_m={w}, area_height_m={h}}}"]
+    else:
+        overrides.append(f'protocol.params.variant="{point.variant}"')
+    started = time.perf_counter()
+    run_scenario(load_scenario(path, overrides), out, run_id=point.run_id,
+                 varied={"name": "subscribers", "value": subs})
+    return out, time.perf_counter() - started
 
 
 @dataclass
@@ -104,84 +137,71 @@ class Result:
     sub_msgs: int
     sub_energy_uj: float
     hops: float
-    stretch_mean: float
-    stretch_max: float
     delivery_ratio: float
     duplicates: int
-    wall_s: float
-    axis_hops: float | None = None
-    diag_hops: float | None = None
+    stretch_mean: float = 0.0
+    stretch_max: float = 0.0
     stretch_core_mean: float = 0.0
     """Mean stretch without the publisher -> PHB and SHB -> subscriber hops (hop - 2)."""
+    axis_hops: float | None = None
+    diag_hops: float | None = None
 
 
-def run_one(scenario_file: Path, label: str, proto: str, variant: str, subs: int,
-            seed: int) -> Result:
-    base = load_scenario(scenario_file)
-    tr = base.radio.range_m
-    w, h = base.area.width_m, base.area.height_m
-    t_pub = 1.0 + subs * INTERVAL + 5.0
-    overrides = [f"workload.subscribers.count={subs}", f"scenario.seed={seed}",
-                 f"scenario.duration_s={t_pub + 15.0}"]
-    for i in range(3):
-        overrides.append(f"workload.publications[{i}].t={t_pub + 5.0 * i}")
-    if proto == "df":
-        overrides += ["protocol.name=df",
-                      f"protocol.params={{TR={tr}, area_width_m={w}, area_height_m={h}}}"]
-    else:
-        overrides.append(f'protocol.params.variant="{variant}"')
-    scenario = load_scenario(scenario_file, overrides)
-    sink = Sink()
-    sim = Simulation(scenario, sink)
-    started = time.perf_counter()
-    sim.run()
-    wall = time.perf_counter() - started
-    pos = sim.plan.positions
-    model = RadioEnergyModel(TR=tr)
+def from_metrics(point: Point, run: dict[str, Any]) -> Result:
+    """The thesis's metrics of one run, as mesheval computed them."""
+    m = run["metrics"]
+    return Result(
+        point.label, int(run["nodes"]), float(run["range_m"]), int(m["subscribers"]),
+        float(m["tx_data_per_event"] or 0.0), float(m["energy_per_subscriber_j"] or 0.0) * 1e6,
+        int(m["tx_subscription_count"]),
+        float(m["energy_subscription_per_subscriber_j"] or 0.0) * 1e6,
+        float(m["hop_mean"] or 0.0), float(m["delivery_ratio"] or 0.0), int(m["duplicates"]))
 
-    def energy(kind: str, event_id: str | None = None) -> tuple[int, float]:
-        n, joules = 0, 0.0
-        for src, dst, k, eid in sink.tx:
-            if k != kind or (event_id is not None and eid != event_id) or dst is None:
+
+def _records(rundir: Path, event: str) -> Iterator[dict[str, Any]]:
+    needle = f'"event":"{event}"'  # the run writer's compact JSON
+    for path in sorted(rundir.glob("node-*.jsonl")):
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                if needle in line:
+                    yield json.loads(line)
+
+
+def _positions(rundir: Path) -> dict[int, tuple[float, float]]:
+    """Every node's position at t = 0 from the run's mobility.log (static scenarios)."""
+    pos: dict[int, tuple[float, float]] = {}
+    for line in (rundir / "mobility.log").read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 4 and not line.startswith("#"):
+            try:
+                t, node, x, y = float(parts[0]), int(parts[1]), float(parts[2]), float(parts[3])
+            except ValueError:
                 continue
-            n += 1
-            joules += model.tx_energy(math.dist(pos[src], pos[dst])) + model.rx_energy()
-        return n, joules
+            if t == 0.0:
+                pos.setdefault(node, (x, y))
+    return pos
 
-    events = sink.publishes
-    per_event = [energy("data", e) for e in events]
-    n_subs = len(sink.subscribers)
-    sub_n, sub_j = energy("subscription")
-    got = Counter((node, eid) for node, eid, _ in sink.deliveries)
-    expected = {(node, e) for node in sink.subscribers for e in events}
-    hops = [hop for _, _, hop in sink.deliveries]
+
+def add_path_figures(r: Result, rundir: Path) -> None:
+    """Stretch and radio hops per cell hop, from the run's deliver records (HESPER-I)."""
+    pos = _positions(rundir)
     publisher = pos[1]
+    s_cell = r.tr / math.sqrt(2)
     stretches, core, rows = [], [], []
-    s_cell = tr / math.sqrt(2)
-    for node, _eid, hop in sink.deliveries:
+    for rec in _records(rundir, "deliver"):
+        node, hop = int(rec["node"]), int(rec.get("hop", -1))
         d = math.dist(pos[node], publisher)
-        if d > tr:
-            stretches.append(hop / (d / tr))
-            core.append(max(0, hop - 2) / (d / tr))
+        if d > r.tr:
+            stretches.append(hop / (d / r.tr))
+            core.append(max(0, hop - 2) / (d / r.tr))
         gx, gy = int(pos[node][0] // s_cell), int(pos[node][1] // s_cell)
         if (gx, gy) != (0, 0):
-            n_diag = min(gx, gy)
-            rows.append((abs(gx - gy), n_diag, hop))
-    axis_h = diag_h = None
-    if label == "HESPER-I" and len(rows) > 10:
-        axis_h, diag_h = _fit(rows)
-    return Result(
-        label, len(pos), tr, n_subs,
-        statistics.fmean(n for n, _ in per_event) if per_event else 0.0,
-        (statistics.fmean(j for _, j in per_event) / max(1, n_subs) * 1e6) if per_event else 0.0,
-        sub_n, sub_j / max(1, n_subs) * 1e6,
-        statistics.fmean(hops) if hops else 0.0,
-        statistics.fmean(stretches) if stretches else 0.0,
-        max(stretches, default=0.0),
-        len(set(got) & expected) / max(1, len(expected)),
-        sum(c - 1 for c in got.values() if c > 1),
-        wall, axis_h, diag_h, statistics.fmean(core) if core else 0.0,
-    )
+            rows.append((abs(gx - gy), min(gx, gy), hop))
+    r.stretch_mean = statistics.fmean(stretches) if stretches else 0.0
+    r.stretch_max = max(stretches, default=0.0)
+    r.stretch_core_mean = statistics.fmean(core) if core else 0.0
+    if len(rows) > 10:
+        r.axis_hops, r.diag_hops = _fit(rows)
 
 
 def _fit(rows: list[tuple[int, int, int]]) -> tuple[float, float]:
@@ -204,7 +224,8 @@ def _fit(rows: list[tuple[int, int, int]]) -> tuple[float, float]:
 
 
 def write_report(results: list[Result], mc: tuple[float, float, float], samples: int,
-                 command: str, missing: list[str]) -> str:
+                 command: str, missing: list[str], timing: str, sizes: list[str],
+                 assets_kept: bool) -> str:
     by: dict[tuple[int, float, int], dict[str, Result]] = defaultdict(dict)
     for r in results:
         by[(r.nodes, r.tr, r.subscribers)][r.label] = r
@@ -212,17 +233,35 @@ def write_report(results: list[Result], mc: tuple[float, float, float], samples:
     lines = [
         "# HESPER results: our figures beside the thesis's claims",
         "",
-        f"Generated by `{command}` (bench/hesper_experiments.py). Do not edit by hand.",
+        f"Generated by `{command}` (bench/hesper_experiments.py). Do not edit by hand. "
+        + timing,
         "",
         "Set-up: the Table 4.1 scenarios (`firmware-sim/meshsim/scenarios/hesper-*.toml`): "
         "1000 m x 1000 m, random nodes, publisher (node 1) pinned at the centre of cell (0,0), "
         "subscribers drawn at random and joining one after another (0.5 s apart), three events "
         "that match every subscription; unit disk, no loss, no ACKs (the thesis counts none). "
-        "One seed per point (the thesis averages 100 runs), so single points carry noise. "
-        "Metrics are computed from the run's telemetry records (tx/deliver/publish/subscribe) "
-        "by this script, not by mesheval (not ready when this was written). "
-        "Energy: first-order radio model of Table 4.1 at the real link length (spec DECISION H5).",
+        "One seed per point (the thesis averages 100 runs), so single points carry noise.",
         "",
+        "How the figures are made: each point is simulated by the simulator's run writer "
+        "(`meshsim.des.run.run_scenario`, as `meshsim simulate` does) into its own RUNDIR; "
+        "mesheval evaluates the RUNDIRs of each network size (Spark `local[2]`, "
+        "`--message-bits 320`: Table 4.1's M_b) and the tables below are its per-run metrics "
+        "(docs/evaluation.md): delivery msgs/event = `tx_data_per_event`, delivery energy/sub "
+        "= `energy_per_subscriber_j`, subscribing msgs = `tx_subscription_count`, subscribing "
+        "energy/sub = `energy_subscription_per_subscriber_j`, mean hops = `hop_mean`, delivery "
+        "ratio and duplicates as named. Energy: first-order radio model of Table 4.1 at the "
+        "real link length, the model chosen by TR (spec DECISION H-m). Two figures are not "
+        "general metrics and are computed by the script from the same RUNDIRs' deliver "
+        "records and mobility.log: the stretch hop / (|PS| / TR) and the fit of radio hops per "
+        "cell hop. The Theorem 4.1 Monte Carlo is a direct computation.",
+        "",
+    ]
+    if assets_kept:
+        lines += ["mesheval's own report of the sweep (headline table per configuration, "
+                  "per-run table, plots): [hesper/sweep/report.md](hesper/sweep/report.md). "
+                  "The RUNDIRs (`build/hesper-runs`, about 40 MB per 4000-node run) and "
+                  "mesheval's Parquet cache are not kept.", ""]
+    lines += [
         "## Delivery, subscription and hop figures per run",
         "",
         "| nodes | TR | subs | protocol | delivery msgs/event | delivery energy/sub (uJ) "
@@ -254,10 +293,86 @@ def write_report(results: list[Result], mc: tuple[float, float, float], samples:
               f"{samples:,} samples (TR = 1, s = 1/sqrt 2, spec §9): H_h = {h_h:.3f} "
               f"(thesis 1.21), H_d = {h_d:.3f} (thesis 1.56), maximum stretch "
               f"sqrt2 * hypot(H_h, H_d - H_h) = {stretch:.3f} (thesis 1.78).", ""]
+    lines += vmesh_section(ASSETS)
     lines += REASONS.splitlines()
     if missing:
         lines += ["", "## Not run", "", *[f"- {m}" for m in missing]]
     return "\n".join(lines) + "\n"
+
+
+VMESH_CASES = (("noloss", "no loss"), ("loss10", "10 % loss per link (`--set radio.loss=0.1`)"))
+
+
+def vmesh_section(assets: Path) -> list[str]:
+    """The virtual-mesh runs of vmesh-hesper-grid.toml, from the mesheval output kept in
+    ``assets/vmesh-<case>/`` (they need root and containers, so this command only reads
+    them; the section says how to make them again)."""
+    lines = ["", "## On the virtual mesh (vmesh-hesper-grid.toml)", "",
+             "20 containers with systemd, meshsubd deployed by the Ansible playbook, in a 5 x 4 "
+             "grid 40 m apart, unit disk 60 m (up to 4 radio hops); HESPER-II with 80 m cells "
+             "(3 x 2 cells of 4, 4 and 2 devices); three topics published in three cells and "
+             "subscribed in six, 13 subscriptions, 60 events; per-hop ACKs for control and "
+             "events (`reliable_events`). Made with (root):", "",
+             "```",
+             "meshsim run firmware-sim/meshsim/scenarios/vmesh-hesper-grid.toml --name hs "
+             "--out runs/hs-noloss",
+             "meshsim run firmware-sim/meshsim/scenarios/vmesh-hesper-grid.toml --name hs "
+             "--set radio.loss=0.1 --out runs/hs-loss10",
+             "mesheval runs/hs-noloss --out docs/results/hesper/vmesh-noloss   # and loss10",
+             "meshsim vmesh down --name hs",
+             "```", "",
+             "| run | delivery ratio | delivered / interested | duplicates | latency mean / "
+             "median / p95 (ms) | data tx per event | tx per delivery (all kinds) | tx by kind "
+             "(data / subscription / control / beacon) | bring-up / deploy / settle / scenario "
+             "(s) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    found = False
+    for case, label in VMESH_CASES:
+        metrics_file = assets / f"vmesh-{case}" / "metrics.json"
+        manifest_file = assets / f"vmesh-{case}" / "manifest.json"
+        if not metrics_file.exists():
+            continue
+        found = True
+        (run,) = json.loads(metrics_file.read_text())["runs"]
+        m = run["metrics"]
+        timings = (json.loads(manifest_file.read_text()).get("timings", {})
+                   if manifest_file.exists() else {})
+
+        def ms(key: str, m: dict[str, Any] = m) -> str:
+            v = m.get(key)
+            return "-" if v is None else f"{v * 1000:.0f}"
+
+        t = " / ".join(f"{timings[k]:.0f}" if k in timings else "-"
+                       for k in ("bring_up_s", "deploy_s", "settle_s", "scenario_s"))
+        lines.append(
+            f"| [{label}](hesper/vmesh-{case}/report.md) | {m['delivery_ratio']:.3f} | "
+            f"{m['first_deliveries']} / {m['interested_pairs']} | {m['duplicates']} | "
+            f"{ms('latency_mean_s')} / {ms('latency_median_s')} / {ms('latency_p95_s')} | "
+            f"{m['tx_data_per_event']:.1f} | {m['tx_per_delivery']:.1f} | "
+            f"{m['tx_data_count']} / {m['tx_subscription_count']} / {m['tx_control_count']} / "
+            f"{m['tx_beacon_count']} | {t} |")
+    if not found:
+        return []
+    return [*lines, "", VMESH_NOTES.strip(), ""]
+
+
+VMESH_NOTES = """
+What the loss case shows. Every HESPER message but the intra-cell BEACON travels hop by
+hop as a unicast with a per-hop ACK (`reliable_control`, `reliable_events`; the core's
+reliable sender: RTO 0.2 s doubling, 4 transmissions): a hop is lost only when all four
+copies of the frame are lost, 0.1^4 = 10^-4 per hop at 10 % loss, and a copy whose ACK
+was lost is re-acknowledged but not passed up twice (per-sender reliable ids), so the
+ratio stays at or near 1 with no duplicates, at the price of more transmissions
+(retransmissions and ACKs: the control column) and a longer latency tail (one RTO,
+0.2 s, per lost copy). What the ACKs do not cover: BEACONs (broadcast, no ACK; a member
+leaves a node's cell view only after `member_timeout_s` = 6 s, three lost beacons in a
+row, 10^-3 per pair and beacon period at 10 %) and the daemon's own neighbour
+discovery; a view that loses the broker sends a message to another node of the cell,
+which redirects it (`MAX_REDIRECTS`) or handles it, and the beacon claims hand the
+state back. Without per-hop ACKs for events the same scenario reaches about 0.73 in the
+simulator (`--set radio.loss=0.1 --set protocol.params.reliable_events=false`): events
+cross 2 to 6 radio hops, each kept with probability 0.9.
+"""
 
 
 REASONS = """
@@ -293,9 +408,22 @@ REASONS = """
   a diagonal step (two hops about half the time). The fitted axis figure is therefore
   nearer 1 than 1.21 as density grows, the diagonal one near 1.5; the fit also spreads the
   publisher -> PHB hop over the path's cell hops, which raises both slightly.
-- **SDCT** is not implemented (the spec's description, a join flooded inside a binary tree,
-  leaves the tree's construction and balancing open), so the SDCT columns of the thesis
-  have no counterpart here.
+- **SDCT** is not implemented, so the thesis's SDCT columns have no counterpart here.
+  All the thesis says of it (ch. 2, [PRA05]; spec 004 §1.4, §4.7.1) is: a tree rooted at
+  the publisher with the subscribers as leaves; internal nodes "selected from the
+  network" cache data; a new subscriber sends a join request to the root, the root floods
+  it inside the existing tree, and "according to the location of the subscriber" the best
+  attachment point is found, which keeps the tree a "near-optimal binary" one. A faithful
+  implementation would need what is not given: (1) how the join request reaches the root
+  (flooding, geographic routing, a known root position?); (2) how the flood inside the
+  tree is sent (one broadcast per tree node, or unicast per child) and whether tree
+  nodes answer the root or the subscriber; (3) the criterion of the "best point" (distance
+  to the subscriber, added path length, depth?); (4) how the new branch from that point
+  to the subscriber is built and which nodes become the caching internal nodes; (5) what
+  keeps the tree binary (what happens when the best point already has two children); (6)
+  whether events go down every branch or are filtered per subtree. [PRA05] itself is not
+  among the project's sources. Each choice changes SDCT's message counts by large
+  factors, so a guess could not stand in for the thesis's SDCT figures.
 - **Properties of spec §4.8 items 1-6** are checked by tests, not by this report:
   `tests/property/test_hesper_props.py` (election determinism, topic spreading with a
   chi-squared test, HESPER-I path shape, the union in-tree, HESPER-II next-hop sets and
@@ -397,6 +525,44 @@ def _claims(by: dict[tuple[int, float, int], dict[str, Result]],
 # ------------------------------------------------------------------------- main
 
 
+def evaluate(by_size: dict[str, list[tuple[Point, Path]]], eval_dir: Path,
+             assets: Path | None, reuse: bool) -> dict[str, tuple[Point, dict[str, Any]]]:
+    """mesheval over all RUNDIRs in one batch (Spark's fixed costs once); per-run documents.
+
+    Runs of one size and protocol variant share a scenario name, so mesheval's
+    configurations are (protocol, size and variant, subscriber count). With ``reuse``,
+    an earlier metrics.json of exactly these RUNDIRs is read instead of evaluating again.
+    """
+    runs = [run for group in by_size.values() for run in group]
+    inputs = [str(rundir.resolve()) for _, rundir in runs]
+    earlier = eval_dir / "metrics.json"
+    document: dict[str, Any] | None = None
+    if reuse and earlier.exists():
+        doc = json.loads(earlier.read_text())
+        if sorted(str(Path(p).resolve()) for p in doc.get("inputs", [])) == sorted(inputs):
+            document = doc
+            print(f"mesheval: reusing {earlier}", flush=True)
+    if document is None:
+        from mesheval.batch import run_batch
+        from mesheval.report import write_report as write_eval_report
+        from mesheval.session import get_session
+
+        spark = get_session("local[2]")
+        result = run_batch(spark, [rundir for _, rundir in runs], eval_dir, message_bits=M_B)
+        write_eval_report(result.document, eval_dir)
+        document = result.document
+    points = {p.run_id: p for p, _ in runs}
+    found = {run["run"]: (points[run["run"]], run) for run in document["runs"]
+             if run["run"] in points}
+    if assets is not None:
+        (assets / "sweep").mkdir(parents=True, exist_ok=True)
+        for name in KEPT:
+            if (eval_dir / name).exists():
+                shutil.copyfile(eval_dir / name, assets / "sweep" / name)
+    print(f"mesheval: {len(runs)} runs -> {eval_dir}", flush=True)
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true",
@@ -407,38 +573,63 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--samples", type=int, default=400_000, help="Monte Carlo samples")
     ap.add_argument("--out", type=Path, default=REPORT)
-    ap.add_argument("--jobs", type=int, default=1, help="runs in parallel (processes)")
+    ap.add_argument("--runs", type=Path, default=ROOT / "build" / "hesper-runs",
+                    help="where each point's RUNDIR goes")
+    ap.add_argument("--eval", type=Path, default=ROOT / "build" / "hesper-eval",
+                    help="where mesheval's output goes")
+    ap.add_argument("--reuse", action="store_true",
+                    help="keep RUNDIRs that already hold a manifest (resume a sweep) and "
+                    "mesheval's metrics.json of the same RUNDIRs")
+    ap.add_argument("--jobs", type=int, default=1, help="simulations in parallel (processes)")
     args = ap.parse_args(argv)
     sizes = ["4000-tr70"] if args.quick else args.sizes.split(",")
     subs = [20, 200, 800] if args.quick else [int(s) for s in args.subs.split(",")]
+    started = time.perf_counter()
     mc = monte_carlo_hops(args.samples)
     print(f"Monte Carlo: H_h={mc[0]:.3f} H_d={mc[1]:.3f} max stretch={mc[2]:.3f}", flush=True)
-    jobs = []
+    points: list[Point] = []
     for size in sizes:
-        path = SCENARIOS / f"hesper-{size}.toml"
-        if not path.exists():
-            print(f"hesper_experiments: no scenario {path}", file=sys.stderr)
+        if not (SCENARIOS / f"hesper-{size}.toml").exists():
+            print(f"hesper_experiments: no scenario hesper-{size}.toml in {SCENARIOS}",
+                  file=sys.stderr)
             return 2
         for k in subs:
             for label, proto, variant in PROTOCOLS:
-                jobs.append((path, label, proto, variant, k, args.seed))
-    results: list[Result] = []
+                points.append(Point(size, label, proto, variant, k, args.seed))
+    args.runs.mkdir(parents=True, exist_ok=True)
+    by_size: dict[str, list[tuple[Point, Path]]] = defaultdict(list)
+    fresh = 0
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futures = [pool.submit(run_one, *job) for job in jobs]
-        for job, fut in zip(jobs, futures, strict=True):
-            r = fut.result()
-            results.append(r)
-            print(f"{job[0].stem:18} subs={r.subscribers:4} {r.label:9} "
-                  f"deliv={r.delivery_msgs:7.1f} sub={r.sub_msgs:6} hops={r.hops:5.2f} "
-                  f"ratio={r.delivery_ratio:.3f} dup={r.duplicates} wall={r.wall_s:5.1f}s",
-                  flush=True)
+        futures = [pool.submit(simulate, p, args.runs, args.reuse) for p in points]
+        for p, fut in zip(points, futures, strict=True):
+            rundir, wall = fut.result()
+            by_size[p.size].append((p, rundir))
+            fresh += wall > 0
+            print(f"simulated {p.run_id:28} in {wall:6.1f} s -> {rundir}", flush=True)
+    sim_s = time.perf_counter() - started
+    quick = args.out != REPORT or args.quick
+    found = evaluate(by_size, args.eval, None if quick else ASSETS, args.reuse)
+    eval_s = time.perf_counter() - started - sim_s
+    rundirs = {p.run_id: d for runs in by_size.values() for p, d in runs}
+    results: list[Result] = []
+    for run_id, (p, run) in sorted(found.items()):
+        r = from_metrics(p, run)
+        if p.label == "HESPER-I":
+            add_path_figures(r, rundirs[run_id])
+        results.append(r)
     all_sizes = {"4000-tr70", "4000-tr100", "8000-tr70", "8000-tr100"}
     missing = [f"hesper-{s}.toml (not in this sweep; pass --sizes)"
                for s in sorted(all_sizes - set(sizes))]
     command = "python bench/hesper_experiments.py " + " ".join(argv or sys.argv[1:])
+    total_s = time.perf_counter() - started
+    timing = (f"This invocation took {total_s / 60:.0f} min on this 2-core machine: "
+              f"{fresh} of {len(points)} runs simulated ({sim_s / 60:.0f} min, --jobs "
+              f"{args.jobs}; the others' RUNDIRs reused), then mesheval "
+              f"({eval_s / 60:.0f} min).")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(write_report(results, mc, args.samples, command.strip(), missing))
-    print(f"wrote {args.out}")
+    args.out.write_text(write_report(results, mc, args.samples, command.strip(), missing,
+                                     timing, sorted(by_size), not quick))
+    print(f"wrote {args.out} ({timing})")
     return 0
 
 

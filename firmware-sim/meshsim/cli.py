@@ -19,7 +19,6 @@ from meshsub.core.params import ParameterError
 from meshsub.core.registry import UnknownProtocolError
 
 EXIT_USAGE = 2
-NOT_YET = "not yet (the virtual mesh comes with a later issue)"
 USER_ERRORS = (ScenarioError, ContentError, ParameterError, UnknownProtocolError, RunDirError)
 
 
@@ -58,8 +57,17 @@ def build_parser() -> argparse.ArgumentParser:
     from meshsim.vmesh.cli import add_parser as add_vmesh_parser
 
     add_vmesh_parser(sub, _Parser)
-    p = sub.add_parser("run", help=f"run: {NOT_YET}")
-    p.add_argument("rest", nargs=argparse.REMAINDER)
+    run = sub.add_parser("run", help="run a scenario on the virtual mesh (root: containers)")
+    scenario_args(run)
+    run.add_argument("--out", type=Path, required=True, metavar="RUNDIR",
+                     help="run directory for telemetry, logs and the manifest (new or empty)")
+    run.add_argument("--run-id", help="run id in every record (default: scenario name, "
+                                      "seed, content and the time)")
+    run.add_argument("--name", default="sc", metavar="RUN",
+                     help="name of the virtual-mesh run to use (1-5 of [a-z0-9]; default sc)")
+    run.add_argument("--keep", action="store_true",
+                     help="leave the devices up afterwards (meshsim vmesh ... --name RUN)")
+    run.add_argument("-q", "--quiet", action="store_true", help="print no progress")
     return parser
 
 
@@ -102,6 +110,40 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    import os
+
+    scenario = _load(args)
+    if os.geteuid() != 0:
+        raise UsageError("meshsim run: needs root (network namespaces, containers)")
+    from meshsim.vmesh.errors import VmeshError
+    from meshsim.vmesh.scenario_run import RunOptions, agent_summary, run_on_vmesh
+
+    def progress(msg: str) -> None:
+        if not args.quiet:
+            print(f"meshsim run: {msg}", file=sys.stderr, flush=True)
+
+    try:
+        res = run_on_vmesh(scenario, RunOptions(out=args.out, vmesh_run=args.name,
+                                                run_id=args.run_id, keep=args.keep,
+                                                log=progress))
+    except VmeshError as exc:
+        print(f"meshsim run: {exc}", file=sys.stderr)
+        return 1
+    w = agent_summary(res.agents)
+    tm = res.timings
+    print(f"scenario      {scenario.meta.name} (seed {scenario.meta.seed}), "
+          f"{scenario.protocol.name}, {len(res.devices)} devices")
+    print(f"workload      {w['subscriptions_done']} subscriptions, {w['publications_done']} "
+          f"publications, {w['actions_failed']} not done; {w['deliveries_seen']} deliveries "
+          "seen by the applications")
+    print(f"times         bring-up {tm.get('bring_up_s', 0):.0f} s, deploy "
+          f"{tm.get('deploy_s', 0):.0f} s, scenario {tm.get('scenario_s', 0):.0f} s")
+    print(f"telemetry     {res.out} (run {res.run}, {res.records} records); evaluate with "
+          f"mesheval {res.out} --out REPORTDIR")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
@@ -110,8 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_cli(args)
         if args.command == "run":
-            print(f"meshsim {args.command}: {NOT_YET}", file=sys.stderr)
-            return EXIT_USAGE
+            return cmd_run(args)
         if args.command == "validate":
             return cmd_validate(args)
         return cmd_simulate(args)

@@ -1,15 +1,26 @@
-"""The demo: run scenarios/demo.toml in the simulator and explain what happened.
+"""The demo: one scenario on the virtual mesh and in the simulator, then the evaluation.
 
-``python -m meshsim.demo`` (what ./demo.sh runs) writes the telemetry to
-./runs/demo-<timestamp>/ (or ``--out``) and prints the topology, the
-subscriptions, every published event with its expected and actual deliveries,
-duplicates and the transmissions by kind. Later issues grow this into a
-virtual-mesh run with a Spark report.
+``python -m meshsim.demo`` (what ./demo.sh runs) takes the packaged
+scenarios/demo.toml and
+
+1. simulates it (``meshsim simulate``) and explains what happened: topology,
+   subscriptions, every event with its expected and actual deliveries;
+2. as root, runs the same file on the virtual mesh (``meshsim run``): containers
+   with systemd, meshsub deployed by the playbook, the nftables medium, random
+   waypoint mobility and simulated GPS feeding each device's gpsd;
+3. evaluates both runs with ``mesheval`` (Spark, ``local[2]``) into a report with
+   tables and plots, and prints the headline table, simulator and virtual mesh side
+   by side.
+
+Everything lands in ./runs/demo-<timestamp>/ (``sim/``, ``vmesh/``, ``report/``) or
+``--out``. Without root (or podman) the virtual-mesh step is skipped, and says so.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
+import shutil
 import sys
 from collections.abc import Sequence
 from importlib import resources
@@ -17,10 +28,11 @@ from pathlib import Path
 
 from meshsim.cli import USER_ERRORS, UsageError, _Parser
 from meshsim.des.graph import summarize
-from meshsim.des.radio import compute_links, make_model
 from meshsim.des.run import RunResult, run_scenario
 from meshsim.des.summary import outcomes, totals
-from meshsim.scenario import load_scenario
+from meshsim.medium.radio import compute_links, make_model
+from meshsim.scenario import Scenario, load_scenario
+from meshsim.vmesh.errors import VmeshError
 from meshsub.core.syntax import format_event
 
 
@@ -91,29 +103,90 @@ def report(result: RunResult, out: Path) -> str:
     return "\n".join(lines)
 
 
+def vmesh_available() -> str | None:
+    """Why the virtual mesh cannot run here, or None if it can."""
+    if os.geteuid() != 0:
+        return "the virtual mesh needs root (network namespaces, containers)"
+    missing = [t for t in ("podman", "debootstrap", "nft", "tcpdump") if shutil.which(t) is None]
+    if missing:
+        return f"the virtual mesh needs {', '.join(missing)} (scripts/bootstrap.sh installs them)"
+    return None
+
+
+def _progress(msg: str) -> None:
+    print(f"  [vmesh] {msg}", flush=True)
+
+
+def run_vmesh(scenario: Scenario, out: Path) -> str:
+    """Run on the virtual mesh; a short account of it."""
+    from meshsim.vmesh.scenario_run import RunOptions, agent_summary, run_on_vmesh
+
+    res = run_on_vmesh(scenario, RunOptions(out=out, vmesh_run="demo", log=_progress))
+    w = agent_summary(res.agents)
+    tm = res.timings
+    return "\n".join([
+        f"Virtual mesh: {len(res.devices)} containers with systemd, meshsub deployed by "
+        "deploy/ansible/site.yml",
+        f"  bring-up {tm.get('bring_up_s', 0):.0f} s, playbook {tm.get('deploy_s', 0):.0f} s, "
+        f"scenario {tm.get('scenario_s', 0):.0f} s; medium updates: "
+        f"{res.manifest['stats']['medium'].get('updates')} (median "
+        f"{res.manifest['stats']['medium'].get('update_median_s')} s)",
+        f"  applications: {w['subscriptions_done']} subscriptions and "
+        f"{w['publications_done']} events acknowledged by the local brokers "
+        f"({w['actions_failed']} not done), {w['deliveries_seen']} deliveries received",
+        f"  telemetry: {out}/nodes/<id>/ ({res.records} records), journals in {out}/logs/, "
+        f"run id {res.run}",
+    ])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _Parser(prog="meshsim.demo", description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", type=Path, default=None, help="scenario file "
                         "(default: the packaged scenarios/demo.toml)")
-    parser.add_argument("--out", type=Path, help="run directory (default ./runs/demo-<time>)")
+    parser.add_argument("--out", type=Path, help="output directory (default ./runs/demo-<time>)")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY.PATH=VALUE")
     parser.add_argument("--seed", type=int)
+    parser.add_argument("--tier", choices=("auto", "sim", "vmesh"), default="auto",
+                        help="sim: simulator only; vmesh: also the virtual mesh (root); "
+                             "auto: the virtual mesh where it can run")
+    parser.add_argument("--no-report", action="store_true",
+                        help="skip the Spark evaluation and its report")
     try:
         args = parser.parse_args(argv)
         scenario = load_scenario(args.scenario or default_scenario(), args.overrides,
                                  seed=args.seed)
+        why_not = vmesh_available() if args.tier != "sim" else "--tier sim"
+        if args.tier == "vmesh" and why_not:
+            raise UsageError(f"meshsim.demo: {why_not}")
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         out = args.out or Path("runs") / f"demo-{stamp}"
-        result = run_scenario(scenario, out)
-        print(report(result, out))
-        return 0
+        result = run_scenario(scenario, out / "sim")
+        print(report(result, out / "sim"))
+        rundirs = [out / "sim"]
+        print()
+        if why_not is None:
+            print("Running the same scenario on the virtual mesh (the first run builds the "
+                  "device image: a few minutes)", flush=True)
+            print(run_vmesh(scenario, out / "vmesh"))
+            rundirs.append(out / "vmesh")
+        else:
+            print(f"Virtual mesh skipped: {why_not}")
+        if args.no_report:
+            return 0
+        from mesheval.cli import main as mesheval_main
+
+        print("\nEvaluation (mesheval, Spark local[2]):", flush=True)
+        return mesheval_main([*map(str, rundirs), "--out", str(out / "report")])
     except UsageError as exc:
         print(exc, file=sys.stderr)
         return 2
     except USER_ERRORS as exc:
         print(f"meshsim.demo: {exc}", file=sys.stderr)
         return 2
+    except VmeshError as exc:
+        print(f"meshsim.demo: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

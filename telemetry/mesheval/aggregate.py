@@ -65,4 +65,5 @@ def aggregate(
 
 def _sort_key(s: RunSettings) -> tuple[Any, ...]:
     number = s.param_number
-    return (s.scenario, s.param_name, number is None, number or 0.0, s.param_value, s.protocol)
+    return (s.scenario, s.param_name, number is None, number or 0.0, s.param_value, s.protocol,
+            s.tier)

@@ -48,8 +48,13 @@ def run_batch(
     warmup_s: float | None = None,
     window_s: float = 10.0,
     range_m: float = 100.0,
+    message_bits: int | None = None,
 ) -> BatchResult:
-    """Evaluate ``rundirs`` and write ``out/metrics.json`` and ``out/tables/``."""
+    """Evaluate ``rundirs`` and write ``out/metrics.json`` and ``out/tables/``.
+
+    ``message_bits``: charge every transmission's energy as a message of that many bits
+    (the thesis's fixed message size) instead of its frame's bytes.
+    """
     out.mkdir(parents=True, exist_ok=True)
     loaded = load_rundirs(spark, rundirs, out)
     settings = run_settings(loaded.records, loaded.manifests, warmup_override=warmup_s,
@@ -58,11 +63,13 @@ def run_batch(
         bad = sum(q.invalid for q in loaded.quality)
         raise InputError(f"no valid records: {bad} invalid lines in {len(loaded.quality)} files "
                          f"(first reason: {_first_reason(loaded.quality)})")
-    evaluation = evaluate(loaded.records, settings_frame(spark, settings), window_s=window_s)
+    evaluation = evaluate(loaded.records, settings_frame(spark, settings), window_s=window_s,
+                          message_bits=message_bits)
     groups = aggregate(settings, evaluation.runs)
     document = {
         "tool": "mesheval",
         "window_s": window_s,
+        "message_bits": message_bits,
         "cdf_points": CDF_POINTS,
         "runs": [
             {**s.as_dict(), "metrics": evaluation.runs.get(s.run, {}),

@@ -45,6 +45,16 @@ def _non_negative(text: str) -> float:
     return value
 
 
+def _bits(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of bits: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of bits: {text!r}")
+    return value
+
+
 def eval_parser() -> argparse.ArgumentParser:
     p = OneLineParser(
         prog="mesheval",
@@ -65,6 +75,9 @@ def eval_parser() -> argparse.ArgumentParser:
     p.add_argument("--range", dest="range_m", type=_positive, default=100.0, metavar="M",
                    help="radio range for the energy model when the manifest has none "
                    "(default 100)")
+    p.add_argument("--message-bits", type=_bits, metavar="N",
+                   help="energy: charge every transmission as a message of N bits instead of "
+                   "its frame's bytes (HESPER's Table 4.1: M_b = 320)")
     p.add_argument("--follow", type=Path, metavar="SPOOLDIR",
                    help="streaming mode over a JSON Lines spool directory")
     p.add_argument("--once", action="store_true",
@@ -123,7 +136,8 @@ def _batch(args: argparse.Namespace) -> int:
 
     spark = get_session(args.master)
     result = run_batch(spark, args.rundirs, args.out, warmup_s=args.warmup,
-                       window_s=args.window, range_m=args.range_m)
+                       window_s=args.window, range_m=args.range_m,
+                       message_bits=args.message_bits)
     if not args.no_report:
         write_report(result.document, args.out)
     header, rows = headline(result.document)

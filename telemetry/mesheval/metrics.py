@@ -25,6 +25,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from mesheval.energy import rx_energy_column, tx_energy_column
+from mesheval.settings import GROUP_KEYS
 from mesheval.truth import ground_truth, subscription_intervals
 
 MSG_KINDS = ("data", "subscription", "control", "beacon")
@@ -87,6 +88,7 @@ def delivery_pairs(records: DataFrame, measured: DataFrame, interested: DataFram
         .agg(
             F.min("ts_ns").alias("first_ts"),
             F.min_by("sub_id", "ts_ns").alias("first_sub"),
+            F.min_by("hop", "ts_ns").alias("first_hop"),
             F.count(F.lit(1)).alias("n_records"),
             F.countDistinct(F.coalesce(F.col("sub_id"), F.lit(""))).alias("n_subs"),
         )
@@ -132,11 +134,18 @@ def _positions_asof(tx: DataFrame, positions: DataFrame, key: str, px: str, py: 
     )
 
 
-def traffic(records: DataFrame, pubs: DataFrame, settings: DataFrame) -> DataFrame:
-    """tx/rx records inside the measurement, with their radio energy in joules."""
+def traffic(records: DataFrame, pubs: DataFrame, settings: DataFrame,
+            message_bits: int | None = None) -> DataFrame:
+    """tx/rx records inside the measurement, with their radio energy in joules.
+
+    ``message_bits`` charges every transmission as a message of that many bits instead
+    of its frame's bytes: the thesis's abstraction (HESPER's Table 4.1, M_b = 320), under
+    which protocols whose frames differ in size cost the same per message.
+    """
     radio = records.filter(F.col("event").isin("tx", "rx")).select(
         "run", "node", "event", "ts_ns", "msg_kind", "bytes", "peer", "event_id", "reason"
     )
+    charged = F.col("bytes") if message_bits is None else F.lit(message_bits / 8)
     event_flag = pubs.select("run", "event_id", F.col("measured").alias("_event_measured"))
     radio = radio.join(event_flag, ["run", "event_id"], "left").join(
         settings.select("run", "cutoff_ns", "range_m"), "run"
@@ -159,11 +168,11 @@ def traffic(records: DataFrame, pubs: DataFrame, settings: DataFrame) -> DataFra
         tx = _positions_asof(tx, positions, "_peer", "rx_x", "rx_y")
     distance = F.sqrt(F.pow(F.col("sx") - F.col("rx_x"), 2) + F.pow(F.col("sy") - F.col("rx_y"), 2))
     tx = tx.withColumn(
-        "energy_j", tx_energy_column(F.col("bytes"), F.when(F.col("peer").isNotNull(), distance),
+        "energy_j", tx_energy_column(charged, F.when(F.col("peer").isNotNull(), distance),
                                      F.col("range_m"))
     ).drop("sx", "sy", "rx_x", "rx_y", "_peer")
     rx = radio.filter(F.col("event") == "rx").withColumn(
-        "energy_j", rx_energy_column(F.col("bytes")))
+        "energy_j", rx_energy_column(charged))
     return tx.unionByName(rx)
 
 
@@ -193,33 +202,44 @@ def _merge(runs: Runs, part: Runs) -> None:
         runs.setdefault(run, {}).update({k: v for k, v in values.items() if k != "run"})
 
 
-LAT = F.col("latency_s")
-HIT = F.col("state") == "hit"
-NONLOCAL = F.col("state") != "local"
+# Built when used, not at import: pyspark needs a running session for any Column.
+def _lat() -> Column:
+    return F.col("latency_s")
+
+
+def _hit() -> Column:
+    return F.col("state") == "hit"
+
+
+def _nonlocal() -> Column:
+    return F.col("state") != "local"
 
 
 def _delivery_stats(pairs: DataFrame) -> Runs:
     """Ground truth against deliveries: ratio, latency, false positives, duplicates."""
     return _collect_by_run(pairs.groupBy("run").agg(
-        F.sum(_i(F.col("interested") & NONLOCAL)).alias("interested_pairs"),
-        F.sum(_i(HIT)).alias("first_deliveries"),
+        F.sum(_i(F.col("interested") & _nonlocal())).alias("interested_pairs"),
+        F.sum(_i(_hit())).alias("first_deliveries"),
         F.sum(_i(F.col("state") == "fp")).alias("fp_deliveries"),
         F.sum(_i(F.col("state") == "local")).alias("local_deliveries"),
-        F.sum(F.when(NONLOCAL, F.col("n_records"))).alias("deliver_records"),
-        F.sum(F.when(NONLOCAL & (F.col("n_records") > 1), F.col("n_records") - 1))
+        F.sum(F.when(_nonlocal(), F.col("n_records"))).alias("deliver_records"),
+        F.sum(F.when(_nonlocal() & (F.col("n_records") > 1), F.col("n_records") - 1))
         .alias("duplicates"),
-        F.sum(F.when(NONLOCAL, F.col("n_records") - F.col("n_subs"))).alias("duplicates_same_sub"),
-        F.avg(LAT).alias("latency_mean_s"),
-        F.percentile(LAT, 0.5).alias("latency_median_s"),
-        F.percentile(LAT, 0.95).alias("latency_p95_s"),
-        F.percentile(LAT, 0.99).alias("latency_p99_s"),
-        F.min(LAT).alias("latency_min_s"),
-        F.max(LAT).alias("latency_max_s"),
+        F.sum(F.when(_nonlocal(), F.col("n_records") - F.col("n_subs")))
+        .alias("duplicates_same_sub"),
+        F.avg(_lat()).alias("latency_mean_s"),
+        F.avg(F.when(_hit(), F.col("first_hop"))).alias("hop_mean"),
+        F.max(F.when(_hit(), F.col("first_hop"))).alias("hop_max"),
+        F.percentile(_lat(), 0.5).alias("latency_median_s"),
+        F.percentile(_lat(), 0.95).alias("latency_p95_s"),
+        F.percentile(_lat(), 0.99).alias("latency_p99_s"),
+        F.min(_lat()).alias("latency_min_s"),
+        F.max(_lat()).alias("latency_max_s"),
         F.element_at(
-            F.array_sort(F.collect_list(LAT)),
-            (F.floor(F.count(LAT) / 2) + 1).cast("int"),
+            F.array_sort(F.collect_list(_lat())),
+            (F.floor(F.count(_lat()) / 2) + 1).cast("int"),
         ).alias("latency_median_upper_s"),
-        F.percentile_approx(LAT, CDF_POINTS, 10000).alias("_cdf"),
+        F.percentile_approx(_lat(), CDF_POINTS, 10000).alias("_cdf"),
     ))
 
 
@@ -250,13 +270,13 @@ def _per_event(measured: DataFrame, pairs: DataFrame) -> DataFrame:
         measured.drop("content")
         .join(
             pairs.groupBy("run", "event_id").agg(
-                F.sum(_i(F.col("interested") & NONLOCAL)).alias("interested"),
-                F.sum(_i(HIT)).alias("delivered"),
+                F.sum(_i(F.col("interested") & _nonlocal())).alias("interested"),
+                F.sum(_i(_hit())).alias("delivered"),
                 F.sum(_i(F.col("state") == "fp")).alias("false_positives"),
-                F.sum(F.when(NONLOCAL & (F.col("n_records") > 1), F.col("n_records") - 1))
+                F.sum(F.when(_nonlocal() & (F.col("n_records") > 1), F.col("n_records") - 1))
                 .alias("duplicates"),
-                F.avg(LAT).alias("latency_mean_s"),
-                F.max(LAT).alias("latency_max_s"),
+                F.avg(_lat()).alias("latency_mean_s"),
+                F.max(_lat()).alias("latency_max_s"),
             ),
             ["run", "event_id"],
             "left",
@@ -302,11 +322,11 @@ def _windows(pairs: DataFrame, window_s: float) -> list[dict[str, Any]]:
     """Interested and delivered pairs per tumbling window of publish time since t0."""
     windows = [
         row.asDict()
-        for row in pairs.filter(NONLOCAL & F.col("interested"))
+        for row in pairs.filter(_nonlocal() & F.col("interested"))
         .withColumn("window_start_s",
                     F.floor((F.col("pub_ts") - F.col("t0_ns")) / 1e9 / window_s) * window_s)
         .groupBy("run", "window_start_s")
-        .agg(F.count(F.lit(1)).alias("interested"), F.sum(_i(HIT)).alias("delivered"))
+        .agg(F.count(F.lit(1)).alias("interested"), F.sum(_i(_hit())).alias("delivered"))
         .orderBy("run", "window_start_s")
         .collect()
     ]
@@ -322,8 +342,8 @@ def _nodes(records: DataFrame, radio: DataFrame, pairs: DataFrame) -> list[dict[
         F.sum("energy_j").alias("tx_energy_j"))
     place = records.filter(F.col("event") == "position").groupBy("run", "node").agg(
         F.avg("x").alias("x"), F.avg("y").alias("y"))
-    recv = pairs.filter(NONLOCAL).groupBy("run", "node").agg(
-        F.sum(_i(F.col("interested"))).alias("interested"), F.sum(_i(HIT)).alias("delivered"),
+    recv = pairs.filter(_nonlocal()).groupBy("run", "node").agg(
+        F.sum(_i(F.col("interested"))).alias("interested"), F.sum(_i(_hit())).alias("delivered"),
         F.sum(_i(F.col("state") == "fp")).alias("false_positives"))
     names = records.select("run", "node").distinct()
     nodes = [
@@ -342,16 +362,20 @@ def _group_cdf(pairs: DataFrame) -> list[dict[str, Any]]:
     """Latency quantiles per configuration, pooled over its runs."""
     return [
         row.asDict()
-        for row in pairs.filter(HIT)
-        .groupBy("protocol", "scenario", "param_name", "param_value")
-        .agg(F.percentile_approx(LAT, CDF_POINTS, 10000).alias("quantiles"),
+        for row in pairs.filter(_hit())
+        .groupBy(*GROUP_KEYS)
+        .agg(F.percentile_approx(_lat(), CDF_POINTS, 10000).alias("quantiles"),
              F.count(F.lit(1)).alias("n"))
         .collect()
     ]
 
 
-def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0) -> Evaluation:
-    """Compute everything per run; ``settings`` from ``mesheval.settings.settings_frame``."""
+def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
+             message_bits: int | None = None) -> Evaluation:
+    """Compute everything per run; ``settings`` from ``mesheval.settings.settings_frame``.
+
+    ``message_bits``: see ``traffic`` (energy per message instead of per frame byte).
+    """
     pubs = publications(records, settings).cache()
     measured = pubs.filter(F.col("measured")).drop("measured")
     intervals = subscription_intervals(records).cache()
@@ -359,7 +383,7 @@ def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0) ->
     interested = (truth.filter(F.col("status") == "match")
                   .select("run", "event_id", "node").distinct())
     pairs = delivery_pairs(records, measured.drop("content"), interested).cache()
-    radio = traffic(records, pubs, settings).cache()
+    radio = traffic(records, pubs, settings, message_bits).cache()
 
     runs: Runs = {}
     _merge(runs, _collect_by_run(pubs.groupBy("run").agg(
@@ -375,6 +399,9 @@ def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0) ->
         .alias("bad_subscription_content"),
     )))
     _merge(runs, _delivery_stats(pairs))
+    _merge(runs, _collect_by_run(
+        records.filter(F.col("event") == "subscribe").groupBy("run")
+        .agg(F.countDistinct("node").alias("subscribers"))))
     _merge(runs, _late_subscribers(pairs, intervals))
     _merge(runs, _orphans(records, pubs))
     per_event = _per_event(measured, pairs)
@@ -404,7 +431,7 @@ def _derive(m: dict[str, Any]) -> None:
                 "fp_deliveries", "local_deliveries", "deliver_records", "duplicates",
                 "duplicates_same_sub", "fp_late_subscriber", "orphan_deliveries",
                 "publish_duplicates", "bad_event_content", "bad_subscription_content",
-                "events_with_interest", "events_fully_delivered"):
+                "events_with_interest", "events_fully_delivered", "subscribers"):
         m[key] = int(m.get(key) or 0)
     hits = m["first_deliveries"]
     m["delivery_ratio"] = _ratio(hits, m["interested_pairs"])
@@ -423,6 +450,7 @@ def _derive(m: dict[str, Any]) -> None:
         m[f"tx_{kind}_per_delivery"] = _ratio(m[f"tx_{kind}_count"], hits)
         m[f"bytes_{kind}_per_delivery"] = _ratio(m[f"tx_{kind}_bytes"], hits)
     m["tx_per_delivery"] = _ratio(tx_all, hits)
+    m["tx_data_per_event"] = _ratio(m["tx_data_count"], m["events"])
     m["bytes_per_delivery"] = _ratio(bytes_all, hits)
     m["control_share_bytes"] = _ratio(bytes_all - m["tx_data_bytes"], bytes_all)
     m["overhead_ratio"] = _ratio(m["tx_data_count"] - hits, hits) if hits else None
@@ -436,6 +464,9 @@ def _derive(m: dict[str, Any]) -> None:
     m["energy_per_event_j"] = _ratio(data_event, m["events"])
     m["energy_per_subscriber_j"] = _ratio(data_event, m["interested_pairs"])
     m["energy_per_delivery_j"] = _ratio(energy, hits)
+    m["energy_subscription_j"] = m["tx_subscription_energy_j"] + m["rx_subscription_energy_j"]
+    m["energy_subscription_per_subscriber_j"] = _ratio(m["energy_subscription_j"],
+                                                       m["subscribers"])
     records_fp = m.pop("fp_forward_records", None)
     counter_fp = m.pop("fp_forward_counter", None)
     m["fp_forward"] = (int(records_fp) if records_fp

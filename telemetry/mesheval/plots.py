@@ -27,10 +27,23 @@ def _save(fig: Figure, path: Path) -> Path:
     return path
 
 
-def _by_protocol(groups: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+def _series(g: Mapping[str, Any], groups: Sequence[Mapping[str, Any]]) -> str:
+    """A plotted series: the protocol; with its scenario when the protocol ran in several
+    (e.g. two variants or network sizes, whose points would otherwise mix), and with its
+    tier when the document mixes tiers."""
+    protocol = str(g["protocol"])
+    label = protocol
+    if len({str(x.get("scenario")) for x in groups if str(x["protocol"]) == protocol}) > 1:
+        label += f" ({g.get('scenario')})"
+    if len({x.get("tier") for x in groups}) > 1:
+        label += f" [{g.get('tier', 'unknown')}]"
+    return label
+
+
+def _by_series(groups: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
     out: dict[str, list[Mapping[str, Any]]] = {}
     for g in groups:
-        out.setdefault(str(g["protocol"]), []).append(g)
+        out.setdefault(_series(g, groups), []).append(g)
     return out
 
 
@@ -53,10 +66,11 @@ def metric_vs_param(
     xpos, labels = _x_axis(groups)
     fig, axes = plt.subplots(1, len(metrics), figsize=(5.2 * len(metrics), 4.0), squeeze=False)
     for ax, (metric, label) in zip(axes[0], metrics, strict=True):
-        for protocol, members in sorted(_by_protocol(groups).items()):
+        for protocol, members in sorted(_by_series(groups).items()):
             pts = sorted(
-                (xpos[str(g["param_value"])], g["metrics"][metric]) for g in members
-                if g["metrics"].get(metric, {}).get("mean") is not None
+                ((xpos[str(g["param_value"])], g["metrics"][metric]) for g in members
+                 if g["metrics"].get(metric, {}).get("mean") is not None),
+                key=lambda p: p[0],
             )
             if not pts:
                 continue
@@ -87,7 +101,7 @@ def latency_cdf(doc: Mapping[str, Any], path: Path) -> Path | None:
     points = doc.get("cdf_points", [])
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for c in sorted(curves, key=lambda c: (c["protocol"], str(c["param_value"]))):
-        label = f"{c['protocol']} {c['param_name']}={c['param_value']} (n={c['n']})"
+        label = f"{_series(c, curves)} {c['param_name']}={c['param_value']} (n={c['n']})"
         ax.step(c["quantiles"], points, where="post", label=label)
     ax.set_xlabel("latency of first delivery (s)")
     ax.set_ylabel("fraction of deliveries")
@@ -135,7 +149,8 @@ def protocol_comparison(doc: Mapping[str, Any], path: Path) -> Path | None:
     panels = [("delivery_ratio", "delivery ratio"), ("latency_median_s", "median latency (s)"),
               ("bytes_per_delivery", "bytes sent per delivery"),
               ("energy_per_event_j", "data energy per event (J)")]
-    protocols = sorted({str(g["protocol"]) for g in groups})
+    series = _by_series(groups)
+    protocols = sorted(series)
     xpos, _ = _x_axis(groups)
     values = sorted(xpos, key=lambda v: xpos[v])
     width = 0.8 / len(protocols)
@@ -143,8 +158,7 @@ def protocol_comparison(doc: Mapping[str, Any], path: Path) -> Path | None:
                                             6.4))
     for ax, (metric, label) in zip(axes.flat, panels, strict=True):
         for i, protocol in enumerate(protocols):
-            stats = {str(g["param_value"]): g["metrics"][metric] for g in groups
-                     if g["protocol"] == protocol}
+            stats = {str(g["param_value"]): g["metrics"][metric] for g in series[protocol]}
             xs = [j + (i - (len(protocols) - 1) / 2) * width for j in range(len(values))]
             means = [stats.get(v, {}).get("mean") for v in values]
             errs = [stats.get(v, {}).get("half_width") or 0.0 for v in values]

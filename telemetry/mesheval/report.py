@@ -65,11 +65,13 @@ def cell(stat: Mapping[str, Any], scale: float = 1.0) -> str:
 
 def headline(doc: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the per-configuration table (CLI, markdown, HTML)."""
-    header = ["protocol", "scenario", "parameter", "runs"] + [t for _, t, _ in HEADLINE_COLUMNS]
+    header = ["protocol", "scenario", "tier", "parameter", "runs"] + [
+        t for _, t, _ in HEADLINE_COLUMNS]
     rows = []
     for g in doc.get("groups", []):
         rows.append([
-            str(g["protocol"]), str(g["scenario"]), f"{g['param_name']}={g['param_value']}",
+            str(g["protocol"]), str(g["scenario"]), str(g.get("tier", "unknown")),
+            f"{g['param_name']}={g['param_value']}",
             str(len(g["runs"])),
         ] + [cell(g["metrics"].get(m, {}), s) for m, _, s in HEADLINE_COLUMNS])
     return header, rows

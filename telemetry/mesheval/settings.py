@@ -23,8 +23,9 @@ from pyspark.sql.types import (
 
 from mesheval.manifest import RunInfo
 
-GROUP_KEYS = ("protocol", "scenario", "param_name", "param_value")
-"""Runs with equal group keys are seeds of one configuration (averaged with a CI)."""
+GROUP_KEYS = ("protocol", "scenario", "tier", "param_name", "param_value")
+"""Runs with equal group keys are seeds of one configuration (averaged with a CI); a
+scenario run in the simulator and on the virtual mesh are two configurations."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ SETTINGS_SCHEMA = StructType(
         StructField("run", StringType()),
         StructField("protocol", StringType()),
         StructField("scenario", StringType()),
+        StructField("tier", StringType()),
         StructField("param_name", StringType()),
         StructField("param_value", StringType()),
         StructField("range_m", DoubleType()),
@@ -120,7 +122,7 @@ def run_settings(
 def settings_frame(spark: SparkSession, settings: list[RunSettings]) -> DataFrame:
     """The settings as a small DataFrame to join on ``run``."""
     data = [
-        (s.run, s.protocol, s.scenario, s.param_name, s.param_value, s.range_m, s.t0_ns,
+        (s.run, s.protocol, s.scenario, s.tier, s.param_name, s.param_value, s.range_m, s.t0_ns,
          s.cutoff_ns)
         for s in settings
     ]

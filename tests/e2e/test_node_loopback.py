@@ -394,3 +394,36 @@ def test_config_conflict_found_at_start_exits_2(tmp_path: Path) -> None:
     last = proc.stderr.splitlines()[-1]
     assert last.startswith("meshsubd: ") and "mqtt" in last and "telemetry" in last
     assert "Traceback" not in proc.stderr
+
+
+async def test_live_feed_without_broker_counts_what_the_spool_bound_deleted(
+        tmp_path: Path) -> None:
+    """The node wires the live feed to its spool: with the broker away the backlog stays on
+    disk; what the size bound deletes before it was shipped shows in the status and, at
+    stop, as the spool's last ``telemetry_unshipped`` counter record."""
+    cfg = make_config(tmp_path, 1, free_udp_port(), [],
+                      telemetry={"mqtt_topic": "meshsub/telemetry/1",
+                                 "max_spool_bytes": 1_000_000, "roll_bytes": 100_000})
+    node = Node(cfg, notifier=SystemdNotifier({}))
+    await node.start()
+    try:
+        assert node.spool is not None and node.feed is not None
+        for _ in range(100):  # ~50 kB a round, below roll_bytes: roll() closes the file
+            for n in range(500):
+                node.record("neighbor_up", {"peer": n})
+            node.spool.roll()
+            await asyncio.sleep(0)
+            if node.spool.counters["files_deleted"] >= 2:
+                break
+        assert node.spool.counters["files_deleted"] >= 2
+        await until(lambda: node.feed is not None and node.feed.reader.lost > 0, "loss seen")
+        live = (await control(node, {"cmd": "status"}))["telemetry"]["live"]
+        assert live["state"] != "connected" and live["acked"] is None
+        assert live["lost"] == node.feed.reader.lost and live["backlog_bytes"] > 900_000
+    finally:
+        await node.stop()
+    spool = Path(cfg.storage.spool_dir)
+    last = sorted(spool.glob("1-*.jsonl"), key=lambda p: int(p.stem.split("-")[2]))[-1]
+    counters = [r for r in map(parse_line, last.read_text().splitlines())
+                if r["event"] == "counter" and r["reason"] == "telemetry_unshipped"]
+    assert counters and counters[-1]["bytes"] == node.feed.reader.lost

@@ -268,3 +268,34 @@ def test_messages_round_trip() -> None:
         m.Beacon((1.0, 2.0), m.Cell(0, 0), 0.5, False, ("temp",)),
     ):
         assert type(obj).from_wire(obj.to_wire()) == obj  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("reliable_events", [False, True])
+def test_reliable_events_survive_a_lost_hop(reliable_events: bool) -> None:
+    """The first transmission of each EVENT frame is lost: with per-hop ACKs the event
+    is retransmitted and arrives once; without, every event is lost at its first hop."""
+    net, cells = lattice(4, 1, reliable_events=reliable_events)
+    subscriber = cells[(3, 0)][0]
+    net.subscribe(subscriber, "s", sub("temp gx=0 gy=0 value>10"))
+    net.run(until=5.0)
+    seen: set[tuple[int, int, str]] = set()
+
+    def first_event_copy_lost(src: int, dst: int, message: Message) -> bool:
+        if message.type != m.EVENT:
+            return False
+        key = (src, dst, str(message.id))
+        if key in seen:
+            return False
+        seen.add(key)
+        return True
+
+    net.loss = first_event_copy_lost
+    ids = [net.publish(cells[(0, 0)][4], parse_event(f"temp gx=0 gy=0 value={v}"))
+           for v in (20, 30)]
+    net.run(until=15.0)
+    got = Counter(str(d.event_id) for _, n, d in net.delivered if n == subscriber)
+    if reliable_events:
+        assert got == {str(i): 1 for i in ids}
+        assert len(seen) >= 2 * 3  # every hop of both events lost once: at least 3 hops each
+    else:
+        assert got == {}

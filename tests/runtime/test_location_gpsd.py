@@ -12,11 +12,11 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
-from functools import reduce
 from pathlib import Path
 
 import pytest
 
+from meshsim.gps.nmea import Epoch, Satellite, encode
 from meshsub.core.api import Position
 from meshsub.core.geo import LocalFrame
 from meshsub.runtime.location import (
@@ -30,41 +30,14 @@ from meshsub.runtime.location import (
 M_PER_DEG_LAT = 111_132.954
 
 
-def nmea(body: str) -> str:
-    checksum = reduce(lambda acc, ch: acc ^ ord(ch), body, 0)
-    return f"${body}*{checksum:02X}\r\n"
-
-
-def degmin(value: float, lat: bool) -> tuple[str, str]:
-    d = int(abs(value))
-    m = (abs(value) - d) * 60
-    text = f"{d:02d}{m:07.4f}" if lat else f"{d:03d}{m:07.4f}"
-    hemi = ("N" if value >= 0 else "S") if lat else ("E" if value >= 0 else "W")
-    return text, hemi
-
-
 def nmea_log(start_lat: float, lon: float, step_deg: float, count: int) -> str:
-    """One u-blox-like epoch per second: RMC, GGA, GSA, GSV x2 (8 satellites, HDOP 0.9)."""
-    sats = [(i + 1, 10 + i * 8, 30 * i, 40) for i in range(8)]
-    out = []
-    for i in range(count):
-        t = f"1200{i:02d}.00"
-        la, ns = degmin(start_lat + i * step_deg, True)
-        lo, ew = degmin(lon, False)
-        out.append(nmea(f"GPRMC,{t},A,{la},{ns},{lo},{ew},0.5,0.0,221126,,,A"))
-        out.append(nmea(f"GPGGA,{t},{la},{ns},{lo},{ew},1,08,0.9,250.0,M,47.0,M,,"))
-        out.append(nmea("GPGSA,A,3,01,02,03,04,05,06,07,08,,,,,1.5,0.9,1.2"))
-        for k in range(2):
-            chunk = ",".join(f"{p:02d},{e:02d},{a:03d},{n:02d}" for p, e, a, n in
-                             sats[k * 4:k * 4 + 4])
-            out.append(nmea(f"GPGSV,2,{k + 1},08,{chunk}"))
-    return "".join(out)
-
-
-def test_nmea_checksum_helper() -> None:
-    # the textbook example sentence
-    assert nmea("GPGGA,092750.000,5321.6802,N,00630.3372,W,1,8,1.03,61.7,M,55.2,M,,") \
-        .endswith("*76\r\n")
+    """One receiver epoch per second, as ``meshsim.gps`` writes it: 8 satellites used,
+    HDOP 0.9, altitude 250 m above mean sea level (geoid 47 m above the ellipsoid)."""
+    sats = tuple(Satellite(i + 1, 10 + i * 8, 30 * i, 40) for i in range(8))
+    epochs = (Epoch(utc=1_795_000_000.0 + i, fix=True, lat=start_lat + i * step_deg, lon=lon,
+                    alt_m=250.0, geoid_sep_m=47.0, hdop=0.9, vdop=1.2, pdop=1.5,
+                    used=tuple(range(1, 9)), in_view=sats) for i in range(count))
+    return "".join(encode(e).decode("ascii") for e in epochs)
 
 
 def test_parser_merges_sky_into_tpv() -> None:

@@ -8,8 +8,10 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from test_location_gpsd import nmea, nmea_log  # sibling module (rootdir-less test layout)
+from test_location_gpsd import nmea_log  # sibling module (rootdir-less test layout)
 
+from meshsim.gps.nmea import Epoch, rmc
+from meshsim.gps.nmea import sentence as nmea
 from meshsub.runtime.location import Fix, NmeaAssembler, NmeaSerialSource
 
 GGA = "GPGGA,092750.000,5321.6802,N,00630.3372,W,1,08,1.03,61.7,M,55.2,M,,"
@@ -90,7 +92,9 @@ async def test_serial_pty_end_to_end(pty: tuple[int, str]) -> None:
             assert time.monotonic() < deadline
             await asyncio.sleep(0.01)
         noise = b"\xff\xfe\x00garbage at open\r\n" + ("$" + GGA + "*00\r\n").encode()
-        log = nmea_log(45.0, 7.0, 0.0001, 3).encode()
+        # switched on mid-epoch: the stream starts with the RMC that ends an epoch
+        log = (rmc(Epoch(1_794_999_999.0, True, 45.0, 7.0))
+               + nmea_log(45.0, 7.0, 0.0001, 3)).encode()
         os.write(master, noise + log[:50])  # a sentence split across reads
         await asyncio.sleep(0.05)
         os.write(master, log[50:] + b"x" * 600 + b"\r\n")  # an overlong line
@@ -101,7 +105,7 @@ async def test_serial_pty_end_to_end(pty: tuple[int, str]) -> None:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-    # the first epoch starts with RMC: a 2D fix before any GGA; then one fix per GGA
+    # the leading RMC gives a 2D fix before any GGA; then one fix per GGA
     assert fixes[0].mode == 2 and fixes[0].satellites is None
     gga = fixes[1:]
     assert [round(f.lat or 0, 6) for f in gga] == [45.0, 45.0001, 45.0002]

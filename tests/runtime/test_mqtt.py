@@ -14,10 +14,12 @@ import pytest
 from mosquitto import Mosquitto, have_mosquitto
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
+from telemetry_sink import Sink
 
 from meshsub.core.api import Deliver, MessageId
 from meshsub.core.content import Event, Subscription
 from meshsub.core.syntax import parse_event
+from meshsub.runtime.livefeed import FeedSettings, TelemetryFeed
 from meshsub.runtime.mqtt import (
     PROP_EVENT_ID,
     PROP_ORIGIN,
@@ -27,6 +29,7 @@ from meshsub.runtime.mqtt import (
     check_sub_id,
     event_from_payload,
 )
+from meshsub.runtime.spool import TelemetrySpool
 from meshsub.runtime.store import LocalPublisher, Store, StoreError
 
 NODE = 0x2A
@@ -376,15 +379,36 @@ async def test_redelivered_packet_is_recognised(store: Store) -> None:
     assert bridge.counters["redelivered"] == 1
 
 
-async def test_live_telemetry_only_when_connected(broker: Broker, store: Store) -> None:
-    node = FakeNode()
+async def test_live_telemetry_written_while_offline_arrives_when_connected(
+        broker: Broker, store: Store, tmp_path: Path) -> None:
+    """The bridge no longer publishes telemetry (it used to, QoS 0, only while connected,
+    so records written while the broker was away were lost). The live feed ships the
+    spool: what was written offline arrives, in order, QoS 1, once the broker is back."""
     topic = f"meshsub/telemetry/{NODE}"
-    bridge = _bridge(_settings(broker, telemetry_topic=topic), store, node)
-    bridge.publish_telemetry('{"x":1}')
-    assert bridge.counters["dropped:telemetry_offline"] == 1
-    async with running(bridge), app_client(broker, topic) as app:
-        bridge.publish_telemetry('{"x":2}')
-        assert (await next_message(app)).payload == b'{"x":2}'
+    sink = Sink(broker.port, topic)
+    spool = TelemetrySpool(tmp_path / "spool", node=NODE, epoch=1, flush_interval_s=0.05)
+    feed = TelemetryFeed(_settings(broker, telemetry_topic=topic), FeedSettings(topic),
+                         node=NODE, spool_dir=spool.dir, store=store)
+    spool.on_flush, spool.on_delete = feed.wake, feed.reader.deleted
+    try:
+        await until(sink.subscribed.is_set, "sink subscribed")
+        broker.stop()
+        await spool.start()
+        await feed.start()
+        for peer in range(50):
+            spool.emit("neighbor_up", peer=peer)
+        await until(lambda: feed.reader.backlog_bytes() > 0, "records on disk")
+        assert feed.state != "connected" and feed.counters["records"] == 0
+        await broker.start()
+        await until(lambda: len(sink.recs()) >= 50, "records after the broker came")
+        assert sink.recs() == list(range(50))
+        assert all(m.qos == 1 for m in sink.messages)
+        assert ("meshsub-node", str(NODE)) in sink.messages[0].properties.UserProperty
+        assert not hasattr(MqttBridge, "publish_telemetry")
+    finally:
+        await feed.stop()
+        await spool.stop()
+        sink.close()
 
 
 class _FakePaho:

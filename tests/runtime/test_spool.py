@@ -126,6 +126,24 @@ async def test_full_buffer_drops_new_records_and_says_so(tmp_path: Path) -> None
     assert got[-1]["event"] == "counter" and got[-1]["bytes"] == 3
 
 
+async def test_emit_numbers_every_record_and_a_drop_leaves_a_gap(tmp_path: Path) -> None:
+    """``rec`` counts records as the spool made them: a dropped one keeps its number (the
+    loss is a visible gap) and the loss's own counter record is numbered too, so a reader
+    can recognise a re-sent copy of every record."""
+    s = spool(tmp_path, max_buffer_records=3)
+    await s.start()
+    assert [s.emit("neighbor_up", peer=n) for n in range(4)] == [True, True, True, False]
+    s.flush()
+    assert s.emit("neighbor_down", peer=1)
+    await s.stop()
+    got = lines(tmp_path / "5-3-1.jsonl")
+    assert [(r["event"], r["rec"]) for r in got] == [
+        ("neighbor_up", 0), ("neighbor_up", 1), ("neighbor_up", 2), ("neighbor_down", 4),
+        ("counter", 5)]
+    assert got[-1]["reason"] == "telemetry_dropped" and got[-1]["bytes"] == 1
+    assert all(r["epoch"] == 3 for r in got)
+
+
 async def test_crash_leftovers_are_recovered(tmp_path: Path) -> None:
     good = json.dumps(record(1), separators=(",", ":"))
     (tmp_path / ".current-2-4.jsonl").write_text(good + "\n" + good[:20])  # torn last line
@@ -160,21 +178,33 @@ async def test_numbering_continues_within_an_epoch(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["5-3-1.jsonl", "5-3-2.jsonl"]
 
 
-async def test_live_hook_gets_lines_and_may_fail(tmp_path: Path) -> None:
-    seen: list[str] = []
+async def test_hooks_are_told_and_may_fail(tmp_path: Path) -> None:
+    """A reader is woken after each flush and shown a file before the bound deletes it;
+    a failing hook is counted and changes nothing for the spool."""
+    flushes: list[int] = []
+    deleted: list[tuple[str, int]] = []
 
-    def live(line: str) -> None:
-        seen.append(line)
-        if len(seen) == 2:
-            raise RuntimeError("broker gone")
+    def on_flush() -> None:
+        flushes.append(s._file_bytes)
+        if len(flushes) == 2:
+            raise RuntimeError("reader gone")
 
-    s = spool(tmp_path, live=live)
+    def on_delete(path: Path, data: bytes) -> None:
+        deleted.append((path.name, data.count(b"\n")))
+        raise RuntimeError("reader gone")
+
+    s = spool(tmp_path, max_file_bytes=300, max_total_bytes=600, on_flush=on_flush,
+              on_delete=on_delete)
     await s.start()
-    for n in range(3):
-        assert s.write(record(n))
+    s.flush()  # nothing written: no call
+    for n in range(8):
+        s.write(record(n))
+        s.roll()
     await s.stop()
-    assert [json.loads(x)["rec"] for x in seen] == [0, 1, 2]
-    assert s.counters["live_errors"] == 1
+    assert len(flushes) >= 8 and all(size > 0 for size in flushes)
+    assert deleted and deleted[0] == ("5-3-1.jsonl", 1)
+    assert not (tmp_path / "5-3-1.jsonl").exists()  # deleted all the same
+    assert s.counters["hook_errors"] == 1 + len(deleted)
 
 
 def test_bad_bounds() -> None:

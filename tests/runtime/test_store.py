@@ -55,6 +55,16 @@ def test_epoch_increments_across_reopen(tmp_path: Path) -> None:
         assert s.next_epoch() == 3
 
 
+def test_feed_cursor_survives_reopen(tmp_path: Path) -> None:
+    with Store.in_state_dir(tmp_path) as s:
+        assert s.feed_cursor() is None
+        s.save_feed_cursor(3, 7, 4096)
+        s.save_feed_cursor(4, 1, 120)
+        assert s.epoch == 0  # the cursor lives beside the epoch, not on it
+    with Store.in_state_dir(tmp_path) as s:
+        assert s.feed_cursor() == (4, 1, 120)
+
+
 def test_subscriptions_roundtrip(tmp_path: Path) -> None:
     with Store.in_state_dir(tmp_path) as s:
         s.put_subscription("a", "sensors/# x>1")

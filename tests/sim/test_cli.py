@@ -80,6 +80,14 @@ def test_validate_and_simulate_succeed(tmp_path: Path) -> None:
     assert proc.returncode == 0 and proc.stdout == ""
 
 
-@pytest.mark.parametrize("command", ["run"])
-def test_not_yet_commands(command: str) -> None:
-    assert_one_line_error(meshsim(command, "anything"), "not yet")
+def test_run_refuses_bad_input_before_touching_devices(tmp_path: Path) -> None:
+    out = str(tmp_path / "r")
+    assert_one_line_error(meshsim("run", str(tmp_path / "missing.toml"), "--out", out),
+                          "cannot read")
+    assert_one_line_error(meshsim("run", str(SCENARIOS / "epidemic-partition.toml")), "--out")
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[scenario]\nname = "x"\n')
+    assert_one_line_error(meshsim("run", str(bad), "--out", out), "scenario.duration_s")
+    assert_one_line_error(meshsim("run", str(SCENARIOS / "epidemic-partition.toml"), "--out",
+                                  out, "--set", "protocol.name=nope"), "unknown protocol")
+    assert not (tmp_path / "r").exists()

@@ -1,4 +1,5 @@
-"""The demo runs the packaged scenario and explains it."""
+"""The demo runs the packaged scenario, explains it and evaluates it (simulator tier here;
+the virtual-mesh tier is what tests/vmesh/test_run_root.py exercises)."""
 
 from __future__ import annotations
 
@@ -9,16 +10,27 @@ import pytest
 from meshsim.demo import main
 
 
-def test_demo_reports_every_section(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--out", str(tmp_path / "run")]) == 0
+@pytest.mark.slow
+def test_demo_reports_every_section_and_the_evaluation(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("pyspark")
+    assert main(["--out", str(tmp_path / "demo"), "--tier", "sim"]) == 0
     out = capsys.readouterr().out
     for heading in ("Topology", "Subscriptions (", "Events published (", "Duplicates",
-                    "Transmissions", "Run"):
+                    "Transmissions", "Run", "Virtual mesh skipped: --tier sim",
+                    "Evaluation (mesheval"):
         assert heading in out
-    assert "mean degree" in out and "diameter" in out
+    assert "mean degree" in out
     assert "0 to non-matching subscriptions" in out
-    assert str(tmp_path / "run") in out
-    assert (tmp_path / "run" / "manifest.json").exists()
+    assert str(tmp_path / "demo" / "sim") in out
+    assert (tmp_path / "demo" / "sim" / "manifest.json").exists()
+    # the headline table: one configuration, simulation tier
+    assert any(line.split()[:3] == ["flooding", "demo", "simulation"]
+               for line in out.splitlines())
+    report = tmp_path / "demo" / "report"
+    assert (report / "report.html").stat().st_size > 10_000
+    for png in ("delivery_ratio.png", "latency_cdf.png", "load_map.png", "protocols.png"):
+        assert (report / png).read_bytes()[:4] == b"\x89PNG"
 
 
 def test_demo_user_errors_are_one_line(tmp_path: Path,
@@ -26,3 +38,5 @@ def test_demo_user_errors_are_one_line(tmp_path: Path,
     assert main(["--out", str(tmp_path / "r"), "--set", "protocol.name=nope"]) == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and "unknown protocol 'nope'" in err
+    assert main(["--out", str(tmp_path / "r"), "--tier", "moon"]) == 2
+    assert "--tier" in capsys.readouterr().err

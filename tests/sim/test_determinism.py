@@ -16,10 +16,10 @@ def _files(run_dir: Path) -> dict[str, bytes]:
 
 
 def test_same_seed_gives_identical_telemetry(tmp_path: Path) -> None:
-    # The demo has random placement, generated workload, link loss and jitter timers.
+    # random50 has random placement, generated workload, link loss and jitter timers.
     runs = []
     for i in range(2):
-        scenario = load_scenario(SCENARIOS / "demo.toml")
+        scenario = load_scenario(SCENARIOS / "random50.toml")
         run_scenario(scenario, tmp_path / f"run{i}")
         runs.append(_files(tmp_path / f"run{i}"))
     assert len(runs[0]) == 50
@@ -27,8 +27,8 @@ def test_same_seed_gives_identical_telemetry(tmp_path: Path) -> None:
 
 
 def test_another_seed_gives_another_run(tmp_path: Path) -> None:
-    a = run_scenario(load_scenario(SCENARIOS / "demo.toml"), tmp_path / "a")
-    b = run_scenario(load_scenario(SCENARIOS / "demo.toml", seed=8), tmp_path / "b")
+    a = run_scenario(load_scenario(SCENARIOS / "random50.toml"), tmp_path / "a")
+    b = run_scenario(load_scenario(SCENARIOS / "random50.toml", seed=8), tmp_path / "b")
     assert a.run != b.run
     assert a.plan.positions != b.plan.positions
     assert [p.event for p in a.plan.publications] != [p.event for p in b.plan.publications]

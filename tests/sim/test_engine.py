@@ -123,6 +123,17 @@ def test_arrival_time_is_hop_delay_plus_serialisation(tmp_path: Path) -> None:
     assert all(r["ts_ns"] == round(expected * 1e9) for r in records if r["event"] == "rx")
 
 
+def test_a_pair_delay_replaces_the_hop_delay_for_that_pair_only() -> None:
+    doc = probe_doc((1.0, 3, "t cmd=bcast"), delay_s=0.01, bitrate_bps=8000.0,
+                    links=[{"a": 3, "b": 4, "delay_s": 0.5}])
+    sim = Simulation(from_dict(doc))
+    sim.run()
+    serial = sim.stats.tx_bytes["data"] * 8 / 8000.0
+    got = dict((r[1], r[0]) for r in inputs("FrameReceived"))
+    assert got[2] == pytest.approx(1.0 + 0.01 + serial)
+    assert got[4] == pytest.approx(1.0 + 0.5 + serial)  # both directions, link unchanged
+
+
 def test_large_messages_are_sized_by_the_real_codec_with_segmentation() -> None:
     sim = Simulation(from_dict(probe_doc((1.0, 3, "t cmd=big arg=5000"), payload_size=1200)))
     stats = sim.run()

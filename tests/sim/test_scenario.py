@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 import pytest
 from simhelpers import SCENARIOS, base_doc
 
-from meshsim.des.radio import compute_links, is_connected, make_model
+from meshsim.medium.radio import compute_links, is_connected, make_model
 from meshsim.scenario import ScenarioError, from_dict, load_scenario, loads_scenario, make_plan
 from meshsim.scenario.overrides import apply_override, split_path
 
@@ -28,7 +29,8 @@ def test_the_base_document_is_valid() -> None:
     assert scenario.end_s == 12.0
 
 
-@pytest.mark.parametrize("name", ["demo.toml", "flooding-200.toml", "epidemic-partition.toml"])
+@pytest.mark.parametrize("name", ["demo.toml", "random50.toml", "flooding-200.toml",
+                                  "epidemic-partition.toml"])
 def test_shipped_scenarios_are_valid(name: str) -> None:
     plan = make_plan(load_scenario(SCENARIOS / name))
     assert plan.positions and plan.publications and plan.subscriptions
@@ -51,6 +53,24 @@ def test_shipped_scenarios_are_valid(name: str) -> None:
         (lambda d: d["radio"].update(links=[{"a": 1, "b": 9, "loss": 0.1}]),
          "radio.links[0].b: unknown node 9"),
         (lambda d: d["radio"].update(links=[{"a": 1, "b": 2}]), "radio.links[0].loss:"),
+        (lambda d: d["radio"].update(links=[{"a": 1, "b": 2, "delay_s": -1}]),
+         "radio.links[0].delay_s: must be >= 0"),
+        (lambda d: d["radio"].update(vmesh_delay="yes"),
+         "radio.vmesh_delay: expected true or false"),
+        (lambda d: d["radio"].update(tx_power_dbm=10),
+         "radio.tx_power_dbm: log_distance only (radio.model is 'unit_disk')"),
+        (lambda d: d["radio"].update(model="log_distance"),
+         "radio.range_m: not used by log_distance"),
+        (lambda d: d.update(radio={"model": "log_distance", "ramp_start": 0.5}),
+         "radio.ramp_start: not used by log_distance"),
+        (lambda d: d.update(radio={"model": "log_distance", "tx_power_dbm": -60.0}),
+         "radio.tx_power_dbm: no link at any distance"),
+        (lambda d: d.update(radio={"model": "log_distance", "path_loss_exp": 0}),
+         "radio.path_loss_exp: must be > 0"),
+        (lambda d: d.update(radio={"model": "log_distance", "frame_bytes": 70000}),
+         "radio.frame_bytes: must be <= 65535"),
+        (lambda d: d.update(radio={"model": "log_distance", "loss": 0.999}),
+         "radio.loss: must be < 0.995 with log_distance"),
         (lambda d: d["nodes"].update(placement="hex"), "nodes.placement: must be one of"),
         (lambda d: d["nodes"].update(count=0), "nodes.count: must be >= 1"),
         (lambda d: d["nodes"].update(connected=True), "nodes.connected: only for"),
@@ -129,11 +149,11 @@ def test_overrides_use_toml_values_and_paths() -> None:
         apply_override(doc, "radio..x=1")
     # An override is validated like the file itself.
     with pytest.raises(ScenarioError, match=r"^radio\.range_m: expected a number"):
-        loads_scenario((SCENARIOS / "demo.toml").read_text(), ["radio.range_m=far"])
+        loads_scenario((SCENARIOS / "random50.toml").read_text(), ["radio.range_m=far"])
 
 
 def test_seed_override_and_manifest_source() -> None:
-    scenario = load_scenario(SCENARIOS / "demo.toml", ["radio.loss=0.1"], seed=99)
+    scenario = load_scenario(SCENARIOS / "random50.toml", ["radio.loss=0.1"], seed=99)
     assert scenario.meta.seed == 99 and scenario.radio.loss == 0.1
     assert scenario.source["scenario"]["seed"] == 99
     assert scenario.overrides == ("radio.loss=0.1", "scenario.seed=99")
@@ -236,6 +256,18 @@ def test_radio_models_and_overrides() -> None:
     links = compute_links(make_plan(scenario).positions, model, scenario.radio.links)
     assert 2 not in links[1] and links[1][5] == links[5][1] == 0.3
     assert math.isclose(links[2][3], 0.1)  # 50 m apart: flat part of the ramp
+
+
+def test_log_distance_radio_computes_its_range() -> None:
+    doc = base_doc()
+    doc["radio"] = {"model": "log_distance", "tx_power_dbm": 15.0, "path_loss_exp": 3.2,
+                    "payload_size": 600}
+    scenario = from_dict(doc)
+    model = make_model(scenario.radio)
+    assert scenario.radio.range_m == model.range_m
+    assert 100.0 < model.range_m < 300.0
+    assert model.loss_at(model.range_m / 2) == pytest.approx(0.0, abs=1e-6)
+    assert make_model(dataclasses.replace(scenario.radio, frame_bytes=60)).range_m > model.range_m
 
 
 def test_the_documented_full_example_is_valid() -> None:

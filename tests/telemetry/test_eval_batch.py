@@ -83,6 +83,41 @@ def test_energy(m: dict[str, Any]) -> None:
     assert m["energy_j"] * 1e6 == pytest.approx(data_tx_uj + data_rx_uj + 15.84 + 18.0 + 31.68)
 
 
+def test_thesis_cost_metrics(m: dict[str, Any]) -> None:
+    """HESPER's metrics (spec 004 §4.7.2) as general ones: cost per event, per subscriber, hops."""
+    assert m["tx_data_per_event"] == pytest.approx(6 / 3)  # data tx of E1, E2, E3
+    # first deliveries: n2 E1 hop 1 (not its duplicate), n3 E1 hop 2, n3 E2 hop 1,
+    # n4 E2 hop 2, n1 E3 hop 1
+    assert m["hop_mean"] == pytest.approx(7 / 5) and m["hop_max"] == 2
+    assert m["subscribers"] == 6  # n1..n6 subscribed (n5 left again: still a subscriber)
+    # the warm-up subscription (t=1) is out; n6's broadcast at t=12 costs 40 bytes at TR
+    assert m["energy_subscription_j"] * 1e6 == pytest.approx(40 * 8 * (0.05 + 0.01 * 4.9))
+    assert m["energy_subscription_per_subscriber_j"] * 1e6 == pytest.approx(31.68 / 6)
+
+
+def test_energy_per_message_of_fixed_size(spark: Any) -> None:
+    """--message-bits 320: every message costs M_b bits whatever its frame's size."""
+    from pyspark.sql import functions as F
+
+    from mesheval.metrics import publications, traffic
+    from mesheval.schema import record_schema
+    from mesheval.settings import SETTINGS_SCHEMA
+
+    rows = [r for recs in evaldata.records().values() for r in recs]
+    schema = record_schema(with_corrupt=False)
+    records = spark.createDataFrame([tuple(r.get(f) for f in schema.fieldNames()) for r in rows],
+                                    schema=schema)
+    settings = spark.createDataFrame(
+        [(evaldata.RUN, "flooding", "handbuilt", "p", "v", 70.0, 0, 5 * evaldata.S)],
+        schema=SETTINGS_SCHEMA)
+    radio = traffic(records, publications(records, settings), settings, message_bits=320)
+    data = {row["event"]: row["e"] for row in radio.filter(F.col("msg_kind") == "data")
+            .groupBy("event").agg(F.sum("energy_j").alias("e")).collect()}
+    # 320 bits * (50 nJ + 10 pJ * d^2): d = 30, TR, 50 (n2 moved), TR, 72.1, 60
+    assert data["tx"] * 1e6 == pytest.approx(18.88 + 31.68 + 24.0 + 31.68 + 32.64 + 27.52)
+    assert data["rx"] * 1e6 == pytest.approx(5 * 16.0)  # five receptions of 320 bits
+
+
 def test_windows_and_nodes(result: Any) -> None:
     windows = {w["window_start_s"]: (w["interested"], w["delivered"])
                for w in result.evaluation.windows}
@@ -152,7 +187,7 @@ def test_energy_with_static_positions(spark: Any) -> None:
     records = spark.createDataFrame([tuple(r.get(f) for f in schema.fieldNames()) for r in rows],
                                     schema=schema)
     settings = spark.createDataFrame(
-        [(evaldata.RUN, "flooding", "handbuilt", "p", "v", 70.0, 0, 5 * evaldata.S)],
+        [(evaldata.RUN, "flooding", "handbuilt", "sim", "p", "v", 70.0, 0, 5 * evaldata.S)],
         schema=SETTINGS_SCHEMA)
     radio = traffic(records, publications(records, settings), settings)
     data_tx = radio.filter((F.col("event") == "tx") & (F.col("msg_kind") == "data")).agg(

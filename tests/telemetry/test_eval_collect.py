@@ -4,11 +4,13 @@ The broker is restarted in the middle, and the collector is stopped while record
 keep coming (and the broker restarted again before it comes back): with QoS 1, a
 persistent session and broker persistence nothing is lost, redeliveries
 and re-sent records are dropped by their (node, epoch, rec) number, and a gap in
-the numbering is counted.
+the numbering is counted: exactly the records a daemon's spool deleted before its
+live feed shipped them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
@@ -20,6 +22,11 @@ from typing import Any
 
 import pytest
 from mosquitto import Mosquitto, have_mosquitto
+
+from meshsub.runtime.livefeed import FeedSettings, TelemetryFeed
+from meshsub.runtime.mqtt import MqttSettings
+from meshsub.runtime.spool import TelemetrySpool
+from meshsub.runtime.store import Store
 
 mqtt = pytest.importorskip("paho.mqtt.client")
 
@@ -139,3 +146,66 @@ def test_collector_survives_broker_and_collector_restarts(broker: Mosquitto,
     assert doc["counters"]["duplicates"] >= 10
     assert doc["counters"]["malformed"] == 1
     assert doc["counters"]["records"] == 260
+
+
+async def test_gaps_are_the_records_a_daemon_lost_at_its_spool_bound(broker: Mosquitto,
+                                                                     tmp_path: Path) -> None:
+    """A daemon's feed ships some records, then the broker is away long enough for the
+    spool bound to delete unshipped ones: the collector's ``missing`` is exactly what the
+    daemon counted as lost, everything else arrives once, and the loss is in the data."""
+    async def until(cond: Callable[[], bool], what: str) -> None:
+        await asyncio.to_thread(wait_for, cond, what)
+
+    spool_dir = tmp_path / "collected"
+    collector = CollectorProc(broker.port, spool_dir, tmp_path / "collector.log")
+    collector.start()
+    store = Store.in_state_dir(tmp_path / "state")
+    spool = TelemetrySpool(tmp_path / "daemon-spool", node=1, epoch=7, run="live",
+                           protocol="flooding", max_file_bytes=4096,
+                           max_total_bytes=4096 * 3, flush_interval_s=0.02)
+    mqtt_settings = MqttSettings(host="127.0.0.1", port=broker.port, reconnect_min_s=0.05,
+                                 reconnect_max_s=0.2, telemetry_topic=f"{TOPIC}/1")
+
+    def record(event: str, attrs: Any) -> None:  # what the node's record() does
+        spool.emit(event, **attrs)
+
+    feed = TelemetryFeed(mqtt_settings, FeedSettings(f"{TOPIC}/1"), node=1,
+                         spool_dir=spool.dir, store=store, record=record)
+    spool.on_flush, spool.on_delete = feed.wake, feed.reader.deleted
+    try:
+        await until(lambda: b"connected" in (tmp_path / "collector.log").read_bytes(),
+                    "collector connection")
+        await asyncio.sleep(0.5)  # subscribed
+        await spool.start()
+        await feed.start()
+        for peer in range(20):
+            spool.emit("neighbor_up", peer=peer)
+        await until(lambda: feed.counters["records"] >= 20, "first records shipped")
+        broker.stop()
+        while spool.counters["files_deleted"] < 4:
+            for peer in range(30):
+                spool.emit("neighbor_up", peer=peer)
+            spool.roll()
+        feed.note_losses()
+        lost = feed.reader.lost
+        assert lost > 0
+        await asyncio.to_thread(broker.start)
+        for peer in range(10):
+            spool.emit("neighbor_down", peer=peer)
+        await spool.stop()
+        await until(lambda: feed.state == "connected", "feed reconnected")
+        await feed.drained()
+        await until(lambda: len(spooled(spool_dir)) >= spool.next_rec - lost,
+                    "the rest collected")
+        assert collector.stop() == 0
+    finally:
+        await feed.stop()
+        store.close()
+        if collector.proc is not None and collector.proc.poll() is None:
+            collector.proc.kill()
+    recs = [r["rec"] for r in spooled(spool_dir)]
+    assert len(recs) == len(set(recs)) == spool.next_rec - lost
+    doc = json.loads((spool_dir / ".collector-msub-test-collector.json").read_text())
+    assert doc["missing"] == lost  # really lost: a gap that stays
+    unshipped = [r for r in spooled(spool_dir) if r.get("reason") == "telemetry_unshipped"]
+    assert unshipped and unshipped[-1]["bytes"] == lost

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -121,11 +122,39 @@ def test_aggregate_over_seeds() -> None:
     assert groups["flooding"]["seeds"] == [0, 1, 2]
 
 
+def test_tiers_are_separate_configurations() -> None:
+    """The same scenario in the simulator and on the virtual mesh is not two seeds."""
+    from dataclasses import replace
+
+    sim = _settings("s0", "flooding", "70", 0)
+    vm = replace(_settings("v0", "flooding", "70", 0), tier="vmesh")
+    groups = aggregate([sim, vm], {"s0": {"delivery_ratio": 1.0}, "v0": {"delivery_ratio": 0.5}})
+    assert [(g["tier"], g["runs"], g["metrics"]["delivery_ratio"]["mean"]) for g in groups] == [
+        ("simulation", ["s0"], 1.0), ("vmesh", ["v0"], 0.5)]
+
+
 def test_cell_formatting() -> None:
     assert cell({"mean": 0.8333, "half_width": 0.0412}) == "0.833 ± 0.0412"
     assert cell({"mean": 12.0, "half_width": None}) == "12"
     assert cell({"mean": None}) == "n/a"
     assert cell({"mean": 31.68e-6, "half_width": None}, 1e6) == "31.7"
+
+
+def test_plots_keep_a_protocols_scenarios_apart(tmp_path: Path) -> None:
+    """One protocol in two scenarios at the same parameter values: two series, no mix-up."""
+    from mesheval.plots import _by_series, metric_vs_param, protocol_comparison
+
+    settings_ = [_settings(f"{sc}{v}", "hesper", v, i) for i, (sc, v) in
+                 enumerate([("I", "20"), ("I", "80"), ("II", "20"), ("II", "80")])]
+    settings_ = [replace(s, scenario=s.run[:-2]) for s in settings_]
+    runs = {s.run: {"delivery_ratio": 1.0 if s.scenario == "I" else 0.5} for s in settings_}
+    groups = aggregate(settings_, runs)
+    series = _by_series(groups)
+    assert sorted(series) == ["hesper (I)", "hesper (II)"]
+    assert {g["metrics"]["delivery_ratio"]["mean"] for g in series["hesper (II)"]} == {0.5}
+    doc = {"groups": groups}
+    assert metric_vs_param(doc, [("delivery_ratio", "ratio")], tmp_path / "a.png") is not None
+    assert protocol_comparison(doc, tmp_path / "b.png") is not None
 
 
 def test_report_from_a_document(tmp_path: Path) -> None:
@@ -148,10 +177,10 @@ def test_report_from_a_document(tmp_path: Path) -> None:
             "protocols.png", "timeline.png", "overhead.png"} <= set(files)
     assert (tmp_path / "load_map.png").read_bytes()[:4] == b"\x89PNG"
     md = (tmp_path / "report.md").read_text()
-    assert "| flooding | s | range=70 | 1 | 0.8 |" in md
+    assert "| flooding | s | simulation | range=70 | 1 | 0.8 |" in md
     assert "unknown event: 1" in md
     header, rows = headline(doc)
-    assert header[4] == "delivery" and len(rows) == 2
+    assert header[5] == "delivery" and len(rows) == 2
 
 
 def test_sequencer_duplicates_and_gaps() -> None:
@@ -175,6 +204,36 @@ def test_sequencer_admits_each_number_once(recs: list[int]) -> None:
     assert sorted(admitted) == sorted(set(recs))
     top = max(recs, default=-1)
     assert seq.missing() == (top + 1 - len(set(recs)) if recs else 0)
+    gaps = [r for r in range(top) if r not in set(recs)]
+    assert seq.gaps().get("r/1/1", []) == gaps[:10]
+    restored = Sequencer.from_json(json.loads(json.dumps(seq.to_json())))
+    assert restored.missing() == seq.missing()
+    assert not any(restored.admit(("r", 1, 1), r) for r in set(recs))
+
+
+def test_sequencer_real_loss_costs_no_memory_per_record() -> None:
+    """A gap that is never filled (records a daemon's spool deleted before they were
+    shipped) stays one run, however many records follow it; late records fill gaps."""
+    seq = Sequencer()
+    key = ("run", 1, 7)
+    for r in [*range(0, 10), *range(1000, 50000)]:  # 10..999 lost for good
+        assert seq.admit(key, r)
+    assert seq.missing() == 990
+    assert seq.to_json() == {"run/1/7": [10, [[1000, 49999]]]}
+    for r in range(20, 30):  # merely late: they arrive after all and fill part of the gap
+        assert seq.admit(key, r)
+    assert seq.missing() == 980 and not seq.admit(key, 25) and not seq.admit(key, 49999)
+    assert seq.gaps()["run/1/7"] == list(range(10, 20))
+    assert Sequencer.from_json(json.loads(json.dumps(seq.to_json()))).to_json() == seq.to_json()
+
+
+def test_sequencer_reads_the_older_state_format() -> None:
+    """State files of earlier collectors listed every number seen above the first gap."""
+    seq = Sequencer.from_json({"run/1/7": [2, [4, 5, 6, 9]]})
+    assert seq.to_json() == {"run/1/7": [2, [[4, 6], [9, 9]]]}
+    assert seq.missing() == 4  # 2, 3, 7, 8
+    assert seq.admit(("run", 1, 7), 3) and seq.admit(("run", 1, 7), 2)
+    assert seq.to_json() == {"run/1/7": [7, [[9, 9]]]}
 
 
 @pytest.mark.parametrize("argv", [
@@ -183,6 +242,8 @@ def test_sequencer_admits_each_number_once(recs: list[int]) -> None:
     ["--follow", "/nonexistent/spool", "--out", "/tmp/x"],
     ["--out", "/tmp/x", "--warmup", "-3", "."],
     ["--out", "/tmp/x", "--window", "nan", "."],
+    ["--out", "/tmp/x", "--message-bits", "0", "."],
+    ["--out", "/tmp/x", "--message-bits", "3.5", "."],
     ["collect", "--broker", "nohost", "--topic", "t", "--spool", "/tmp/x"],
     ["collect", "--broker", "h:99999", "--topic", "t", "--spool", "/tmp/x"],
 ])

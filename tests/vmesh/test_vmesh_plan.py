@@ -137,3 +137,18 @@ def test_inventory_has_every_host_and_keeps_the_fleet_key(tmp_path: Path) -> Non
     again = path.read_text()
     assert json.loads(again[again.index("{"):])["vmesh_ci"]["vars"]["meshsub_fleet_keys"]["1"] \
         == key
+
+
+def test_inventory_floats_stay_floats_for_ansibles_yaml(tmp_path: Path) -> None:
+    """PyYAML (YAML 1.1, what Ansible parses inventories with) reads JSON's 5e-08 as a
+    string; HESPER's E_elec must reach the daemon's config as a number."""
+    yaml = pytest.importorskip("yaml")
+    params = {"E_elec": 5e-08, "e_mp": 1.3e-15, "big": 1e20, "TR": 60.0, "M_b": 320,
+              "list": [2e-05, 0.5], "text": "5e-08"}
+    path = inventory.write_inventory(make_plan(2, "ci"), tmp_path, "hesper",
+                                     group_vars={"meshsub_protocol_params": params})
+    text = path.read_text()
+    for loaded in (yaml.safe_load(text), json.loads(text[text.index("{"):])):
+        got = loaded["vmesh_ci"]["vars"]["meshsub_protocol_params"]
+        assert got == params
+        assert all(type(got[k]) is type(params[k]) for k in params)

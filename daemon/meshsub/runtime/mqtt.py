@@ -9,7 +9,8 @@ Topic layout (``docs/mqtt.md``), with ``<p>`` the configured prefix:
   survives broker and daemon restarts);
 - ``<p>/deliver/<sub_id>/<event topic>``: the daemon delivers matching events;
 - ``<p>/error``: the daemon reports rejected application messages;
-- the configured live telemetry topic (optional, QoS 0).
+- the configured live telemetry topic: published by ``meshsub.runtime.livefeed``
+  on its own connection, never by the bridge.
 
 Durability: the daemon keeps a persistent MQTT v5 session (fixed client id,
 ``clean_start=False``, a session expiry) and acknowledges a QoS 1 publication
@@ -20,7 +21,7 @@ redelivered by the broker, and a redelivery of an already persisted packet is
 recognised by (packet id, digest) and acknowledged without a second event.
 
 Loops: everything the daemon publishes lives under ``deliver``/``error``/
-``telemetry`` and carries provenance user properties; its subscriptions use
+the telemetry topic and carries provenance user properties; its subscriptions use
 "no local"; an incoming message that carries our provenance is dropped
 (counted ``loop``), whoever re-published it.
 """
@@ -99,7 +100,8 @@ class MqttSettings:
     batch_limit: int = 256
     timeout_s: float = 10.0
     telemetry_topic: str = ""
-    """Live telemetry topic (QoS 0); empty disables the live feed."""
+    """Live telemetry topic (``livefeed``); checked here against the prefix so that the
+    bridge can never take the daemon's own records back in. Empty: no live feed."""
 
     def __post_init__(self) -> None:
         p = self.prefix
@@ -201,7 +203,8 @@ def delivery_payload(
     return obj
 
 
-def _provenance(node: NodeId, origin: NodeId, event_id: MessageId | None) -> Properties:
+def provenance(node: NodeId, origin: NodeId, event_id: MessageId | None) -> Properties:
+    """PUBLISH properties saying which daemon (and which origin) a message came from."""
     props = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
     user = [(PROP_ORIGIN, str(origin)), (PROP_NODE, str(node))]
     if event_id is not None:
@@ -211,7 +214,7 @@ def _provenance(node: NodeId, origin: NodeId, event_id: MessageId | None) -> Pro
     return props
 
 
-def has_provenance(properties: Properties | None) -> bool:
+def hasprovenance(properties: Properties | None) -> bool:
     """True if a message carries meshsub provenance (it came out of a daemon)."""
     if properties is None:
         return False
@@ -358,21 +361,11 @@ class MqttBridge:
             return True
         payload = delivery_payload(delivery, latency_s=latency_s, node=self.node)
         topic = f"{self.settings.prefix}/deliver/{delivery.sub_id}/{delivery.event.topic}"
-        props = _provenance(self.node, delivery.event_id.origin, delivery.event_id)
+        props = provenance(self.node, delivery.event_id.origin, delivery.event_id)
         self._in_flight.add(key)
         self._enqueue(_Outgoing(topic, _json(payload), 1, props, key))
         self.counters["deliveries_queued"] += 1
         return True
-
-    def publish_telemetry(self, line: str) -> None:
-        """Live telemetry hook for the spool: QoS 0, only while connected (else counted)."""
-        topic = self.settings.telemetry_topic
-        if not topic:
-            return
-        if self.state != "connected" or len(self._out) >= self.settings.queue_limit:
-            self.counters["dropped:telemetry_offline"] += 1
-            return
-        self._enqueue(_Outgoing(topic, line.encode(), 0, _provenance(self.node, self.node, None)))
 
     def _enqueue(self, item: _Outgoing) -> None:
         if len(self._out) >= self.settings.queue_limit:
@@ -397,7 +390,7 @@ class MqttBridge:
             return
         body = {"topic": topic, "reason": reason, "error": error, "node": self.node}
         self._enqueue(_Outgoing(f"{self.settings.prefix}/error", _json(body), 0,
-                                _provenance(self.node, self.node, None)))
+                                provenance(self.node, self.node, None)))
 
     # ------------------------------------------------------------ connection
 
@@ -530,7 +523,7 @@ class MqttBridge:
         pending: list[_Pending] = []
         for message in batch:
             topic = message.topic.value
-            if has_provenance(message.properties):
+            if hasprovenance(message.properties):
                 self.counters["dropped:loop"] += 1
                 self._ack(client, message)
                 continue

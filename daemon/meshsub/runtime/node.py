@@ -5,7 +5,8 @@ up/changed/down), the location service (own position), the MQTT bridge and
 the control socket (publish/subscribe) and the timers; the actions it returns
 become link sends, deliveries to MQTT or ``meshsubctl sub`` streams, timers
 and telemetry records (the same ``tx``/``rx``/... records the simulator
-writes, stamped with the wall clock).
+writes, stamped with the wall clock), which the live feed may also ship to
+an MQTT topic.
 
 The protocol's clock is the wall clock (``time.time``): flooding-style
 protocols carry the publication time to compute delivery latency on another
@@ -66,6 +67,7 @@ from meshsub.runtime.control import SOCKET_NAME, ControlError, ControlHandlers, 
 from meshsub.runtime.discovery import BeaconTiming, Discovery, DnsSd
 from meshsub.runtime.frameio import LINK_PROTOCOL_ID, FrameIO
 from meshsub.runtime.link import Address, Link, LinkError, LinkState
+from meshsub.runtime.livefeed import FeedSettings, TelemetryFeed
 from meshsub.runtime.location import LocationService, make_source, make_tracker
 from meshsub.runtime.logging import configure_logging, get_logger
 from meshsub.runtime.mqtt import MqttBridge, MqttSettings, delivery_payload
@@ -139,7 +141,6 @@ class Node:
         self.started_at = clock()
         self.state = "created"
         self._stop = asyncio.Event()
-        self._rec = 0
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
         self._last_tick = time.monotonic()
@@ -147,6 +148,7 @@ class Node:
         self._dnssd_task: asyncio.Task[None] | None = None
         self.store: Store | None = None
         self.spool: TelemetrySpool | None = None
+        self.feed: TelemetryFeed | None = None
         self.control: ControlServer | None = None
         self.link: Link | None = None
         self.discovery: Discovery | None = None
@@ -210,6 +212,7 @@ class Node:
             node=self.node, store=self.store, publisher=self.publisher,
             on_subscribe=self._local_subscribe, on_unsubscribe=self._local_unsubscribe,
         )
+        self.feed = self._make_feed(settings)
         self.control = ControlServer(
             Path(cfg.storage.state_dir) / SOCKET_NAME,
             ControlHandlers(status=self.status, neighbors=self.neighbors,
@@ -228,6 +231,8 @@ class Node:
             raise StartupError(str(exc)) from None
         await self._link_settled()
         await self.bridge.start()  # restores the persisted MQTT subscriptions first
+        if self.feed is not None:
+            await self.feed.start()
         self._started = True
         self._on_link_up()  # if it is up already: re-feed the outbox, register DNS-SD
         await self.discovery.start()
@@ -263,20 +268,26 @@ class Node:
         cfg = self.config
         if not cfg.telemetry.enabled:
             return
-        live = self._live_telemetry if cfg.telemetry.mqtt_topic else None
         spool = TelemetrySpool.from_config(cfg.telemetry, Path(cfg.storage.spool_dir),
                                            node=self.node, epoch=self.epoch,
                                            run=cfg.telemetry.run,
-                                           protocol=self.protocol.name, live=live)
+                                           protocol=self.protocol.name)
         try:
             await spool.start()
         except OSError as exc:
             raise StartupError(str(exc)) from None
         self.spool = spool
 
-    def _live_telemetry(self, line: str) -> None:
-        if self.bridge is not None:
-            self.bridge.publish_telemetry(line)
+    def _make_feed(self, mqtt: MqttSettings) -> TelemetryFeed | None:
+        """The live feed ships the spool's files, so it exists only beside a spool."""
+        cfg = self.config.telemetry
+        if self.spool is None or self.store is None or not cfg.mqtt_topic:
+            return None
+        feed = TelemetryFeed(mqtt, FeedSettings.from_config(cfg), node=self.node,
+                             spool_dir=self.spool.dir, store=self.store, record=self.record)
+        self.spool.on_flush = feed.wake
+        self.spool.on_delete = feed.reader.deleted
+        return feed
 
     # ============================================================== lifecycle
 
@@ -304,7 +315,11 @@ class Node:
             ("timers", lambda: self.timers.cancel_all() if hasattr(self, "timers") else None),
             ("link", lambda: self.link.stop() if self.link else None),  # no input after this
             ("mqtt", lambda: self.bridge.stop() if self.bridge else None),  # drains deliveries
+            # the last loss account goes into the spool's last file
+            ("telemetry losses", lambda: self.feed.note_losses() if self.feed else None),
             ("spool", lambda: self.spool.stop() if self.spool else None),
+            # after the spool closed its last file: ship the rest, save the cursor
+            ("telemetry feed", lambda: self.feed.stop() if self.feed else None),
             ("store", lambda: self.store.close() if self.store else None),
         ]
         for name, step in steps:
@@ -336,6 +351,8 @@ class Node:
             await asyncio.sleep(HOUSEKEEPING_S)
             self._last_tick = time.monotonic()
             self.codec.expire(self.clock())
+            if self.feed is not None:
+                self.feed.note_losses()
             line = self._status_line()
             if line != self._last_status or self._last_tick - last_status >= STATUS_EVERY_S:
                 self.notifier.status(line)
@@ -402,11 +419,10 @@ class Node:
     # ======================================================= protocol I/O
 
     def record(self, event: str, attrs: Mapping[str, TelemetryValue]) -> None:
-        """One telemetry record for this node (``rec`` numbers them per boot epoch)."""
+        """One telemetry record for this node (the spool numbers them: ``rec``)."""
         if self.spool is None:
             return
-        self.spool.emit(event, time.time_ns(), rec=self._rec, **attrs)
-        self._rec += 1
+        self.spool.emit(event, time.time_ns(), **attrs)
 
     def handle(self, inp: Input) -> None:
         """Feed one input to the protocol and carry out its actions; never raises."""
@@ -616,7 +632,9 @@ class Node:
             "transmissions": dict(self.frames.counters),
             "drops": {"frame": self.frames.frame_drops(), "node": dict(self.frames.drops),
                       "protocol": dict(self.protocol.drops)},
-            "telemetry": self.spool.status() if self.spool else {"enabled": False},
+            "telemetry": ({**self.spool.status(),
+                           "live": self.feed.status() if self.feed else None}
+                          if self.spool else {"enabled": False}),
             "control": dict(self.control.counters) if self.control else {},
             "timers": len(self.timers),
             "counters": dict(self.counters),

@@ -11,6 +11,12 @@ memory and written on a timer; the fsync and rename of a closed file run in a
 worker thread. The spool is bounded: beyond ``max_total_bytes`` the oldest
 closed files are deleted, and when the memory buffer is full new records are
 dropped. Both losses are counted and written down as ``counter`` records.
+
+Records built here (``emit``, and the loss counters) are numbered ``rec`` = 0,
+1, 2, ... per boot epoch, in the order they are written: a reader (the live
+feed, the collector) recognises a repeat by its number, and a number that
+never appears is a lost record (one dropped at the full buffer keeps its
+number, so the loss shows as a gap).
 """
 
 from __future__ import annotations
@@ -34,6 +40,25 @@ _CLOSED = re.compile(r"^(\d+)-(\d+)-(\d+)\.jsonl$")
 _CURRENT = re.compile(r"^\.current-(\d+)-(\d+)\.jsonl$")
 
 
+def closed_name(node: int, epoch: int, n: int) -> str:
+    """File name of a closed (complete, renamed) spool file."""
+    return f"{node}-{epoch}-{n}.jsonl"
+
+
+def current_name(epoch: int, n: int) -> str:
+    """File name of the file being written (hidden from readers of closed files)."""
+    return f".current-{epoch}-{n}.jsonl"
+
+
+def file_key(name: str, node: int) -> tuple[int, int, bool] | None:
+    """(epoch, n, closed) of one of ``node``'s spool files, None for any other name."""
+    if m := _CLOSED.match(name):
+        return (int(m.group(2)), int(m.group(3)), True) if int(m.group(1)) == node else None
+    if m := _CURRENT.match(name):
+        return int(m.group(1)), int(m.group(2)), False
+    return None
+
+
 class TelemetrySpool:
     """Buffered, bounded, atomically rolled JSON Lines telemetry files."""
 
@@ -50,7 +75,8 @@ class TelemetrySpool:
         max_total_bytes: int = 256 * 1024 * 1024,
         max_buffer_records: int = 10000,
         flush_interval_s: float = 1.0,
-        live: Callable[[str], None] | None = None,
+        on_flush: Callable[[], None] | None = None,
+        on_delete: Callable[[Path, bytes], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if max_file_bytes < 1 or max_total_bytes < max_file_bytes:
@@ -65,7 +91,11 @@ class TelemetrySpool:
         self.max_total_bytes = max_total_bytes
         self.max_buffer_records = max_buffer_records
         self.flush_interval_s = flush_interval_s
-        self.live = live
+        self.on_flush = on_flush
+        """Called (in the event loop) after new lines reached the current file."""
+        self.on_delete = on_delete
+        """Called with a file's path and content just before the size bound deletes it
+        (in a worker thread), so that a reader can count what it had not read yet."""
         self._clock = clock
         self.counters: Counter[str] = Counter()
         self._buffer: list[str] = []
@@ -77,10 +107,11 @@ class TelemetrySpool:
         self._task: asyncio.Task[None] | None = None
         self._closing: set[asyncio.Task[None]] = set()
         self._reported_drops = 0
+        self.next_rec = 0
 
     @classmethod
     def from_config(cls, telemetry: Any, spool_dir: Path, **kwargs: Any) -> TelemetrySpool:
-        """From ``meshsub.runtime.config.TelemetryConfig`` plus node/epoch/protocol/live."""
+        """From ``meshsub.runtime.config.TelemetryConfig`` plus node/epoch/protocol."""
         return cls(
             Path(spool_dir),
             max_file_bytes=telemetry.roll_bytes,
@@ -105,37 +136,35 @@ class TelemetrySpool:
             return False
         self._buffer.append(line)
         self.counters["records"] += 1
-        if self.live is not None:
-            try:
-                self.live(line)
-            except Exception as exc:  # a live feed is best effort, never fatal
-                self.counters["live_errors"] += 1
-                log.debug("live telemetry hook failed", exc=exc)
         return True
 
     def emit(self, event: str, ts_ns: int | None = None, **attrs: Any) -> bool:
-        """Build a record for this node (resource fields filled in) and write it."""
-        record = make_record(
+        """Build a record for this node (resource fields and ``rec`` filled in), write it."""
+        record = self._make(event, ts_ns, attrs)
+        return self.write(record)
+
+    def _make(self, event: str, ts_ns: int | None, attrs: Mapping[str, Any]) -> dict[str, Any]:
+        rec, self.next_rec = self.next_rec, self.next_rec + 1
+        return make_record(
             run=self.run,
             node=self.node,
             protocol=self.protocol,
             ts_ns=time.time_ns() if ts_ns is None else ts_ns,
             event=event,
-            attrs={"epoch": self.epoch, **attrs},
+            attrs={**attrs, "epoch": self.epoch, "rec": rec},
         )
-        return self.write(record)
 
     # ------------------------------------------------------------ files
 
     def _open_next(self) -> None:
         self._n += 1
-        self._file_path = self.dir / f".current-{self.epoch}-{self._n}.jsonl"
+        self._file_path = self.dir / current_name(self.epoch, self._n)
         self._file = open(self._file_path, "ab")  # noqa: SIM115 - closed by _roll
         self._file_bytes = 0
         self._file_opened = self._clock()
 
     def _final_name(self, epoch: int, n: int) -> Path:
-        return self.dir / f"{self.node}-{epoch}-{n}.jsonl"
+        return self.dir / closed_name(self.node, epoch, n)
 
     def flush(self) -> None:
         """Write the buffer to the current file (no fsync); roll if it is full or old."""
@@ -154,6 +183,12 @@ class TelemetrySpool:
                 return
             self._buffer.clear()
             self._file_bytes += len(data)
+            if self.on_flush is not None:
+                try:
+                    self.on_flush()
+                except Exception as exc:  # a reader's wake-up must not stop the spool
+                    self.counters["hook_errors"] += 1
+                    log.error("telemetry flush hook failed", exc=exc)
         if self._file is not None and (
             self._file_bytes >= self.max_file_bytes
             or self._clock() - self._file_opened >= self.max_file_age_s
@@ -225,15 +260,26 @@ class TelemetrySpool:
             if total <= self.max_total_bytes:
                 break
             try:
-                lines = path.read_bytes().count(b"\n")
+                data = path.read_bytes()
+                self._deleting(path, data)
                 path.unlink()
             except OSError as exc:
                 log.error("cannot delete old telemetry file", exc=exc, path=str(path))
                 continue
+            lines = data.count(b"\n")
             total -= sizes.get(path, 0)
             self.counters["files_deleted"] += 1
             self.counters["deleted_records"] += lines
             log.warning("spool full: deleted oldest telemetry file", path=path.name, records=lines)
+
+    def _deleting(self, path: Path, data: bytes) -> None:
+        if self.on_delete is None:
+            return
+        try:
+            self.on_delete(path, data)
+        except Exception as exc:  # the reader's bookkeeping must not stop the bound
+            self.counters["hook_errors"] += 1
+            log.error("telemetry delete hook failed", exc=exc, path=path.name)
 
     def _recover(self) -> None:
         """Close files a crashed run left open: trim a torn last line, then rename."""
@@ -277,11 +323,7 @@ class TelemetrySpool:
         if lost != self._reported_drops:
             self._reported_drops = lost
             # bypass the buffer bound: this record is the account of the loss
-            record = make_record(
-                run=self.run, node=self.node, protocol=self.protocol, ts_ns=time.time_ns(),
-                event="counter",
-                attrs={"epoch": self.epoch, "reason": "telemetry_dropped", "bytes": lost},
-            )
+            record = self._make("counter", None, {"reason": "telemetry_dropped", "bytes": lost})
             self._buffer.append(dump_line(record))
 
     # ------------------------------------------------------------ lifecycle

@@ -3,7 +3,8 @@
 What lives here is what must survive a restart (or a SIGKILL, or a pulled
 power plug): local subscriptions, the outbox of accepted local publications,
 the boot epoch, per-origin sequence state, the delivered-ids cache and the
-store-carry-forward buffer.
+store-carry-forward buffer, and how far the broker acknowledged the live
+telemetry feed.
 
 Durability: WAL journal. Commits that make a promise are fsynced
 (``synchronous=FULL``): accepted publications (the outbox: "an event the broker
@@ -226,6 +227,27 @@ class Store:
         """The current boot epoch (0 before the first ``next_epoch``)."""
         row = self._db.execute("SELECT value FROM meta WHERE key='epoch'").fetchone()
         return int(row[0]) if row else 0
+
+    # ------------------------------------------------------ telemetry feed
+
+    _FEED_KEYS = ("feed_epoch", "feed_file", "feed_offset")
+
+    def feed_cursor(self) -> tuple[int, int, int] | None:
+        """(epoch, file number, byte offset) in the spool up to which the broker
+        acknowledged the live telemetry feed; None if it never shipped anything."""
+        rows = dict(self._db.execute(
+            "SELECT key, value FROM meta WHERE key IN (?, ?, ?)", self._FEED_KEYS))
+        if len(rows) != 3:
+            return None
+        epoch, n, offset = (int(rows[k]) for k in self._FEED_KEYS)
+        return epoch, n, offset
+
+    def save_feed_cursor(self, epoch: int, n: int, offset: int) -> None:
+        """Bookkeeping (not fsynced): losing the newest cursor only re-sends records,
+        which the collector recognises by their numbers."""
+        with self.transaction(durable=False) as db:
+            db.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                           zip(self._FEED_KEYS, (epoch, n, offset), strict=True))
 
     # -------------------------------------------------------- subscriptions
 

@@ -7,9 +7,9 @@ break by scheduling order: the same scenario and seed always give the same run.
 
 Model, deliberately simple (docs/scenarios.md): links from the radio model (or
 from contact events), independent loss per receiver and per frame, arrival
-after ``radio.delay_s`` plus, with ``radio.bitrate_bps``, the serialisation
-time of the frames. There is no MAC: no contention, collisions, queueing or
-airtime sharing.
+after ``radio.delay_s`` (or the pair's ``links[].delay_s``) plus, with
+``radio.bitrate_bps``, the serialisation time of the frames. There is no MAC:
+no contention, collisions, queueing or airtime sharing.
 """
 
 from __future__ import annotations
@@ -27,9 +27,11 @@ from typing import Protocol as TypingProtocol
 import simpy
 
 from meshsim.des.codec import Sizer, make_sizer
-from meshsim.des.mobility import Trajectories
-from meshsim.des.radio import Links, compute_links, make_model
 from meshsim.des.stats import Delivery, Published, SimStats
+from meshsim.gps.des import GpsView
+from meshsim.medium.radio import Links, compute_links, make_model, pair_delays
+from meshsim.mobility.contacts import contact_timeline
+from meshsim.mobility.trajectories import Trajectories
 from meshsim.scenario.model import Contact, Scenario, to_plain
 from meshsim.scenario.plan import Plan, make_plan
 from meshsub.core.api import (
@@ -113,6 +115,7 @@ class Simulation:
         self.env = simpy.Environment()
         self.rng = random.Random(f"{scenario.meta.seed}:radio")
         self.model = make_model(scenario.radio)
+        self.pair_delay = pair_delays(scenario.radio.links)
         self.stats = SimStats(nodes=len(self.plan.positions))
         self._timer_gen = 0
         cls = get_protocol(scenario.protocol.name)
@@ -126,7 +129,10 @@ class Simulation:
             for node, pos in sorted(self.plan.positions.items())
         }
         self.links: Links = {node: {} for node in self.nodes}
-        self.trajectories = Trajectories(scenario.mobility.waypoints, self.plan.positions)
+        self.trajectories: Trajectories = self.plan.trajectories
+        self.gps = (GpsView(scenario.gps, scenario.meta.seed, self.nodes)
+                    if scenario.gps.enabled else None)
+        """``[gps]`` enabled: protocols see the daemon's view of a noisy fix; radio, truth."""
         self._ran = False
 
     # ------------------------------------------------------------------ running
@@ -150,11 +156,13 @@ class Simulation:
     def _start(self) -> None:
         for node, st in self.nodes.items():
             self._position(node, st.position)
+        if self.gps is not None:
+            self._gps_epoch()  # first fixes before the first links, as a booting daemon
         if self.scenario.contacts is None:
             self._set_links(self._radio_links())
-        for contact in self.scenario.contacts or ():
+        for contact in contact_timeline(self.scenario.contacts or ()):
             self._at(contact.t, self._contact, contact)
-        if self.scenario.mobility.model == "scripted":
+        if self.trajectories.last_t > 0:
             tick = self.scenario.mobility.tick_s
             self._at(tick, self._tick, tick)
         for sub in self.plan.subscriptions:
@@ -162,6 +170,8 @@ class Simulation:
                      lambda now, s=sub: LocalSubscribe(now, s.sub_id, s.subscription))
         for index, pub in enumerate(self.plan.publications):
             self._at(pub.t, self._publish, index)
+        if self.gps is not None:  # scheduled after the mobility tick: epochs see the move
+            self._at(self.gps.period_s, self._gps_tick)
 
     # ------------------------------------------------------------------- inputs
 
@@ -235,9 +245,8 @@ class Simulation:
         nbytes = sum(sizes)
         nframes = len(sizes)
         radio = self.scenario.radio
-        delay = radio.delay_s
-        if radio.bitrate_bps is not None:
-            delay += nbytes * 8 / radio.bitrate_bps
+        serial = 0.0 if radio.bitrate_bps is None else nbytes * 8 / radio.bitrate_bps
+        delay = radio.delay_s + serial
         neighbors = self.links[node]
         attrs = frame_attrs(message, kind, nbytes)
         if dests is None:
@@ -259,8 +268,18 @@ class Simulation:
                 self.stats.lost += 1
             else:
                 receivers.append(dest)
-        if receivers:
+        if not receivers:
+            return
+        if not self.pair_delay:
             self._at(self.env.now + delay, self._arrive, node, receivers, message, nbytes, kind)
+            return
+        by_delay: dict[float, list[int]] = {}
+        for dest in receivers:  # per-pair overrides replace radio.delay_s for their pair
+            pair = self.pair_delay.get((node, dest))
+            hop = delay if pair is None else pair + serial
+            by_delay.setdefault(hop, []).append(dest)
+        for hop, group in sorted(by_delay.items()):
+            self._at(self.env.now + hop, self._arrive, node, group, message, nbytes, kind)
 
     def _count_tx(self, node: int, kind: str, nbytes: int, nframes: int,
                   attrs: Mapping[str, TelemetryValue]) -> None:
@@ -299,14 +318,38 @@ class Simulation:
         return compute_links(positions, self.model, self.scenario.radio.links)
 
     def _info(self, node: int, loss: float) -> NeighborInfo:
+        if self.gps is not None:  # what the neighbour's beacons carry: its own belief
+            return NeighborInfo(node, self.gps.believed(node), 1.0 - loss)
         x, y = self.nodes[node].position
         return NeighborInfo(node, Position(x, y, fixed_at=self.env.now), 1.0 - loss)
 
     def _position(self, node: int, pos: tuple[float, float]) -> None:
         self.nodes[node].position = pos
+        if self.gps is not None:
+            return  # the true position moves the radio; the protocol hears the GPS
         now = self.env.now
         self._record(node, "position", {"x": pos[0], "y": pos[1]})
         self._handle(node, PositionChanged(now, Position(pos[0], pos[1], fixed_at=now)))
+
+    def _gps_tick(self) -> None:
+        assert self.gps is not None
+        self._gps_epoch()
+        if self.env.now + self.gps.period_s < self.scenario.end_s:
+            self._at(self.env.now + self.gps.period_s, self._gps_tick)
+
+    def _gps_epoch(self) -> None:
+        """A receiver epoch: announce what each daemon's tracker reports, as the daemon does."""
+        assert self.gps is not None
+        now = self.env.now
+        true = {node: st.position for node, st in self.nodes.items()}
+        for node, position in self.gps.tick(now, true):
+            if position is not None:
+                self._record(node, "position", {"x": position.x, "y": position.y})
+            self._handle(node, PositionChanged(now, position))
+            for peer in sorted(self.links[node]):  # links are symmetric
+                loss = self.links[peer].get(node)
+                if loss is not None:
+                    self._handle(peer, NeighborChanged(now, self._info(node, loss)))
 
     def _link_up(self, a: int, b: int, loss: float) -> None:
         self.links[a][b] = loss
@@ -342,8 +385,10 @@ class Simulation:
                 self._position(node, pos)
                 moved.append(node)
         if moved and self.scenario.contacts is None:
-            self._set_links(self._radio_links(), frozenset(moved))
-        elif moved:
+            # with [gps], neighbours see a move only when the mover's GPS reports it
+            self._set_links(self._radio_links(),
+                            frozenset(moved) if self.gps is None else frozenset())
+        elif moved and self.gps is None:
             moved_set = set(moved)
             for a in sorted(self.nodes):
                 for b, loss in sorted(self.links[a].items()):

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from meshsim.des.engine import Simulation, default_run_id
 from meshsim.des.stats import SimStats
+from meshsim.mobility.log import LOG_NAME, write_mobility_log
 from meshsim.scenario.model import Scenario, to_plain
 from meshsim.scenario.plan import Plan, make_plan
 from meshsim.telemetry_files import RunWriter, base_manifest
@@ -24,8 +27,13 @@ class RunResult:
 
 
 def run_scenario(scenario: Scenario, out: Path | None, *, run_id: str | None = None,
-                 plan: Plan | None = None) -> RunResult:
-    """Simulate ``scenario``; with ``out``, write RUNDIR/node-<id>.jsonl and manifest.json.
+                 plan: Plan | None = None, varied: Mapping[str, Any] | None = None) -> RunResult:
+    """Simulate ``scenario``; with ``out``, write RUNDIR/node-<id>.jsonl, mobility.log
+    (every node's track: replays the run's positions as scripted mobility) and
+    manifest.json.
+
+    ``varied`` (``{"name": ..., "value": ...}``) goes into the manifest: the parameter a
+    sweep varies, which mesheval groups and plots by (else it guesses from the overrides).
 
     Raises ``meshsim.telemetry_files.RunDirError`` if ``out`` is not usable and
     ``meshsim.scenario.ScenarioError`` if the plan cannot be made (e.g. no
@@ -46,10 +54,18 @@ def run_scenario(scenario: Scenario, out: Path | None, *, run_id: str | None = N
             overrides=list(scenario.overrides),
         )
         manifest["range_m"] = scenario.radio.range_m
+        if varied is not None:
+            manifest["varied"] = dict(varied)
         manifest["started"] = started
         manifest["duration_s"] = scenario.meta.duration_s
         manifest["drain_s"] = scenario.meta.drain_s
         manifest["epoch"] = 1
+        m = scenario.mobility
+        points = write_mobility_log(plan.trajectories, writer.run_dir / LOG_NAME, header=(
+            f"meshsim mobility log: run {run}, scenario {scenario.meta.name}, seed "
+            f"{scenario.meta.seed}, model {m.model}\n"
+            "t node x y (s, m); replay: [mobility] model = \"scripted\", file = this file"))
+        manifest["mobility_log"] = {"file": LOG_NAME, "model": m.model, "points": points}
         manifest["stats"] = {
             "node_events": stats.node_events, "published": len(stats.published),
             "deliveries": len(stats.deliveries), "tx": dict(stats.tx),

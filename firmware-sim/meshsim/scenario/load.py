@@ -8,13 +8,23 @@ the protocol's own ``Params``), so ``meshsim validate`` catches what a run would
 from __future__ import annotations
 
 import copy
+import dataclasses
 import tomllib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from meshsim.gps.settings import (
+    MAX_HDOP,
+    MAX_NOISE_M,
+    MAX_RATE_HZ,
+    GpsSettings,
+    GpsSettingsError,
+    Outage,
+)
+from meshsim.medium.radio import LINK_CUTOFF, make_model
+from meshsim.scenario.mobility_section import parse_mobility
 from meshsim.scenario.model import (
-    MOBILITY_MODELS,
     PLACEMENTS,
     RADIO_MODELS,
     Area,
@@ -32,19 +42,20 @@ from meshsim.scenario.model import (
     SubscriberGen,
     SubscriptionSpec,
     Template,
-    Waypoint,
     WeightedExpr,
     Workload,
 )
 from meshsim.scenario.overrides import apply_override
 from meshsim.scenario.reader import ScenarioError, Table, check_int, check_number, type_name
-from meshsim.scenario.traces import parse_contact_line, parse_contacts, parse_waypoints
+from meshsim.scenario.traces import parse_contact_line, parse_contacts
 from meshsub.core.content import ContentError
 from meshsub.core.params import ParameterError, parse_params
 from meshsub.core.registry import UnknownProtocolError, get_protocol
 from meshsub.core.syntax import parse_event, parse_subscription
 from meshsub.runtime.mqtt import PayloadError, check_sub_id
 
+LOG_DISTANCE_KEYS = ("tx_power_dbm", "ref_loss_db", "ref_distance_m", "path_loss_exp",
+                     "noise_floor_dbm", "frame_bytes")
 ATTR_KINDS = ("uniform_int", "uniform_float", "choice", "const", "random_text")
 PUBLISHER_WEIGHTS = ("uniform", "contact_degree")
 
@@ -84,13 +95,14 @@ def from_dict(doc: dict[str, Any], *, base_dir: Path = Path("."),
     nodes = _nodes(root.table("nodes", required=True), area)
     ids = set(nodes.ids)
     radio = _radio(root.table("radio"), ids)
-    mobility = _mobility(root.table("mobility"), ids, base_dir, meta)
+    mobility = _mobility(root.table("mobility"), nodes, area, meta, base_dir)
     contacts = _contacts(root, ids, base_dir)
     protocol = _protocol(root.table("protocol", required=True))
     workload = _workload(root.table("workload"), ids, meta)
+    gps = _gps(root.table("gps"), ids, meta)
     root.done()
     return Scenario(meta, area, radio, nodes, mobility, contacts, protocol, workload,
-                    source=copy.deepcopy(doc), overrides=overrides)
+                    gps=gps, source=copy.deepcopy(doc), overrides=overrides)
 
 
 # --------------------------------------------------------------------- sections
@@ -137,22 +149,58 @@ def _radio(t: Table, ids: set[int]) -> Radio:
         connected = lt.raw("connected", None)
         if connected is not None and not isinstance(connected, bool):
             raise lt.err("connected", f"expected true or false, got {type_name(connected)}")
-        if loss is None and connected is None:
-            raise lt.err("loss", "a link override needs loss and/or connected")
+        delay = lt.opt_number("delay_s", lo=0.0)
+        if loss is None and connected is None and delay is None:
+            raise lt.err("loss", "a link override needs loss, connected and/or delay_s")
         lt.done()
-        links.append(LinkOverride(a, b, loss, connected))
-    radio = Radio(
+        links.append(LinkOverride(a, b, loss, connected, delay))
+    base = Radio(
         model=t.string("model", "unit_disk", choices=RADIO_MODELS),
-        range_m=t.number("range_m", 100.0, lo=0.0, lo_open=True),
         loss=t.number("loss", 0.0, lo=0.0, hi=1.0),
-        ramp_start=t.number("ramp_start", 0.75, lo=0.0, hi=1.0),
         delay_s=t.number("delay_s", 0.001, lo=0.0),
         bitrate_bps=t.opt_number("bitrate_bps", lo=0.0, lo_open=True),
         payload_size=t.integer("payload_size", 1200, lo=256, hi=65507),
         links=tuple(links),
+        vmesh_delay=t.boolean("vmesh_delay", False),
     )
+    if base.model == "log_distance":
+        radio = _log_distance(t, base)
+    else:
+        for key in LOG_DISTANCE_KEYS:
+            if t.has(key):
+                raise t.err(key, f"log_distance only (radio.model is {base.model!r})")
+        radio = dataclasses.replace(
+            base, range_m=t.number("range_m", 100.0, lo=0.0, lo_open=True),
+            ramp_start=t.number("ramp_start", 0.75, lo=0.0, hi=1.0))
     t.done()
     return radio
+
+
+def _log_distance(t: Table, base: Radio) -> Radio:
+    """The log_distance keys; ``range_m`` is computed from them, never given."""
+    for key in ("range_m", "ramp_start"):
+        if t.has(key):
+            raise t.err(key, "not used by log_distance (its range follows from the path loss: "
+                             "tx_power_dbm, path_loss_exp, ...)")
+    frame_bytes = t.opt_integer("frame_bytes", lo=1)
+    if frame_bytes is not None and frame_bytes > 65535:
+        raise t.err("frame_bytes", f"must be <= 65535 (got {frame_bytes})")
+    if base.loss >= LINK_CUTOFF:
+        raise t.err("loss", f"must be < {LINK_CUTOFF:g} with log_distance (no link otherwise)")
+    radio = dataclasses.replace(
+        base,
+        tx_power_dbm=t.number("tx_power_dbm", 20.0, lo=-100.0, hi=100.0),
+        ref_loss_db=t.number("ref_loss_db", 40.2, lo=0.0, hi=300.0),
+        ref_distance_m=t.number("ref_distance_m", 1.0, lo=0.0, lo_open=True),
+        path_loss_exp=t.number("path_loss_exp", 3.0, lo=0.0, hi=10.0, lo_open=True),
+        noise_floor_dbm=t.number("noise_floor_dbm", -91.0, lo=-200.0, hi=0.0),
+        frame_bytes=frame_bytes,
+    )
+    try:
+        model = make_model(radio)
+    except ValueError as exc:  # parameters that leave no link at any distance
+        raise t.err("tx_power_dbm", str(exc)) from None
+    return dataclasses.replace(radio, range_m=model.range_m)
 
 
 def _nodes(t: Table, area: Area) -> Nodes:
@@ -210,36 +258,8 @@ def _nodes(t: Table, area: Area) -> Nodes:
     return nodes
 
 
-def _mobility(t: Table, ids: set[int], base_dir: Path, meta: Meta) -> Mobility:
-    model = t.string("model", "static", choices=MOBILITY_MODELS)
-    tick = t.number("tick_s", 1.0, lo=0.0, lo_open=True)
-    waypoints: list[Waypoint] = []
-    if model == "scripted":
-        for i, item in enumerate(t.array("waypoints", [])):
-            where = f"mobility.waypoints[{i}]"
-            if not isinstance(item, list) or len(item) != 4:
-                raise ScenarioError(where, "expected [t, node, x, y]")
-            waypoints.append(Waypoint(check_number(item[0], where, lo=0.0),
-                                      check_int(item[1], where),
-                                      check_number(item[2], where),
-                                      check_number(item[3], where)))
-        file = t.opt_string("file")
-        if file is not None:
-            waypoints.extend(parse_waypoints(_read_lines(base_dir, file, "mobility.file"),
-                                             f"mobility.file {file}"))
-        if not waypoints:
-            raise t.err("waypoints", "scripted mobility needs waypoints or a file")
-        for w in waypoints:
-            if w.node not in ids:
-                raise t.err("waypoints", f"unknown node {w.node}")
-    else:
-        for key in ("waypoints", "file"):
-            if t.has(key):
-                t.raw(key)
-                raise t.err(key, "only for model = \"scripted\"")
-    t.done()
-    ordered = tuple(sorted(waypoints, key=lambda w: (w.node, w.t)))
-    return Mobility(model, tick, ordered)
+def _mobility(t: Table, nodes: Nodes, area: Area, meta: Meta, base_dir: Path) -> Mobility:
+    return parse_mobility(t, nodes, area, meta, base_dir, _read_lines)
 
 
 def _contacts(root: Table, ids: set[int], base_dir: Path) -> tuple[Contact, ...] | None:
@@ -443,6 +463,43 @@ def _attr_dist(t: Table, name: str) -> AttrDist:
     return AttrDist(kind, (lo, hi), decimals)
 
 
+def _gps(t: Table, ids: set[int], meta: Meta) -> GpsSettings:
+    """``[gps]``: simulated receivers; ranges here, cross-field rules in ``GpsSettings``."""
+    end_s = meta.duration_s + meta.drain_s
+    outages = []
+    for ot in t.tables("outages"):
+        start = ot.number("start_s", lo=0.0)
+        end = ot.number("end_s", lo=0.0)
+        if end <= start:
+            raise ot.err("end_s", f"must be greater than start_s ({start:g})")
+        if start >= end_s:
+            raise ot.err("start_s", f"must be before the end of the run ({end_s:g} s)")
+        nodes = None if ot.raw("nodes", "all") == "all" else _node_list(ot, "nodes", ids)
+        ot.done()
+        outages.append(Outage(start, end, nodes))
+    hdop = t.opt_number("hdop", lo=0.0, lo_open=True)
+    if hdop is not None and hdop > MAX_HDOP:
+        raise t.err("hdop", f"must be <= {MAX_HDOP:g} (got {hdop:g})")
+    values: dict[str, Any] = dict(
+        enabled=t.boolean("enabled", False),
+        rate_hz=t.number("rate_hz", 1.0, lo=0.0, lo_open=True, hi=MAX_RATE_HZ),
+        noise_m=t.number("noise_m", 3.0, lo=0.0, hi=MAX_NOISE_M),
+        correlation_s=t.number("correlation_s", 60.0, lo=0.0),
+        white_fraction=t.number("white_fraction", 0.2, lo=0.0, hi=1.0),
+        hdop_spread=t.number("hdop_spread", 0.0, lo=0.0, hi=1.0),
+        satellites=t.integer("satellites", 8, lo=1, hi=12),
+        satellites_in_view=t.integer("satellites_in_view", 11, lo=1, hi=32),
+        fix_loss_per_s=t.number("fix_loss_per_s", 0.0, lo=0.0, hi=1.0),
+        outage_mean_s=t.number("outage_mean_s", 10.0, lo=0.0, lo_open=True),
+    )
+    t.done()
+    try:
+        gps = GpsSettings(hdop=hdop, outages=tuple(outages), **values)
+    except GpsSettingsError as exc:
+        raise t.err(exc.key, exc.problem) from None
+    return gps
+
+
 # ---------------------------------------------------------------------- helpers
 
 
@@ -489,7 +546,7 @@ def _parse_event(t: Table, key: str, text: str, template: Template | None = None
     try:
         if template is None:
             return parse_event(text)
-        from meshsim.scenario.plan import sample_event  # plan imports the engine's radio
+        from meshsim.scenario.plan import sample_event  # plan imports this module
 
         return sample_event(template, None)
     except ContentError as exc:

@@ -12,12 +12,14 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from meshsim.gps.settings import GpsSettings
 from meshsub.core.content import Event, Subscription
 from meshsub.core.params import ProtocolParams, params_to_dict
 
-RADIO_MODELS = ("unit_disk", "linear_ramp")
+RADIO_MODELS = ("unit_disk", "linear_ramp", "log_distance")
 PLACEMENTS = ("grid", "line", "random", "explicit")
-MOBILITY_MODELS = ("static", "scripted")
+MOBILITY_MODELS = ("static", "scripted", "setdest", "random_waypoint", "random_walk",
+                   "gauss_markov", "group")
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,12 +42,13 @@ class Area:
 
 @dataclass(frozen=True, slots=True)
 class LinkOverride:
-    """Per-pair radio override (both directions): force a link up/down, or its loss."""
+    """Per-pair radio override (both directions): force a link up/down, its loss or delay."""
 
     a: int
     b: int
     loss: float | None = None
     connected: bool | None = None
+    delay_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,12 +56,24 @@ class Radio:
     model: str = "unit_disk"
     range_m: float = 100.0
     loss: float = 0.0
+    """No link beyond this distance; for log_distance, computed from its parameters."""
     ramp_start: float = 0.75
     """linear_ramp only: loss rises linearly from ``loss`` at ramp_start*range to 1 at range."""
     delay_s: float = 0.001
     bitrate_bps: float | None = None
+    """Per-node transmit bitrate: serialisation time in the simulator, HTB on the vmesh."""
     payload_size: int = 1200
     links: tuple[LinkOverride, ...] = ()
+    vmesh_delay: bool = False
+    """The virtual mesh holds frames for delay_s (and links[].delay_s) through NFQUEUE."""
+    # log_distance only (meshsim.medium.radio.LogDistance)
+    tx_power_dbm: float = 20.0
+    ref_loss_db: float = 40.2
+    ref_distance_m: float = 1.0
+    path_loss_exp: float = 3.0
+    noise_floor_dbm: float = -91.0
+    frame_bytes: int | None = None
+    """Frame length the PER is computed for; None: payload_size."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,10 +99,93 @@ class Waypoint:
 
 
 @dataclass(frozen=True, slots=True)
+class RandomWaypoint:
+    """``random_waypoint``: trips at a uniform speed to uniform destinations, then a pause.
+
+    With ``steady_state`` the start (position, speed, pause) is drawn from the
+    stationary distribution (Navidi & Camp 2004), so there is no warm-up transient.
+    """
+
+    speed_min: float
+    speed_max: float
+    pause_min: float = 0.0
+    pause_max: float = 0.0
+    steady_state: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class RandomWalk:
+    """``random_walk`` (ns-3 RandomWalk2d): a uniform direction and speed held for
+    ``walk_time`` seconds or ``walk_distance`` metres (exactly one is set)."""
+
+    speed_min: float
+    speed_max: float
+    walk_time: float | None = 1.0
+    walk_distance: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GaussMarkov:
+    """``gauss_markov`` (Liang & Haas 1999; Camp et al. 2002). Angles in degrees."""
+
+    alpha: float
+    mean_speed: float
+    sigma_speed: float
+    sigma_direction: float
+    mean_direction: float | None = None
+    """None: each node draws its own, uniform in [0, 360)."""
+    time_step: float = 1.0
+    edge_margin: float = 0.0
+    """Within this distance of a side the mean direction points at the centre."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMobility:
+    """``group``: reference point group mobility (Hong et al. 1999)."""
+
+    groups: tuple[tuple[int, ...], ...]
+    radius: float
+    speed_min: float
+    speed_max: float
+    pause_min: float = 0.0
+    pause_max: float = 0.0
+    member_step: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class SetdestMove:
+    """``$ns_ at t "$node_(i) setdest x y speed"`` with i mapped to a scenario id."""
+
+    t: float
+    node: int
+    x: float
+    y: float
+    speed: float
+
+
+@dataclass(frozen=True, slots=True)
+class Setdest:
+    """``setdest``: an ns-2 movement script, read and checked at load time."""
+
+    file: str
+    first_ns2_node: int
+    start: tuple[tuple[int, float, float], ...]
+    """(node, x, y) from ``$node_(i) set X_ / Y_``."""
+    moves: tuple[SetdestMove, ...]
+
+
+MobilityParams = RandomWaypoint | RandomWalk | GaussMarkov | GroupMobility | Setdest
+
+
+@dataclass(frozen=True, slots=True)
 class Mobility:
     model: str = "static"
     tick_s: float = 1.0
     waypoints: tuple[Waypoint, ...] = ()
+    """``scripted`` only."""
+    nodes: tuple[int, ...] = ()
+    """The nodes a random model moves (the others stay where they are placed)."""
+    params: MobilityParams | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +291,8 @@ class Scenario:
     """None: links come from the radio model; otherwise only from these events."""
     protocol: ProtocolSpec
     workload: Workload
+    gps: GpsSettings = field(default_factory=GpsSettings)
+    """``[gps]``: simulated receivers (``meshsim.gps``); off by default."""
     source: dict[str, Any] = field(default_factory=dict, compare=False)
     """The TOML document after ``--set`` overrides (for the manifest)."""
     overrides: tuple[str, ...] = ()

@@ -1,4 +1,5 @@
-"""From a ``Scenario`` to what actually happens: positions, subscriptions, publications.
+"""From a ``Scenario`` to what actually happens: positions, trajectories, subscriptions,
+publications.
 
 Everything random is drawn here from named streams derived from the seed
 (``random.Random(f"{seed}:placement")`` ...), so a change to one generator does not
@@ -12,7 +13,9 @@ import heapq
 import math
 import random
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from meshsim.medium.radio import compute_links, is_connected, make_model
 from meshsim.scenario.model import (
     AttrDist,
     PublicationSpec,
@@ -23,17 +26,27 @@ from meshsim.scenario.model import (
 from meshsim.scenario.reader import ScenarioError
 from meshsub.core.content import ContentError, Event
 
+if TYPE_CHECKING:
+    from meshsim.mobility.trajectories import Trajectories
+
 
 @dataclass(frozen=True, slots=True)
 class Plan:
     positions: dict[int, tuple[float, float]]
+    """Every node's position at t = 0 (its trajectory's start)."""
     subscriptions: tuple[SubscriptionSpec, ...]
     publications: tuple[PublicationSpec, ...]
+    trajectories: Trajectories
+    """Every node's track for the whole run (``meshsim.mobility``)."""
 
 
 def make_plan(scenario: Scenario) -> Plan:
-    return Plan(place_nodes(scenario), plan_subscriptions(scenario),
-                plan_publications(scenario))
+    # imported here: meshsim.mobility imports the scenario model
+    from meshsim.mobility.build import make_trajectories
+
+    trajectories = make_trajectories(scenario, place_nodes(scenario))
+    return Plan(trajectories.positions(0.0), plan_subscriptions(scenario),
+                plan_publications(scenario), trajectories)
 
 
 def rng_for(scenario: Scenario, stream: str) -> random.Random:
@@ -82,9 +95,6 @@ def _placed(scenario: Scenario) -> dict[int, tuple[float, float]]:
         y0 = (area.height_m - dy * (rows - 1)) / 2
         return {node: (x0 + (i % cols) * dx, y0 + (i // cols) * dy)
                 for i, node in enumerate(ids)}
-    # imported here: meshsim.des imports this module (radio models live with the engine)
-    from meshsim.des.radio import compute_links, is_connected, make_model
-
     rng = rng_for(scenario, "placement")
     model = make_model(scenario.radio)
     for _ in range(nodes.max_tries):
@@ -96,7 +106,7 @@ def _placed(scenario: Scenario) -> dict[int, tuple[float, float]]:
         if is_connected(compute_links(positions, model, scenario.radio.links)):
             return positions
     raise ScenarioError("nodes.connected", f"no connected placement of {n} nodes in "
-                                           f"{nodes.max_tries} tries (raise radio.range_m, "
+                                           f"{nodes.max_tries} tries (extend the radio range, "
                                            "shrink the area or raise nodes.max_tries)")
 
 

@@ -9,7 +9,9 @@ on them unchanged. Written as JSON, which is YAML, so the types are exact.
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import secrets
 from pathlib import Path
 from typing import Any
@@ -79,13 +81,50 @@ def write_inventory(plan: Plan, rundir: Path, protocol: str, *, name: str = INVE
         group["hosts"][host].update(extra)
     text = (f"# meshsim vmesh run {plan.run!r}: {len(plan.nodes)} virtual devices.\n"
             f"# Written by `{writer}`; JSON is YAML. Holds the run's fleet key.\n"
-            + json.dumps(data, indent=2) + "\n")
+            + yaml11_json(data) + "\n")
     tmp = path.with_suffix(".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
         fh.write(text)
     os.replace(tmp, path)
     return path
+
+
+_FLOAT_MARK = "\x00yaml-float:"
+_FLOAT_TOKEN = re.compile(r'"\\u0000yaml-float:([^"]+)"')
+
+
+def _yaml11_float(value: float) -> str:
+    """A float as YAML 1.1 reads it: a '.' in the mantissa and a signed exponent.
+
+    Ansible parses inventories with PyYAML (YAML 1.1), which takes JSON's ``5e-08``
+    (no '.') for a *string*: HESPER's E_elec reached the daemon as "5e-08" and
+    meshsubd refused its configuration. ``5.0e-08`` is a float in both.
+    """
+    text = repr(value)
+    if "e" not in text:
+        return text
+    mantissa, exponent = text.split("e")
+    if "." not in mantissa:
+        mantissa += ".0"
+    if exponent[0] not in "+-":
+        exponent = "+" + exponent
+    return f"{mantissa}e{exponent}"
+
+
+def _mark_floats(value: Any) -> Any:
+    if isinstance(value, float) and math.isfinite(value) and "e" in repr(value):
+        return _FLOAT_MARK + _yaml11_float(value)
+    if isinstance(value, dict):
+        return {k: _mark_floats(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_mark_floats(v) for v in value]
+    return value
+
+
+def yaml11_json(data: Any) -> str:
+    """``json.dumps(data, indent=2)`` whose exponent floats YAML 1.1 reads as floats too."""
+    return _FLOAT_TOKEN.sub(lambda m: m.group(1), json.dumps(_mark_floats(data), indent=2))
 
 
 def _existing_fleet_key(path: Path) -> str | None:

@@ -43,10 +43,14 @@ def up(nodes_count: int, run: str = DEFAULT_RUN, *, protocol: str = "flooding",
     ref = image.ensure_image(rebuild=rebuild_image, log=log)
     old = load_state(rundir)
     if (old is not None and old.complete and old.nodes == nodes_count and old.image == ref
-            and old.spacing_m == spacing_m and old.protocol == protocol and healthy(plan)):
+            and old.spacing_m == spacing_m and healthy(plan)):
         log(f"run {run!r} is already up with {nodes_count} devices")
-        return UpResult(plan, rundir, rundir / inventory.INVENTORY,
-                        time.monotonic() - t0, True)
+        inv = rundir / inventory.INVENTORY
+        if old.protocol != protocol:  # only the inventory names it: no need to restart
+            old.protocol = protocol
+            old.save(rundir)
+            inv = inventory.write_inventory(plan, rundir, protocol)
+        return UpResult(plan, rundir, inv, time.monotonic() - t0, True)
     _check_subnet_free(plan)
     teardown(run, log=log)
 

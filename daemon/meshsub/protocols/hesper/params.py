@@ -91,6 +91,9 @@ class HesperParams(GridParams):
     reliable_control: bool = True
     """Per-hop ACKs for SUBSCRIBE, REPLY, CONFIRM, UNSUBSCRIBE, STATE_TRANSFER and
     BROKER_UPDATE; false reproduces the thesis's loss-free message counts."""
+    reliable_events: bool = False
+    """Per-hop ACKs for EVENTs too (spec §4.10's reliability class for events): on a lossy
+    medium every lost hop otherwise loses the event for the whole subtree below it."""
 
     def validate(self) -> None:
         GridParams.validate(self)

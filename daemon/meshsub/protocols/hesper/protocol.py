@@ -474,7 +474,9 @@ class Hesper(Protocol):
             return
         out = Message(msg.type, msg.id, env.to_wire(), hop=msg.hop, ttl=msg.ttl)
         self.energy.charge_tx(self._dist(nxt))
-        if self.params.reliable_control and msg.type in _CONTROL_TYPES:
+        p = self.params
+        if (p.reliable_control and msg.type in _CONTROL_TYPES) or (
+                p.reliable_events and msg.type == m.EVENT):
             self.send_reliable(nxt, out)
         else:
             self.send(nxt, out)
