@@ -195,7 +195,8 @@ class Plan:
 
 
 FULL = Plan(traces=(TracePlan("haggle", 1.5, 0.05, 2.0), TracePlan("mit", 3.0, 0.01, 12.0)),
-            ttls_h=(1.0, 2.0, 5.0, 10.0, 20.0), dfs_per_min=(0.0, 0.03, 0.138, 1.0, 10.0),
+            ttls_h=(1.0, 2.0, 5.0, 10.0, 20.0),
+            dfs_per_min=(0.0, 0.03, 0.138, 1.0, 10.0, 100.0),
             df_ttl_h=20.0, controls=(("C = 100 (no copy limit)", (("C", "100"),)),))
 """What fits this machine (2 shared cores, one pure-Python simulation at a time) in
 about half an hour: the first 36 hours of the Haggle-like preset (its full contact
