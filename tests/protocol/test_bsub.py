@@ -17,7 +17,7 @@ from meshsub.core.tcbf import TCBF, decay_factor
 from meshsub.protocols.bsub import BSub, BSubParams, RoleMode
 from meshsub.protocols.bsub.carried import Carried, Kind
 from meshsub.protocols.bsub.election import ContactLog, Meeting, designation
-from meshsub.protocols.bsub.wire import DATA, DESIGNATE, FILTER, IDENT, Mode
+from meshsub.protocols.bsub.wire import DATA, DESIGNATE, FILTER, IDENT, OFFER, Mode
 
 KEY = "NewMoon"
 
@@ -219,10 +219,11 @@ def test_lost_ack_leaves_a_duplicate_that_is_detected_by_id() -> None:
     net.unlink(10, 11)
     net.loss = None
     assert holds(net, 10, mid) and holds(net, 11, mid)
-    before = len(net.drops("duplicate"))
-    meet(net, 10, 11)  # the retry finds the copy: counted, not stored twice
-    assert len(net.drops("duplicate")) == before + 1
+    before = len(data_txs(net))
+    meet(net, 10, 11)  # the offer finds the copy by id: no second DATA, custody moved
+    assert [tx for tx in data_txs(net)[before:] if tx.message.id == mid] == []
     assert holds(net, 11, mid) and not holds(net, 10, mid)
+    assert net.drops("duplicate") == []
 
 
 def test_ttl_no_forwarding_or_delivery_after_expiry() -> None:
@@ -340,3 +341,103 @@ def test_relay_filter_decays_and_own_interest_is_pinned() -> None:
 
 def test_role_mode_enum() -> None:
     assert RoleMode("auto") is RoleMode.AUTO
+
+
+# ------------------------------------------------------------------ regressions
+
+
+def test_a_user_designates_only_until_it_knows_low_brokers() -> None:
+    """A node the user designated counts as a broker it met (election.py): with
+    low = 2, meeting four users in a row makes exactly the first two brokers."""
+    nodes = {n: BSub(n, params=params(low=2, up=5, T_hold=0.0)) for n in (1, 2, 3, 4, 5)}
+    nodes[1] = BSub(1, params=params(low=2, up=5, role_mode="pinned_user"))
+    net = Net(nodes, delay=0.01)  # type: ignore[arg-type]
+    for peer in (2, 3, 4, 5):
+        meet(net, 1, peer)
+    sent = [(n, e) for n, e in net.records("broker")]
+    assert sorted(n for n, e in sent if e.attrs["role"] == "broker") == [2, 3]
+    assert proto(net, 1).stats["designations"] == 2
+    assert proto(net, 1).log.brokers(net.now) == {2: 0, 3: 0}
+
+
+def test_a_user_demotes_only_down_to_up_brokers() -> None:
+    """After demoting one broker the user counts it as a user: with up = 2 and
+    three known brokers it demotes one below-average broker, not a second."""
+    user = BSub(1, params=params(low=1, up=2, role_mode="pinned_user"))
+    brokers = {n: BSub(n, params=params(low=1, up=2, T_hold=0.0)) for n in (10, 11, 12)}
+    for b in brokers.values():
+        b._set_role(True)  # promoted long ago
+    net = Net({1: user, **brokers}, delay=0.01)  # type: ignore[dict-item]
+    # The brokers' degrees (distinct nodes met in T_w) as they report them.
+    user.log.record(Meeting(10, 0.0, True, 9))
+    user.log.record(Meeting(11, 0.0, True, 1))
+    user.log.record(Meeting(12, 0.0, True, 1))
+    meet(net, 1, 11)  # 3 > up brokers; degree 1 < average 11/3 (11 reports 1 again)
+    assert not proto(net, 11).broker
+    meet(net, 1, 12)  # now 2 brokers known: not more than up, 12 stays a broker
+    assert proto(net, 12).broker
+    assert user.stats["designations"] == 1
+
+
+def test_a_consumer_never_receives_a_message_twice() -> None:
+    """OFFER/REQUEST: a broker's copy is not sent to a consumer the producer
+    already delivered it to (through another path than ``told``)."""
+    net = net_of([10], [1, 2])
+    net.subscribe(2, "s", sub())
+    meet(net, 2, 10)
+    mid = net.publish(1, event())
+    meet(net, 1, 10)  # copy to the broker, which learns nothing about 2
+    meet(net, 1, 2)  # direct delivery
+    before = len(data_txs(net))
+    meet(net, 10, 2)  # the broker offers, the consumer declines
+    assert data_txs(net)[before:] == []
+    assert net.deliveries(mid) == [(2, "s")]
+    assert net.drops("duplicate") == []
+
+
+def test_a_broker_holding_a_copy_declines_a_handoff_and_both_copies_stay() -> None:
+    """Two of the C copies meeting must not merge into one: the broker that
+    already carries the message declines it, and the sender keeps its copy."""
+    net = net_of([10, 11], [1, 2])
+    net.subscribe(2, "s", sub())
+    meet(net, 2, 10)
+    meet(net, 2, 11)
+    mid = net.publish(1, event())
+    meet(net, 1, 10)
+    meet(net, 1, 11)  # two copies, on two brokers
+    meet(net, 2, 11)  # 11 is reinforced: PREF from 10 to 11 > 0
+    before = len(data_txs(net))
+    meet(net, 10, 11)
+    assert data_txs(net)[before:] == []  # offered, declined: no DATA
+    assert holds(net, 10, mid) and holds(net, 11, mid)
+    item = Carried.from_message(proto(net, 10).buffer.get(mid))  # type: ignore[arg-type]
+    assert 11 in item.told  # and it is not offered again
+    before = len(net.txs)
+    meet(net, 10, 11)
+    assert not [tx for tx in net.txs[before:] if tx.message.type == OFFER and tx.src == 10]
+
+
+def test_a_message_published_during_a_contact_reaches_the_connected_consumer() -> None:
+    """Every node is a producer from the start, so the consumer's interest
+    filter is already there when the producer publishes mid-contact."""
+    net = net_of([], [1, 2])
+    net.subscribe(2, "s", sub())
+    net.link(1, 2)
+    net.run(until=1.0)
+    mid = net.publish(1, event())
+    net.run(until=2.0)
+    assert net.deliveries(mid) == [(2, "s")]
+
+
+def test_a_demoted_broker_hands_its_relay_messages_to_a_broker() -> None:
+    net = net_of([10, 11], [1, 2])
+    net.subscribe(2, "s", sub())
+    meet(net, 2, 10)
+    meet(net, 2, 11)
+    mid = net.publish(1, event())
+    meet(net, 1, 10)
+    proto(net, 10)._set_role(False)  # demoted (as a DESIGNATE would do at contact end)
+    meet(net, 10, 11)
+    assert [(tx.src, tx.dst, tx.message.body[0]) for tx in data_txs(net, Mode.HANDOFF)] \
+        == [(10, 11, Mode.HANDOFF)]
+    assert holds(net, 11, mid) and not holds(net, 10, mid)

@@ -19,7 +19,7 @@ from meshsim.scenario import load_scenario
 from meshsim.scenario.load import from_dict
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from bsub_experiments import MemorySink, metrics
+from bsub_metrics import MemorySink, metrics
 
 pytestmark = pytest.mark.slow  # about a minute of simulation in all
 
@@ -58,11 +58,18 @@ def test_delivery_ordering_and_bsub_close_to_push(runs: dict[str, Any]) -> None:
     push, bsub, pull = (runs[p][0]["delivery_ratio"] for p in ("epidemic", "bsub", "pull"))
     assert runs["bsub"][0]["pairs"] > 100  # enough (message, consumer) pairs to judge
     assert push >= bsub >= pull
-    # Measured at this short TTL: B-SUB 0.69, PUSH 1.0, PULL 0.27. The paper's "only
-    # slightly lower" is not reproduced here (docs/results/bsub.md says why); B-SUB
-    # must still recover most of what PUSH delivers and clearly beat PULL.
+    # Measured at this short TTL (2 h): B-SUB 0.73, PUSH 1.0, PULL 0.27 per (message,
+    # consumer) pair. The paper's "only slightly lower" does not hold per pair at short
+    # TTLs: a message has at most C + 1 = 4 carriers (producer, C broker copies; handoffs
+    # move custody), PUSH has every node it met, so B-SUB's delay is several times
+    # PUSH's and fewer pairs make a short TTL (docs/results/bsub.md: at TTL 10-20 h the
+    # gap closes, and with the copy limit lifted it shrinks). B-SUB must still recover
+    # most of what PUSH delivers and clearly beat PULL.
     assert bsub >= 0.6 * push
     assert bsub >= pull + 0.2
+    # Per message (delivered to at least one interested consumer) B-SUB is close to PUSH.
+    push_any, bsub_any = (runs[p][0]["delivered_any"] for p in ("epidemic", "bsub"))
+    assert bsub_any >= 0.85 * push_any
 
 
 def test_forwardings_per_delivery_ordering(runs: dict[str, Any]) -> None:
@@ -91,11 +98,21 @@ def test_broker_share_near_thirty_percent(runs: dict[str, Any]) -> None:
 
 
 def test_df_sweep_delivery_and_forwardings_fall_towards_one(runs: dict[str, Any]) -> None:
+    """As DF rises, delivery and forwardings fall and forwardings approach 1 (spec §8 #21).
+
+    Not asserted, because they do not hold here (docs/results/bsub.md says why):
+    the paper's "delay falls with DF" (at large DF B-SUB degenerates to PULL, whose
+    delay is the largest, so the mean delay of delivered messages rises: measured
+    0.63 h at Eq. 5's DF, 0.83 h at 20/min), and "DF = 0 behaves like flooding"
+    (without decay the 1-byte counters saturate at 255, M-merges equalise them,
+    PREF is 0 and handoffs stop: fewer forwardings than at Eq. 5's DF, not more).
+    """
     eq5 = runs["bsub"][0]  # DF from Eq. 5: I/T = 0.42/min at T = TTL = 2 h
     high = run("bsub", f"protocol.params.DF={20.0 / 60}")[0]
     assert high["delivery_ratio"] < eq5["delivery_ratio"]
     assert high["forwardings_per_delivery"] < eq5["forwardings_per_delivery"]
     assert high["forwardings_per_delivery"] < 2.0  # at large DF, B-SUB works like PULL
+    assert high["delivery_ratio"] >= runs["pull"][0]["delivery_ratio"]
 
 
 def cut_doc(cut_at: float) -> dict[str, Any]:

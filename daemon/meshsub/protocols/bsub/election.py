@@ -5,6 +5,13 @@ it counts the distinct brokers it met: with fewer than ``low`` it designates
 the node it is meeting a broker (if it is not one); with more than ``up`` it
 demotes the broker it is meeting if that broker's degree is below the average
 degree of the brokers it met. Only local counts are used, no global view.
+
+A node the user has just designated (or demoted) counts with its new role
+from then on (``ContactLog.set_role``): the user made it a broker, so it has
+met one more broker in ``T_w``. Without that, a user would designate every
+node it meets until it happened to meet ``low`` of them again as brokers, and
+the broker set would overshoot (every node designated within minutes) and
+then collapse under the demotions of users who count too many brokers.
 """
 
 from __future__ import annotations
@@ -38,6 +45,17 @@ class ContactLog:
         horizon = now - self.window
         while self._log and self._log[0].at < horizon:
             self._log.popleft()
+
+    def set_role(self, peer: NodeId, broker: bool, now: float) -> None:
+        """``peer`` took the role this user designated: count it so from ``now``.
+
+        The meeting is the one just logged; the degree is its latest report.
+        Nothing happens if ``peer`` is not in the window any more.
+        """
+        self.prune(now)
+        latest = next((m for m in reversed(self._log) if m.peer == peer), None)
+        if latest is not None:
+            self.record(Meeting(peer, now, broker, latest.degree))
 
     def degree(self, now: float) -> int:
         """Distinct nodes met within the window (the popularity the paper uses)."""

@@ -15,9 +15,14 @@ step with the core's per-hop reliable send:
    (mode 0, uncounted), producer copies to the broker (mode 1, at most C
    distinct brokers, counted on ACK, deleted at C), broker handoffs by
    preference computed on the pre-merge snapshots (mode 2, highest first,
-   deleted on ACK). When all of that is acknowledged, A-merge the peer's
-   genuine filter (once per session) and M-merge its relay filter; a contact
-   cut before then merges nothing, so the next contact decides afresh.
+   deleted on ACK). The decisions go out as an OFFER; the peer REQUESTs the
+   ids it lacks and only those travel as DATA (spec 001 §5.7). An offered
+   message the peer already holds stays here: a broker that already carries
+   a copy is not "given" it (which would delete ours and merge two of the C
+   copies into one), and a consumer never receives a message twice. When all
+   of that is answered and acknowledged, A-merge the peer's genuine filter
+   (once per session) and M-merge its relay filter; a contact cut before then
+   merges nothing, so the next contact decides afresh.
 
 Custody moves only on acknowledgement: a contact that ends mid-session leaves
 every unacknowledged message with its sender, so nothing is lost; a lost ACK
@@ -57,11 +62,16 @@ from meshsub.protocols.bsub.wire import (
     DESIGNATE,
     FILTER,
     IDENT,
+    OFFER,
+    OFFER_CHUNK,
+    REQUEST,
     Data,
     Designate,
     FilterMsg,
     Ident,
     Mode,
+    Offer,
+    Request,
     Role,
     filters_sent,
     params_digest,
@@ -87,9 +97,13 @@ class _Contact:
     decided: bool = False
     merge_due: bool = False
     merged_genuine: bool = False
+    offers: dict[int, list[tuple[MessageId, Mode]]] = field(default_factory=dict)
+    """Our OFFERs the peer has not answered yet, by offer number."""
+    next_offer: int = 0
     queue: deque[tuple[MessageId, Mode]] = field(default_factory=deque)
     inflight: set[MessageId] = field(default_factory=set)
     sent: set[MessageId] = field(default_factory=set)
+    """Ids offered in this session (never offered twice to the same peer)."""
 
     def peer_filter(self, *kinds: FilterKind) -> TCBF | None:
         for kind in kinds:
@@ -110,6 +124,8 @@ class BSub(Protocol):
         DESIGNATE: MsgKind.CONTROL,
         FILTER: MsgKind.SUBSCRIPTION,
         DATA: MsgKind.DATA,
+        OFFER: MsgKind.CONTROL,
+        REQUEST: MsgKind.CONTROL,
     }
 
     params: BSubParams
@@ -130,8 +146,13 @@ class BSub(Protocol):
         self.contacts: dict[NodeId, _Contact] = {}
         self.pending_copies: dict[MessageId, int] = {}
         self._items: dict[MessageId, Carried] = {}
+        self.received: dict[MessageId, float] = {}
+        """Ids delivered here -> their expiry: a consumer does not request them again."""
+        self._received_pruned = 0
         self._pos_cache: dict[bytes, frozenset[int]] = {}
         self.leased: dict[MessageId, NodeId] = {}
+        self.unconfirmed: dict[MessageId, tuple[NodeId, Mode]] = {}
+        """Copies/handoffs whose ACK never came: to whom, in which mode."""
         self.stats: dict[str, int] = {"contacts": 0, "designations": 0, "a_merges": 0,
                                       "m_merges": 0, "copies": 0, "handoffs": 0,
                                       "direct": 0}
@@ -151,9 +172,15 @@ class BSub(Protocol):
 
     @property
     def roles(self) -> Role:
-        r = Role.NONE
-        if len(self.buffer):
-            r |= Role.PRODUCER
+        """Roles advertised in IDENT.
+
+        Every node may publish at any moment, so every node is a producer (in
+        the paper's simulation all nodes produce and consume). A producer role
+        that followed the buffer would leave a message published during a
+        contact without the peer's interest or relay filter until the next
+        contact, and would make the result depend on the message rate.
+        """
+        r = Role.PRODUCER
         if not self.genuine.is_empty():
             r |= Role.CONSUMER
         if self.broker:
@@ -192,6 +219,7 @@ class BSub(Protocol):
 
     def on_publish(self, event: Event, event_id: MessageId) -> None:
         self.deliver_local(event, event_id, hop=0, published_at=self.now)
+        self._note_received(event_id, self.now + self.params.TTL)
         item = Carried(Kind.OWN, event, self.now, told=[self.node])
         if self._store(event_id, item, self.now + self.params.TTL):
             self._consider_everywhere(event_id, exclude=None)
@@ -225,7 +253,8 @@ class BSub(Protocol):
 
     def on_frame(self, sender: NodeId, message: Message) -> None:
         handlers = {IDENT: self._on_ident, DESIGNATE: self._on_designate,
-                    FILTER: self._on_filter, DATA: self._on_data}
+                    FILTER: self._on_filter, DATA: self._on_data, OFFER: self._on_offer,
+                    REQUEST: self._on_request}
         handler = handlers.get(message.type)
         if handler is None:
             self.drop("unknown_type", message, peer=sender)
@@ -324,8 +353,7 @@ class BSub(Protocol):
         plans = [plan for mid in list(self.buffer.summary_vector())
                  if (plan := self._plan(c, mid)) is not None]
         plans.sort(key=lambda p: p[0])
-        for _, mid, mode in plans:
-            self._enqueue(c, mid, mode)
+        self._offer(c, [(mid, mode) for _, mid, mode in plans])
         c.merge_due = True
         self._pump(c)
 
@@ -365,18 +393,32 @@ class BSub(Protocol):
             if peer_broker and relay_bits is not None and relay_bits.counter_at(pos) > 0 \
                     and item.copies_given + self.pending_copies.get(mid, 0) < self.params.C:
                 return (1,), mid, Mode.COPY
-        else:
-            peer_relay = c.peer_filter(FilterKind.RELAY)
-            if self.broker and peer_broker and peer_relay is not None \
-                    and c.snapshot is not None and mid not in self.leased:
-                c_own = c.snapshot.counter_at(pos)
-                c_peer = peer_relay.counter_at(pos)
-                pref = float(c_peer) if c_own == 0 else (c_peer - c_own) / c_own  # PREF
-                if pref > 0:
-                    return (2, -pref, -c_peer, entry.expires_at), mid, Mode.HANDOFF
+        elif peer_broker and mid not in self.leased:
+            pref, c_peer = self._preference(c, pos)
+            if pref > 0:
+                return (2, -pref, -c_peer, entry.expires_at), mid, Mode.HANDOFF
         if interest is not None and interest.counter_at(pos) > 0:
             return (0,), mid, Mode.DIRECT
         return None
+
+    def _preference(self, c: _Contact, pos: frozenset[int]) -> tuple[float, int]:
+        """PREF_{self,peer} of a relay message's key, and the peer's counter.
+
+        A broker compares its pre-merge snapshot with the peer's relay TCBF. A
+        demoted broker advertises no relay filter (its counter is 0), so the
+        peer's preference is its counter: it hands its relay messages to the
+        next broker whose relay filter holds the key (spec 001 §5.2 step 4).
+        """
+        if self.broker:
+            peer_relay = c.peer_filter(FilterKind.RELAY)
+            if peer_relay is None or c.snapshot is None:
+                return 0.0, 0
+            c_own = c.snapshot.counter_at(pos)
+            c_peer = peer_relay.counter_at(pos)
+            return (float(c_peer) if c_own == 0 else (c_peer - c_own) / c_own), c_peer
+        bits = c.peer_filter(FilterKind.RELAY, FilterKind.RELAY_BF)
+        c_peer = bits.counter_at(pos) if bits is not None else 0
+        return float(c_peer), c_peer
 
     def _item(self, mid: MessageId, stored: Message) -> Carried:
         """The decoded entry (cached: decoding events is the costly part of planning)."""
@@ -408,13 +450,74 @@ class BSub(Protocol):
                 self._refresh(c)
                 plan = self._plan(c, mid)
                 if plan is not None:
-                    self._enqueue(c, mid, plan[2])
-                    self._pump(c)
+                    self._offer(c, [(mid, plan[2])])
 
-    @staticmethod
-    def _enqueue(c: _Contact, mid: MessageId, mode: Mode) -> None:
-        c.queue.append((mid, mode))
-        c.sent.add(mid)
+    # ------------------------------------------------------------------ offers
+
+    def _offer(self, c: _Contact, items: list[tuple[MessageId, Mode]]) -> None:
+        """OFFER ``items`` (in sending order) to ``c.peer``; DATA follows its REQUEST."""
+        for i in range(0, len(items), OFFER_CHUNK):
+            chunk = items[i:i + OFFER_CHUNK]
+            number = c.next_offer
+            c.next_offer += 1
+            c.offers[number] = chunk
+            c.sent.update(mid for mid, _ in chunk)
+            self._send_control(c.peer, OFFER, Offer(number, tuple(chunk)).encode())
+
+    def _on_offer(self, sender: NodeId, message: Message) -> None:
+        offer = Offer.decode(message.body)
+        wanted = tuple(mid for mid, mode in offer.items if self._lacks(mid, mode))
+        self._send_control(sender, REQUEST, Request(offer.offer, wanted).encode())
+
+    def _lacks(self, mid: MessageId, mode: Mode) -> bool:
+        """Whether an offered message is worth its DATA here.
+
+        A carrier (copy or handoff) is wanted unless we carry it already; a
+        direct delivery unless it was delivered here before.
+        """
+        if mid in self.buffer:
+            return False
+        if mode is Mode.DIRECT:
+            expiry = self.received.get(mid)
+            return expiry is None or expiry <= self.now
+        return True
+
+    def _on_request(self, sender: NodeId, message: Message) -> None:
+        request = Request.decode(message.body)
+        c = self.contacts.get(sender)
+        if c is None or request.offer not in c.offers:
+            return  # an answer to a contact that has ended: nothing is owed
+        wanted = set(request.ids)
+        for mid, mode in c.offers.pop(request.offer):
+            if mid in wanted:
+                c.queue.append((mid, mode))
+            else:
+                self._peer_holds(mid, sender)
+        self._pump(c)
+
+    def _peer_holds(self, mid: MessageId, node: NodeId) -> None:
+        """``node`` has ``mid`` already: remember it, and keep our copy (nothing moved).
+
+        Unless our own earlier copy or handoff to ``node`` went unacknowledged:
+        then that DATA arrived and only its ACK was lost, so the transfer is
+        completed now (the duplicate is detected by id, spec 001 §8 item 16).
+        """
+        unconfirmed = self.unconfirmed.get(mid)
+        if unconfirmed is not None and unconfirmed[0] == node:
+            self._transferred(mid, node, unconfirmed[1])
+            return
+        entry = self.buffer.entry(mid)
+        if entry is not None:
+            item = self._item(mid, entry.message)
+            if not item.knows(node):
+                item.tell(node, self.params.max_told)
+                self._update(mid, item, entry.expires_at)
+
+    def _note_received(self, mid: MessageId, expires_at: float) -> None:
+        self.received[mid] = expires_at
+        if len(self.received) > 2 * self._received_pruned + 1024:
+            self.received = {m: t for m, t in self.received.items() if t > self.now}
+            self._received_pruned = len(self.received)
 
     def _pump(self, c: _Contact) -> None:
         """Send queued DATA while fewer than ``window`` are unacknowledged."""
@@ -434,11 +537,13 @@ class BSub(Protocol):
                 if mid in self.leased:
                     continue
                 self.leased[mid] = c.peer  # in flight to one broker at a time
-            told = tuple(item.told) if mode is not Mode.DIRECT else ()
+            # A broker copy also names the brokers that got the others.
+            told = () if mode is Mode.DIRECT else tuple(
+                item.told + [n for n in item.given_to if n not in item.told])
             data = Data(mode, item.event, item.published_at, entry.expires_at - self.now, told)
             c.inflight.add(mid)
             self.send_reliable(c.peer, Message(DATA, mid, data.encode(), hop=0, ttl=1))
-        if c.merge_due and not c.queue and not c.inflight:
+        if c.merge_due and not c.offers and not c.queue and not c.inflight:
             self._merge(c)
 
     # ------------------------------------------------------------------ receiving data
@@ -454,11 +559,13 @@ class BSub(Protocol):
             if not any(sub.matches(data.event) for sub in self.subscriptions.values()):
                 self.drop("false_positive_forward", message, peer=sender)
                 return
+            self._note_received(message.id, self.now + data.remaining_s)
             if not self.deliver_local(data.event, message.id, hop=1,
                                       published_at=data.published_at):
                 self.drop("duplicate", message, peer=sender)
             return
-        self.deliver_local(data.event, message.id, hop=1, published_at=data.published_at)
+        if self.deliver_local(data.event, message.id, hop=1, published_at=data.published_at):
+            self._note_received(message.id, self.now + data.remaining_s)
         if message.id in self.buffer:
             self.drop("duplicate", message, peer=sender)  # a lost ACK left two copies
             return
@@ -469,6 +576,11 @@ class BSub(Protocol):
             self._consider_everywhere(message.id, exclude=sender)
 
     def on_reliable_acked(self, node: NodeId, message: Message) -> None:
+        if message.type == DESIGNATE:
+            # The peer got our designation: from now on we count it in that role
+            # (election.py says why this feedback is needed).
+            self.log.set_role(node, Designate.decode(message.body).broker, self.now)
+            return
         if message.type != DATA:
             return
         mid = message.id
@@ -476,42 +588,59 @@ class BSub(Protocol):
         c = self.contacts.get(node)
         if c is not None:
             c.inflight.discard(mid)
-        entry = self.buffer.entry(mid)
         if mode is Mode.COPY:
             self._release_copy(mid)
         elif mode is Mode.HANDOFF:
             self.leased.pop(mid, None)
-        if entry is not None:
-            item = self._item(mid, entry.message)
-            if mode is Mode.DIRECT:
-                self.stats["direct"] += 1
-                item.tell(node, self.params.max_told)
-                self._update(mid, item, entry.expires_at)
-            elif mode is Mode.COPY:
-                self.stats["copies"] += 1
-                item.copies_given += 1
-                if node not in item.given_to:
-                    item.given_to.append(node)
-                if item.copies_given >= self.params.C:
-                    self._discard(mid)  # the copy limit reached: the producer is done
-                else:
-                    self._update(mid, item, entry.expires_at)
-            else:
-                self.stats["handoffs"] += 1
-                self._discard(mid)  # custody passed on with the ACK
+        self._transferred(mid, node, mode)
         if c is not None:
             self._pump(c)
 
+    def _transferred(self, mid: MessageId, node: NodeId, mode: Mode) -> None:
+        """``node`` now holds ``mid`` because we sent it in ``mode``: do the bookkeeping."""
+        self.unconfirmed.pop(mid, None)
+        entry = self.buffer.entry(mid)
+        if entry is None:
+            return
+        item = self._item(mid, entry.message)
+        if mode is Mode.DIRECT:
+            self.stats["direct"] += 1
+            item.tell(node, self.params.max_told)
+            self._update(mid, item, entry.expires_at)
+        elif mode is Mode.COPY:
+            self.stats["copies"] += 1
+            item.copies_given += 1
+            if node not in item.given_to:
+                item.given_to.append(node)
+            if item.copies_given >= self.params.C:
+                self._discard(mid)  # the copy limit reached: the producer is done
+            else:
+                self._update(mid, item, entry.expires_at)
+        else:
+            self.stats["handoffs"] += 1
+            self._discard(mid)  # custody passed on with the ACK
+
     def on_reliable_failed(self, node: NodeId, message: Message) -> None:
         # Custody stays here: the message is offered again at a later contact.
+        if message.type == OFFER:
+            c = self.contacts.get(node)
+            if c is not None:
+                for mid, _ in c.offers.pop(Offer.decode(message.body).offer, []):
+                    c.sent.discard(mid)
+                self._pump(c)
+            return
         if message.type != DATA:
             return
         mid = message.id
-        mode = message.body[0]
-        if mode == Mode.COPY:
+        mode = Mode(message.body[0])
+        if mode is Mode.COPY:
             self._release_copy(mid)
-        elif mode == Mode.HANDOFF and self.leased.get(mid) == node:
+        elif mode is Mode.HANDOFF and self.leased.get(mid) == node:
             del self.leased[mid]
+        if mode is not Mode.DIRECT:
+            # The DATA may have arrived and only its ACK been lost: if ``node``
+            # later says it holds the message, custody did move (see _peer_holds).
+            self.unconfirmed[mid] = (node, mode)
         c = self.contacts.get(node)
         if c is not None:
             c.inflight.discard(mid)
@@ -545,6 +674,7 @@ class BSub(Protocol):
     def _discard(self, mid: MessageId) -> None:
         self.buffer.discard(mid)
         self._items.pop(mid, None)
+        self.unconfirmed.pop(mid, None)
 
     def on_timer(self, name: str) -> None:
         if name == EXPIRY_TIMER:
@@ -558,6 +688,7 @@ class BSub(Protocol):
     def _report(self, dropped: list[Dropped]) -> None:
         for item in dropped:
             self._items.pop(item.entry.message.id, None)
+            self.unconfirmed.pop(item.entry.message.id, None)
             self.drop(item.reason, item.entry.message)
 
     def _arm_expiry(self) -> None:

@@ -8,6 +8,12 @@ protocol turns into a counted ``malformed`` drop.
 - IDENT ``[session, roles, degree, digest]``: starts a contact session.
 - DESIGNATE ``[session, new_role]``: "become a broker" (1) / "a user" (0).
 - FILTER ``[session, encoded]``: a TCBF/BF as ``meshsub.core.tcbf.encode_filter`` makes it.
+- OFFER ``[offer, [[origin, epoch, seq, mode], ...]]``: the messages the sender
+  means to send, in its order (spec 001 §4.3, §5.7).
+- REQUEST ``[offer, [[origin, epoch, seq], ...]]``: the offered ids the receiver
+  lacks; only those travel as DATA, so a node that already holds (or was
+  delivered) a message never receives it again, and a broker that already holds
+  a message is never "given" it, which would delete the sender's copy.
 - DATA ``[mode, event, published_at, remaining_s, told]``: one message; ``told``
   lists nodes known to hold it, so nobody sends it to them again.
 """
@@ -21,7 +27,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from meshsub.core.api import FIRST_PROTOCOL_TYPE, NODE_ID_MAX
+from meshsub.core.api import FIRST_PROTOCOL_TYPE, NODE_ID_MAX, MessageId
 from meshsub.core.content import ContentError, Event
 from meshsub.core.tcbf import HASH_ID_MMH3_SEEDS, FilterKind
 
@@ -29,10 +35,16 @@ IDENT = FIRST_PROTOCOL_TYPE
 DESIGNATE = FIRST_PROTOCOL_TYPE + 1
 FILTER = FIRST_PROTOCOL_TYPE + 2
 DATA = FIRST_PROTOCOL_TYPE + 3
+OFFER = FIRST_PROTOCOL_TYPE + 4
+REQUEST = FIRST_PROTOCOL_TYPE + 5
 STORED = FIRST_PROTOCOL_TYPE + 15
 """Type of the entries B-SUB keeps in its SCF buffer (never sent)."""
 
 MAX_TOLD = 1024
+MAX_OFFER = 256
+"""Most ids in one OFFER or REQUEST (each side chunks to ``OFFER_CHUNK``)."""
+OFFER_CHUNK = 48
+"""Ids per OFFER, so that one fits a 1200-byte frame."""
 U32 = 0xFFFF_FFFF
 
 
@@ -174,3 +186,51 @@ class Data:
         nodes = tuple(_uint(n, "told node", NODE_ID_MAX) for n in told)
         return cls(m, event, _number(published_at, "published_at"),
                    _number(remaining, "remaining_s"), nodes)
+
+
+def _mid(obj: Any, extra: int) -> tuple[MessageId, list[Any]]:
+    if not isinstance(obj, list | tuple) or len(obj) != 3 + extra:
+        raise ValueError(f"an offered id is a list of {3 + extra} integers")
+    mid = MessageId(_uint(obj[0], "origin", NODE_ID_MAX), _uint(obj[1], "epoch"),
+                    _uint(obj[2], "seq"))
+    return mid, list(obj[3:])
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """Messages the sender will send if asked, each with the mode it would use."""
+
+    offer: int
+    items: tuple[tuple[MessageId, Mode], ...]
+
+    def encode(self) -> list[Any]:
+        return [self.offer, [[m.origin, m.epoch, m.seq, int(mode)] for m, mode in self.items]]
+
+    @classmethod
+    def decode(cls, body: Any) -> Offer:
+        offer, raw = _list(body, 2, "OFFER")
+        if not isinstance(raw, list | tuple) or len(raw) > MAX_OFFER:
+            raise ValueError(f"OFFER lists at most {MAX_OFFER} ids")
+        items = []
+        for obj in raw:
+            mid, (mode,) = _mid(obj, 1)
+            items.append((mid, Mode(_uint(mode, "mode", 2))))
+        return cls(_uint(offer, "offer"), tuple(items))
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """The ids of one OFFER that the receiver wants (it lacks them)."""
+
+    offer: int
+    ids: tuple[MessageId, ...]
+
+    def encode(self) -> list[Any]:
+        return [self.offer, [[m.origin, m.epoch, m.seq] for m in self.ids]]
+
+    @classmethod
+    def decode(cls, body: Any) -> Request:
+        offer, raw = _list(body, 2, "REQUEST")
+        if not isinstance(raw, list | tuple) or len(raw) > MAX_OFFER:
+            raise ValueError(f"REQUEST lists at most {MAX_OFFER} ids")
+        return cls(_uint(offer, "offer"), tuple(_mid(obj, 0)[0] for obj in raw))
