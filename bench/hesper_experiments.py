@@ -363,10 +363,17 @@ What the loss case shows. Every HESPER message but the intra-cell BEACON travels
 hop as a unicast with a per-hop ACK (`reliable_control`, `reliable_events`; the core's
 reliable sender: RTO 0.2 s doubling, 4 transmissions): a hop is lost only when all four
 copies of the frame are lost, 0.1^4 = 10^-4 per hop at 10 % loss, and a copy whose ACK
-was lost is re-acknowledged but not passed up twice (per-sender reliable ids), so the
-ratio stays at or near 1 with no duplicates, at the price of more transmissions
-(retransmissions and ACKs: the control column) and a longer latency tail (one RTO,
-0.2 s, per lost copy). What the ACKs do not cover: BEACONs (broadcast, no ACK; a member
+was lost is re-acknowledged but not passed up twice (per-sender reliable ids), so no
+event is duplicated and an event on a confirmed path arrives, at the price of more
+transmissions (retransmissions and ACKs: the control column) and a longer latency tail
+(one RTO, 0.2 s, per lost copy). In the run quoted above the 5 missing deliveries are
+the first 5 events of one subscription (node 2's smoke-all): its SHB's SUBSCRIBE to
+the next broker failed all four transmissions over one diagonal link in 1.5 s while
+beacons over the same link got through (a burst the independent 10 % model makes
+10^-4 likely), the reply window closed empty (`no_reply`), and the path was set up
+only at the next broker change 27 s later (else at the refresh, `sub_refresh_s` =
+60 s); every later event arrived. An earlier run of the same scenario, before the
+reply window allowed for retransmissions, lost 15 of 234 this way. What the ACKs do not cover: BEACONs (broadcast, no ACK; a member
 leaves a node's cell view only after `member_timeout_s` = 6 s, three lost beacons in a
 row, 10^-3 per pair and beacon period at 10 %) and the daemon's own neighbour
 discovery; a view that loses the broker sends a message to another node of the cell,
