@@ -373,7 +373,8 @@ beacons over the same link got through (a burst the independent 10 % model makes
 10^-4 likely), the reply window closed empty (`no_reply`), and the path was set up
 only at the next broker change 27 s later (else at the refresh, `sub_refresh_s` =
 60 s); every later event arrived. An earlier run of the same scenario, before the
-reply window allowed for retransmissions, lost 15 of 234 this way. What the ACKs do not cover: BEACONs (broadcast, no ACK; a member
+reply window allowed for retransmissions, lost 15 of 234 this way.
+What the ACKs do not cover: BEACONs (broadcast, no ACK; a member
 leaves a node's cell view only after `member_timeout_s` = 6 s, three lost beacons in a
 row, 10^-3 per pair and beacon period at 10 %) and the daemon's own neighbour
 discovery; a view that loses the broker sends a message to another node of the cell,
