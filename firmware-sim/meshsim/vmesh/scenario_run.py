@@ -225,7 +225,8 @@ def _write_inventory(scenario: Scenario, plan: Plan, up: lifecycle.UpResult,
                                    "meshsub_static_position": {"x": x, "y": y}}
     group_vars = {
         "meshsub_protocol": scenario.protocol.name,
-        "meshsub_protocol_params": params_to_dict(scenario.protocol.params),
+        "meshsub_protocol_params": {k: v for k, v in params_to_dict(scenario.protocol.params)
+                                    .items() if v is not None},  # unset: the default
         "meshsub_location_source": "gpsd" if scenario.gps.enabled else "static",
         "meshsub_origin": {"lat": scenario.area.origin_lat, "lon": scenario.area.origin_lon},
         "meshsub_payload_size": scenario.radio.payload_size,
