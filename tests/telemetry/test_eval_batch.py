@@ -95,21 +95,27 @@ def test_thesis_cost_metrics(m: dict[str, Any]) -> None:
     assert m["energy_subscription_per_subscriber_j"] * 1e6 == pytest.approx(31.68 / 6)
 
 
+def handbuilt_settings(spark: Any) -> Any:
+    """The settings row of evaldata's run, as mesheval.settings would derive it."""
+    from mesheval.settings import SETTINGS_SCHEMA
+
+    return spark.createDataFrame(
+        [(evaldata.RUN, "flooding", "handbuilt", "sim", "p", "v", 70.0, 0, 5 * evaldata.S)],
+        schema=SETTINGS_SCHEMA)
+
+
 def test_energy_per_message_of_fixed_size(spark: Any) -> None:
     """--message-bits 320: every message costs M_b bits whatever its frame's size."""
     from pyspark.sql import functions as F
 
     from mesheval.metrics import publications, traffic
     from mesheval.schema import record_schema
-    from mesheval.settings import SETTINGS_SCHEMA
 
     rows = [r for recs in evaldata.records().values() for r in recs]
     schema = record_schema(with_corrupt=False)
     records = spark.createDataFrame([tuple(r.get(f) for f in schema.fieldNames()) for r in rows],
                                     schema=schema)
-    settings = spark.createDataFrame(
-        [(evaldata.RUN, "flooding", "handbuilt", "p", "v", 70.0, 0, 5 * evaldata.S)],
-        schema=SETTINGS_SCHEMA)
+    settings = handbuilt_settings(spark)
     radio = traffic(records, publications(records, settings), settings, message_bits=320)
     data = {row["event"]: row["e"] for row in radio.filter(F.col("msg_kind") == "data")
             .groupBy("event").agg(F.sum("energy_j").alias("e")).collect()}
@@ -179,16 +185,13 @@ def test_energy_with_static_positions(spark: Any) -> None:
 
     from mesheval.metrics import publications, traffic
     from mesheval.schema import record_schema
-    from mesheval.settings import SETTINGS_SCHEMA
 
     rows = [r for recs in evaldata.records().values() for r in recs
             if not (r["event"] == "position" and r["ts_ns"] > 0)]
     schema = record_schema(with_corrupt=False)
     records = spark.createDataFrame([tuple(r.get(f) for f in schema.fieldNames()) for r in rows],
                                     schema=schema)
-    settings = spark.createDataFrame(
-        [(evaldata.RUN, "flooding", "handbuilt", "sim", "p", "v", 70.0, 0, 5 * evaldata.S)],
-        schema=SETTINGS_SCHEMA)
+    settings = handbuilt_settings(spark)
     radio = traffic(records, publications(records, settings), settings)
     data_tx = radio.filter((F.col("event") == "tx") & (F.col("msg_kind") == "data")).agg(
         F.sum("energy_j")).first()
