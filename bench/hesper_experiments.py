@@ -257,9 +257,10 @@ def write_report(results: list[Result], mc: tuple[float, float, float], samples:
         "",
     ]
     if assets_kept:
-        lines += ["mesheval's own report of the sweep (headline table per configuration, "
-                  "per-run table, plots): [hesper/sweep/report.md](hesper/sweep/report.md). "
-                  "The RUNDIRs (`build/hesper-runs`, about 40 MB per 4000-node run) and "
+        reports = ", ".join(f"[{size}](hesper/sweep-{size}/report.md)" for size in sizes)
+        lines += ["mesheval's own reports of the sweep, one per network size (headline table "
+                  f"per configuration, per-run table, plots): {reports}. The RUNDIRs "
+                  "(`build/hesper-runs`, about 40 MB per 4000-node run) and "
                   "mesheval's Parquet cache are not kept.", ""]
     lines += [
         "## Delivery, subscription and hop figures per run",
@@ -372,8 +373,10 @@ the next broker failed all four transmissions over one diagonal link in 1.5 s wh
 beacons over the same link got through (a burst the independent 10 % model makes
 10^-4 likely), the reply window closed empty (`no_reply`), and the path was set up
 only at the next broker change 27 s later (else at the refresh, `sub_refresh_s` =
-60 s); every later event arrived. An earlier run of the same scenario, before the
-reply window allowed for retransmissions, lost 15 of 234 this way.
+60 s); every later event arrived. An earlier run, in which PENDING entries lived only
+the spec's 3 x reply window, lost 15 of 234 the same way: a reply slowed by
+retransmissions came after its entries had expired. They now also wait out the reliable
+sender's retransmissions on every hop, and a late reply is decided when it comes.
 What the ACKs do not cover: BEACONs (broadcast, no ACK; a member
 leaves a node's cell view only after `member_timeout_s` = 6 s, three lost beacons in a
 row, 10^-3 per pair and beacon period at 10 %) and the daemon's own neighbour
@@ -537,39 +540,43 @@ def _claims(by: dict[tuple[int, float, int], dict[str, Result]],
 
 def evaluate(by_size: dict[str, list[tuple[Point, Path]]], eval_dir: Path,
              assets: Path | None, reuse: bool) -> dict[str, tuple[Point, dict[str, Any]]]:
-    """mesheval over all RUNDIRs in one batch (Spark's fixed costs once); per-run documents.
+    """mesheval over the RUNDIRs of each network size (one batch and report per size, in
+    ``eval_dir/<size>``, so a sweep resumes size by size); per-run documents.
 
     Runs of one size and protocol variant share a scenario name, so mesheval's
-    configurations are (protocol, size and variant, subscriber count). With ``reuse``,
-    an earlier metrics.json of exactly these RUNDIRs is read instead of evaluating again.
+    configurations are (protocol, variant, subscriber count). With ``reuse``, an earlier
+    metrics.json of exactly the same RUNDIRs is read instead of evaluating again.
     """
-    runs = [run for group in by_size.values() for run in group]
-    inputs = [str(rundir.resolve()) for _, rundir in runs]
-    earlier = eval_dir / "metrics.json"
-    document: dict[str, Any] | None = None
-    if reuse and earlier.exists():
-        doc = json.loads(earlier.read_text())
-        if sorted(str(Path(p).resolve()) for p in doc.get("inputs", [])) == sorted(inputs):
-            document = doc
-            print(f"mesheval: reusing {earlier}", flush=True)
-    if document is None:
-        from mesheval.batch import run_batch
-        from mesheval.report import write_report as write_eval_report
-        from mesheval.session import get_session
+    found: dict[str, tuple[Point, dict[str, Any]]] = {}
+    spark: Any = None
+    for size, runs in sorted(by_size.items()):
+        out = eval_dir / size
+        inputs = sorted(str(rundir.resolve()) for _, rundir in runs)
+        earlier = out / "metrics.json"
+        document: dict[str, Any] | None = None
+        if reuse and earlier.exists():
+            doc = json.loads(earlier.read_text())
+            if sorted(str(Path(p).resolve()) for p in doc.get("inputs", [])) == inputs:
+                document = doc
+                print(f"mesheval: reusing {earlier}", flush=True)
+        if document is None:
+            from mesheval.batch import run_batch
+            from mesheval.report import write_report as write_eval_report
+            from mesheval.session import get_session
 
-        spark = get_session("local[2]")
-        result = run_batch(spark, [rundir for _, rundir in runs], eval_dir, message_bits=M_B)
-        write_eval_report(result.document, eval_dir)
-        document = result.document
-    points = {p.run_id: p for p, _ in runs}
-    found = {run["run"]: (points[run["run"]], run) for run in document["runs"]
-             if run["run"] in points}
-    if assets is not None:
-        (assets / "sweep").mkdir(parents=True, exist_ok=True)
-        for name in KEPT:
-            if (eval_dir / name).exists():
-                shutil.copyfile(eval_dir / name, assets / "sweep" / name)
-    print(f"mesheval: {len(runs)} runs -> {eval_dir}", flush=True)
+            spark = spark or get_session("local[2]")
+            result = run_batch(spark, [rundir for _, rundir in runs], out, message_bits=M_B)
+            write_eval_report(result.document, out)
+            document = result.document
+        points = {p.run_id: p for p, _ in runs}
+        found.update({run["run"]: (points[run["run"]], run) for run in document["runs"]
+                      if run["run"] in points})
+        if assets is not None:
+            (assets / f"sweep-{size}").mkdir(parents=True, exist_ok=True)
+            for name in KEPT:
+                if (out / name).exists():
+                    shutil.copyfile(out / name, assets / f"sweep-{size}" / name)
+        print(f"mesheval: {len(runs)} runs of {size} -> {out}", flush=True)
     return found
 
 
