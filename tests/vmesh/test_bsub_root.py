@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from privatehome import private_vmesh_home
 from test_vmesh_bsub_scenarios import check_cut, check_groups, expected_deliveries
 
 from meshsim.scenario import load_scenario
@@ -40,24 +41,8 @@ DEVICES = 7
 
 @pytest.fixture(scope="module")
 def vmesh_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    from meshsim.vmesh import lifecycle
-    from meshsim.vmesh.runstate import HOME_ENV
-
-    old = os.environ.get(HOME_ENV)
-    home = tmp_path_factory.mktemp("vmesh-home")
-    os.environ[HOME_ENV] = str(home)
-    try:
+    with private_vmesh_home(tmp_path_factory, RUN, DEVICES) as home:
         yield home
-    finally:
-        from meshsim.medium import Medium
-        from meshsim.vmesh.plan import make_plan
-
-        Medium(make_plan(DEVICES, RUN).medium_netns, {}).remove()
-        lifecycle.teardown(RUN, purge=True)
-        if old is None:
-            os.environ.pop(HOME_ENV, None)
-        else:
-            os.environ[HOME_ENV] = old
 
 
 def run(name: str, out: Path) -> Any:

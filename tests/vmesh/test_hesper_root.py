@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from privatehome import private_vmesh_home
 
 from meshsim.scenario import load_scenario
 from meshsim.scenario.plan import make_plan as make_scenario_plan
@@ -37,25 +38,9 @@ RUN = "t6hs"
 
 @pytest.fixture(scope="module")
 def vmesh_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    from meshsim.vmesh import lifecycle
-    from meshsim.vmesh.runstate import HOME_ENV
-
-    old = os.environ.get(HOME_ENV)
-    home = tmp_path_factory.mktemp("vmesh-home")
-    os.environ[HOME_ENV] = str(home)
-    try:
+    devices = len(make_scenario_plan(load_scenario(SCENARIO)).positions)
+    with private_vmesh_home(tmp_path_factory, RUN, devices) as home:
         yield home
-    finally:
-        from meshsim.medium import Medium
-        from meshsim.vmesh.plan import make_plan
-
-        count = len(make_scenario_plan(load_scenario(SCENARIO)).positions)
-        Medium(make_plan(count, RUN).medium_netns, {}).remove()
-        lifecycle.teardown(RUN, purge=True)
-        if old is None:
-            os.environ.pop(HOME_ENV, None)
-        else:
-            os.environ[HOME_ENV] = old
 
 
 def records(out: Path) -> list[dict[str, Any]]:
