@@ -17,7 +17,7 @@ from meshsub.core.tcbf import TCBF, decay_factor
 from meshsub.protocols.bsub import BSub, BSubParams, RoleMode
 from meshsub.protocols.bsub.carried import Carried, Kind
 from meshsub.protocols.bsub.election import ContactLog, Meeting, designation
-from meshsub.protocols.bsub.wire import DATA, DESIGNATE, FILTER, IDENT, OFFER, Mode
+from meshsub.protocols.bsub.wire import DATA, DESIGNATE, FILTER, IDENT, OFFER, ROLE, Mode
 
 KEY = "NewMoon"
 
@@ -358,6 +358,23 @@ def test_a_user_designates_only_until_it_knows_low_brokers() -> None:
     assert sorted(n for n, e in sent if e.attrs["role"] == "broker") == [2, 3]
     assert proto(net, 1).stats["designations"] == 2
     assert proto(net, 1).log.brokers(net.now) == {2: 0, 3: 0}
+
+
+def test_a_designated_node_that_refuses_is_not_counted_as_a_broker() -> None:
+    """The designated node answers with the role it takes (ROLE): a node in its
+    hold-down (here: pinned) stays a user in the user's count, so the user goes
+    on designating until ``low`` nodes did become brokers."""
+    nodes = {n: BSub(n, params=params(low=2, up=5, T_hold=0.0)) for n in (3, 4, 5)}
+    nodes[1] = BSub(1, params=params(low=2, up=5, role_mode="pinned_user"))
+    nodes[2] = BSub(2, params=params(low=2, up=5, role_mode="pinned_user"))
+    net = Net(nodes, delay=0.01)  # type: ignore[arg-type]
+    for peer in (2, 3, 4, 5):
+        meet(net, 1, peer)
+    roles = [tx.message.body for tx in net.txs if tx.message.type == ROLE and tx.dst == 1]
+    assert [r[1] for r in roles] == [0, 1, 1]  # 2 refused, 3 and 4 took it
+    assert proto(net, 1).stats["designations"] == 3
+    assert proto(net, 1).log.brokers(net.now) == {3: 0, 4: 0}
+    assert not proto(net, 2).broker and proto(net, 3).broker and proto(net, 4).broker
 
 
 def test_a_user_demotes_only_down_to_up_brokers() -> None:

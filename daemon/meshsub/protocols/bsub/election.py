@@ -6,9 +6,10 @@ the node it is meeting a broker (if it is not one); with more than ``up`` it
 demotes the broker it is meeting if that broker's degree is below the average
 degree of the brokers it met. Only local counts are used, no global view.
 
-A node the user has just designated (or demoted) counts with its new role
-from then on (``ContactLog.set_role``): the user made it a broker, so it has
-met one more broker in ``T_w``. Without that, a user would designate every
+A node the user has just designated (or demoted) answers with the role it
+takes (ROLE: it refuses within its hold-down or when pinned), and counts with
+that role from then on (``ContactLog.set_role``): a node the user made a
+broker is one more broker met in ``T_w``. Without that, a user would designate every
 node it meets until it happened to meet ``low`` of them again as brokers, and
 the broker set would overshoot (every node designated within minutes) and
 then collapse under the demotions of users who count too many brokers.

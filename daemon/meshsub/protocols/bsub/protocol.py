@@ -65,6 +65,7 @@ from meshsub.protocols.bsub.wire import (
     OFFER,
     OFFER_CHUNK,
     REQUEST,
+    ROLE,
     Data,
     Designate,
     FilterMsg,
@@ -73,6 +74,7 @@ from meshsub.protocols.bsub.wire import (
     Offer,
     Request,
     Role,
+    RoleMsg,
     filters_sent,
     params_digest,
 )
@@ -126,6 +128,7 @@ class BSub(Protocol):
         DATA: MsgKind.DATA,
         OFFER: MsgKind.CONTROL,
         REQUEST: MsgKind.CONTROL,
+        ROLE: MsgKind.CONTROL,
     }
 
     params: BSubParams
@@ -254,7 +257,7 @@ class BSub(Protocol):
     def on_frame(self, sender: NodeId, message: Message) -> None:
         handlers = {IDENT: self._on_ident, DESIGNATE: self._on_designate,
                     FILTER: self._on_filter, DATA: self._on_data, OFFER: self._on_offer,
-                    REQUEST: self._on_request}
+                    REQUEST: self._on_request, ROLE: self._on_role}
         handler = handlers.get(message.type)
         if handler is None:
             self.drop("unknown_type", message, peer=sender)
@@ -293,14 +296,26 @@ class BSub(Protocol):
 
     def _on_designate(self, sender: NodeId, message: Message) -> None:
         order = Designate.decode(message.body)
-        if self.params.role_mode is not RoleMode.AUTO or order.broker == self.broker:
-            return
-        if self.now - self.last_role_change < self.params.T_hold:
-            return  # hysteresis: users that disagree must not make a node oscillate
-        if sender in self.contacts:
-            self.pending_role = (order.broker, sender)
-        else:
-            self._set_role(order.broker)
+        takes = (self.params.role_mode is RoleMode.AUTO and order.broker != self.broker
+                 # hysteresis: users that disagree must not make a node oscillate
+                 and self.now - self.last_role_change >= self.params.T_hold
+                 # nor against a change that waits for its contact to end
+                 and (self.pending_role is None or self.pending_role[0] == order.broker))
+        if takes:
+            if sender not in self.contacts:
+                self._set_role(order.broker)
+            elif self.pending_role is None:
+                self.pending_role = (order.broker, sender)
+        # Answer with the role we will have, taken or refused: the user counts us by it.
+        self._send_control(sender, ROLE, RoleMsg(order.session, self._future_role()).encode())
+
+    def _future_role(self) -> bool:
+        """The role after the contact that asked for a change ends."""
+        return self.pending_role[0] if self.pending_role is not None else self.broker
+
+    def _on_role(self, sender: NodeId, message: Message) -> None:
+        # The node we designated says which role it takes: count it so from now on.
+        self.log.set_role(sender, RoleMsg.decode(message.body).broker, self.now)
 
     def _send_filters(self, c: _Contact) -> None:
         for kind in sorted(filters_sent(c.roles, c.peer_roles)):
@@ -576,11 +591,6 @@ class BSub(Protocol):
             self._consider_everywhere(message.id, exclude=sender)
 
     def on_reliable_acked(self, node: NodeId, message: Message) -> None:
-        if message.type == DESIGNATE:
-            # The peer got our designation: from now on we count it in that role
-            # (election.py says why this feedback is needed).
-            self.log.set_role(node, Designate.decode(message.body).broker, self.now)
-            return
         if message.type != DATA:
             return
         mid = message.id

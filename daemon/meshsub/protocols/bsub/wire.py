@@ -7,6 +7,9 @@ protocol turns into a counted ``malformed`` drop.
 
 - IDENT ``[session, roles, degree, digest]``: starts a contact session.
 - DESIGNATE ``[session, new_role]``: "become a broker" (1) / "a user" (0).
+- ROLE ``[session, broker]``: the designated node's answer, the role it will
+  have (it may refuse: hold-down, pinned role), so that the user counts it
+  truthfully (``election.py``).
 - FILTER ``[session, encoded]``: a TCBF/BF as ``meshsub.core.tcbf.encode_filter`` makes it.
 - OFFER ``[offer, [[origin, epoch, seq, mode], ...]]``: the messages the sender
   means to send, in its order (spec 001 §4.3, §5.7).
@@ -37,6 +40,7 @@ FILTER = FIRST_PROTOCOL_TYPE + 2
 DATA = FIRST_PROTOCOL_TYPE + 3
 OFFER = FIRST_PROTOCOL_TYPE + 4
 REQUEST = FIRST_PROTOCOL_TYPE + 5
+ROLE = FIRST_PROTOCOL_TYPE + 6
 STORED = FIRST_PROTOCOL_TYPE + 15
 """Type of the entries B-SUB keeps in its SCF buffer (never sent)."""
 
@@ -140,6 +144,20 @@ class Designate:
     def decode(cls, body: Any) -> Designate:
         session, role = _list(body, 2, "DESIGNATE")
         return cls(_uint(session, "session"), bool(_uint(role, "new_role", 1)))
+
+
+@dataclass(frozen=True, slots=True)
+class RoleMsg:
+    session: int
+    broker: bool
+
+    def encode(self) -> list[int]:
+        return [self.session, int(self.broker)]
+
+    @classmethod
+    def decode(cls, body: Any) -> RoleMsg:
+        session, role = _list(body, 2, "ROLE")
+        return cls(_uint(session, "session"), bool(_uint(role, "broker", 1)))
 
 
 @dataclass(frozen=True, slots=True)
