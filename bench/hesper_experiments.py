@@ -585,7 +585,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true",
                     help="4000 nodes / TR 70 only, 20, 200 and 800 subscribers")
-    ap.add_argument("--sizes", default="4000-tr70,4000-tr100,8000-tr70",
+    ap.add_argument("--sizes", default="4000-tr70,4000-tr100,8000-tr70,8000-tr100",
                     help="comma-separated scenario suffixes (hesper-<suffix>.toml)")
     ap.add_argument("--subs", default="20,80,200,400,800")
     ap.add_argument("--seed", type=int, default=1)
