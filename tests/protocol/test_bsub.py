@@ -298,9 +298,10 @@ def test_malformed_frames_are_counted_drops() -> None:
     p.handle(NeighborUp(0.0, NeighborInfo(2)))
     for mtype, body in ((IDENT, "x"), (IDENT, [1, 2]), (FILTER, [1, "notbytes"]),
                         (FILTER, [1, b"\x00"]), (DATA, [9, ["a"], 0, 1, []]),
-                        (DATA, [0, "bad", 0, 1, []]), (DESIGNATE, [1, 7]), (99, None)):
+                        (DATA, [0, "bad", 0, 1, []]), (DESIGNATE, [1, 7]), (ROLE, [1, "x"]),
+                        (99, None)):
         p.handle(FrameReceived(1.0, 2, Message(mtype, MessageId(2, 1, 1), body)))
-    assert p.drops["malformed"] == 7 and p.drops["unknown_type"] == 1
+    assert p.drops["malformed"] == 8 and p.drops["unknown_type"] == 1
     p.handle(FrameReceived(1.0, 2, Message(IDENT, MessageId(2, 1, 2), [5, 0, 0, 12345])))
     assert p.drops["config_mismatch"] == 1
 
