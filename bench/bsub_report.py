@@ -349,11 +349,12 @@ def why(cache: Mapping[str, Any], plan: Plan) -> list[str]:
     long_ttls = [t for t in plan.ttls_h if t >= 10]
 
     def fig(trace: str, proto: str, metric: str, fmt: str = ".2f", at: float = ttl,
-            df: float | None = None, variant: tuple[tuple[str, str], ...] = ()) -> str:
-        r = _get(cache, plan, trace, proto, at, df, variant)
+            df: float | None = None, variant: tuple[tuple[str, str], ...] | None = ()) -> str:
+        """``variant`` None: a control run this plan does not make (n/a, not the default)."""
+        r = None if variant is None else _get(cache, plan, trace, proto, at, df, variant)
         return _f(r.get(metric) if r else None, fmt)
 
-    no_limit = plan.controls[0][1] if plan.controls else ()
+    no_limit = plan.controls[0][1] if plan.controls else None
     long_bsub = "-".join(fig("haggle", "bsub", "delivery_ratio", at=t) for t in long_ttls)
     long_push = "-".join(fig("haggle", "epidemic", "delivery_ratio", at=t) for t in long_ttls)
     share_h = fig("haggle", "bsub", "broker_share")
