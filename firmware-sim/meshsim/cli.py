@@ -116,7 +116,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     scenario = _load(args)
     if os.geteuid() != 0:
         raise UsageError("meshsim run: needs root (network namespaces, containers)")
-    from meshsim.vmesh.errors import VmeshError
+    from meshsim.host.errors import VmeshError
     from meshsim.vmesh.scenario_run import RunOptions, agent_summary, run_on_vmesh
 
     def progress(msg: str) -> None:

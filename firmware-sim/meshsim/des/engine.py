@@ -29,9 +29,9 @@ import simpy
 from meshsim.des.codec import Sizer, make_sizer
 from meshsim.des.stats import Delivery, Published, SimStats
 from meshsim.gps.des import GpsView
-from meshsim.medium.radio import Links, compute_links, make_model, pair_delays
 from meshsim.mobility.contacts import contact_timeline
 from meshsim.mobility.trajectories import Trajectories
+from meshsim.radio import Links, compute_links, make_model, pair_delays
 from meshsim.scenario.model import Contact, Scenario, to_plain
 from meshsim.scenario.plan import Plan, make_plan
 from meshsub.core.api import (

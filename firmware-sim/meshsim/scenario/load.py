@@ -22,7 +22,7 @@ from meshsim.gps.settings import (
     GpsSettingsError,
     Outage,
 )
-from meshsim.medium.radio import LINK_CUTOFF, make_model
+from meshsim.radio import LINK_CUTOFF, make_model
 from meshsim.scenario.mobility_section import parse_mobility
 from meshsim.scenario.model import (
     PLACEMENTS,
@@ -51,8 +51,8 @@ from meshsim.scenario.traces import parse_contact_line, parse_contacts
 from meshsub.core.content import ContentError
 from meshsub.core.params import ParameterError, parse_params
 from meshsub.core.registry import UnknownProtocolError, get_protocol
+from meshsub.core.subids import SubIdError, check_sub_id
 from meshsub.core.syntax import parse_event, parse_subscription
-from meshsub.runtime.mqtt import PayloadError, check_sub_id
 
 LOG_DISTANCE_KEYS = ("tx_power_dbm", "ref_loss_db", "ref_distance_m", "path_loss_exp",
                      "noise_floor_dbm", "frame_bytes")
@@ -338,7 +338,7 @@ def _workload(t: Table, ids: set[int], meta: Meta) -> Workload:
         if sub_id:
             try:  # the virtual mesh subscribes over MQTT: the same id rules apply
                 check_sub_id(sub_id)
-            except PayloadError as exc:
+            except SubIdError as exc:
                 raise st.err("id", str(exc)) from None
         start = st.number("t", 0.0, lo=0.0)
         st.done()

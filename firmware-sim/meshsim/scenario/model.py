@@ -66,7 +66,7 @@ class Radio:
     links: tuple[LinkOverride, ...] = ()
     vmesh_delay: bool = False
     """The virtual mesh holds frames for delay_s (and links[].delay_s) through NFQUEUE."""
-    # log_distance only (meshsim.medium.radio.LogDistance)
+    # log_distance only (meshsim.radio.LogDistance)
     tx_power_dbm: float = 20.0
     ref_loss_db: float = 40.2
     ref_distance_m: float = 1.0

@@ -15,7 +15,7 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from meshsim.medium.radio import compute_links, is_connected, make_model
+from meshsim.radio import compute_links, is_connected, make_model
 from meshsim.scenario.model import (
     AttrDist,
     PublicationSpec,

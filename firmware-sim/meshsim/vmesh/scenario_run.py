@@ -32,13 +32,14 @@ from typing import Any
 
 from meshsim.des.engine import default_run_id
 from meshsim.gps.feeder import GpsFeeder
-from meshsim.medium import Medium, delay_config, htb, make_model
+from meshsim.host.errors import VmeshError
+from meshsim.medium import Medium, delay_config, htb
 from meshsim.mobility import Trajectories, trajectories_for, write_mobility_log
+from meshsim.radio import make_model
 from meshsim.scenario.model import Scenario, to_plain
 from meshsim.scenario.plan import Plan, make_plan
 from meshsim.telemetry_files import atomic_write_text, base_manifest, prepare_run_dir
 from meshsim.vmesh import deploy, devices, lifecycle, nodes
-from meshsim.vmesh.errors import VmeshError
 from meshsim.vmesh.inventory import GPSD_UDP_PORT, write_inventory
 from meshsim.vmesh.plan import NodePlan
 from meshsim.vmesh.timeline import Timeline

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from meshsim.medium.radio import Links, compute_links, make_model
 from meshsim.mobility import Trajectories, contact_timeline
+from meshsim.radio import Links, compute_links, make_model
 from meshsim.scenario.model import Contact, Scenario
 
 EXPECTED_LOSS = 0.5

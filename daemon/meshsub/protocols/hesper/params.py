@@ -2,54 +2,14 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from meshsub.core.params import ParameterError
-from meshsub.core.reliable import ReliableParams
+from meshsub.core.params import non_negative as _non_negative
+from meshsub.core.params import positive as _positive
+from meshsub.core.region import GridParams
 
 ENERGY_SOURCES = ("config", "model", "external")
-
-
-def _positive(key: str, value: float) -> None:
-    if not (math.isfinite(value) and value > 0):
-        raise ParameterError(key, "must be a positive number")
-
-
-def _non_negative(key: str, value: float) -> None:
-    if not (math.isfinite(value) and value >= 0):
-        raise ParameterError(key, "must be a non-negative number")
-
-
-@dataclass(frozen=True, slots=True)
-class GridParams(ReliableParams):
-    """The deployment grid every node must agree on (shared with the DF baseline)."""
-
-    TR: float = 70.0
-    """Transmission range (m); the cell side is TR/sqrt(2) unless ``cell_side_m`` is set."""
-    cell_side_m: float = 0.0
-    """Cell side (m); 0 = TR/sqrt(2) (thesis). Set it on Wi-Fi meshes (spec §4.10)."""
-    area_width_m: float = 1000.0
-    area_height_m: float = 1000.0
-    origin_x: float = 0.0
-    origin_y: float = 0.0
-    max_hops: int = 255
-    """Radio-hop budget of one message end to end (the frame TTL)."""
-
-    def validate(self) -> None:
-        ReliableParams.validate(self)
-        _positive("TR", self.TR)
-        _non_negative("cell_side_m", self.cell_side_m)
-        _positive("area_width_m", self.area_width_m)
-        _positive("area_height_m", self.area_height_m)
-        if not (math.isfinite(self.origin_x) and math.isfinite(self.origin_y)):
-            raise ParameterError("origin_x", "origin must be finite")
-        if not 1 <= self.max_hops <= 255:
-            raise ParameterError("max_hops", "must be in 1..255")
-
-    @property
-    def cell_side(self) -> float:
-        return self.cell_side_m if self.cell_side_m > 0 else self.TR / math.sqrt(2.0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,11 +25,11 @@ from meshsub.core.grid import Cell, CellTracker, Point, chebyshev
 from meshsub.core.hashpoint import topic_offset
 from meshsub.core.params import ProtocolParams
 from meshsub.core.protocol import Protocol
+from meshsub.core.region import event_region, make_grid, subscription_region
 from meshsub.protocols.hesper import messages as m
 from meshsub.protocols.hesper.election import Member, claim_rank, elect
 from meshsub.protocols.hesper.energy import EnergyMeter, RadioEnergyModel
 from meshsub.protocols.hesper.params import HesperParams
-from meshsub.protocols.hesper.region import event_region, make_grid, subscription_region
 from meshsub.protocols.hesper.sectors import next_offsets
 from meshsub.protocols.hesper.state import (
     Downstream,
