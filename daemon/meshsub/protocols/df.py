@@ -226,7 +226,7 @@ class DF(Protocol):
                                         msg.hop, msg.ttl))
                 return
         if self.is_duplicate(msg.id):
-            self.drops["duplicate_event"] += 1
+            self.drop("duplicate_event", msg)
             return
         targets: set[int] = set()
         for grad in self.gradients.values():

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from meshsub.core.params import ParameterError, ProtocolParams, parse_params
+from meshsub.core.roles import RoleError, check_roles
 
 if TYPE_CHECKING:
     from meshsub.core.protocol import Protocol
@@ -56,6 +57,9 @@ class ConfigError(ValueError):
 class NodeConfig:
     id: int
     name: str
+    roles: tuple[str, ...] = ()
+    """What this node is for the protocol (``meshsub.core.roles``): its capabilities,
+    advertised in beacons."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +181,14 @@ class TelemetryConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class EnergyConfig:
+    source: str = "auto"
+    """``auto``: the power-supply class, where the device has one; ``none``: never."""
+    poll_s: float = 30.0
+    power_supply_dir: str = "/sys/class/power_supply"
+
+
+@dataclass(frozen=True, slots=True)
 class LogConfig:
     level: str = "info"
 
@@ -206,6 +218,7 @@ class Config:
     storage: StorageConfig
     telemetry: TelemetryConfig
     log: LogConfig
+    energy: EnergyConfig = field(default_factory=EnergyConfig)
     source: str = field(default="", compare=False)
 
     @property
@@ -352,8 +365,12 @@ def _node(root: _Table) -> NodeConfig:
     name = t.get_str("name", socket.gethostname() or f"node-{node_id:x}", nonempty=True)
     if len(name.encode()) > 63:
         raise ConfigError(t.key("name"), "must be at most 63 bytes (a DNS-SD label)")
+    try:
+        roles = check_roles(t.str_list("roles", []))
+    except RoleError as exc:
+        raise ConfigError(t.key("roles"), str(exc)) from None
     t.finish()
-    return NodeConfig(node_id, name)
+    return NodeConfig(node_id, name, roles)
 
 
 def _link(root: _Table) -> LinkConfig:
@@ -645,6 +662,18 @@ def _log(root: _Table) -> LogConfig:
     return LogConfig(level)
 
 
+def _energy(root: _Table) -> EnergyConfig:
+    t = root.table("energy")
+    cfg = EnergyConfig(
+        source=t.choice("source", ("auto", "none"), "auto"),
+        poll_s=t.get_float("poll_s", 30.0, lo=1.0),
+        power_supply_dir=t.get_str("power_supply_dir", "/sys/class/power_supply",
+                                   nonempty=True),
+    )
+    t.finish()
+    return cfg
+
+
 def parse_config(data: Mapping[str, Any], *, base_dir: Path = Path("."), source: str = "",
                  protocol_lookup: ProtocolLookup = registry_lookup) -> Config:
     """Validate an already-parsed TOML document."""
@@ -662,6 +691,7 @@ def parse_config(data: Mapping[str, Any], *, base_dir: Path = Path("."), source:
         storage=_storage(root),
         telemetry=_telemetry(root),
         log=_log(root),
+        energy=_energy(root),
         source=source,
     )
     root.finish()

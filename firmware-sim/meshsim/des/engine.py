@@ -27,6 +27,7 @@ from typing import Protocol as TypingProtocol
 import simpy
 
 from meshsim.des.codec import Sizer, make_sizer
+from meshsim.des.energy import Batteries
 from meshsim.des.stats import Delivery, Published, SimStats
 from meshsim.gps.des import GpsView
 from meshsim.mobility.contacts import contact_timeline
@@ -40,6 +41,7 @@ from meshsub.core.api import (
     CancelTimer,
     Deliver,
     Emit,
+    EnergyChanged,
     FrameReceived,
     Input,
     LocalPublish,
@@ -133,6 +135,9 @@ class Simulation:
         self.gps = (GpsView(scenario.gps, scenario.meta.seed, self.nodes)
                     if scenario.gps.enabled else None)
         """``[gps]`` enabled: protocols see the daemon's view of a noisy fix; radio, truth."""
+        self.batteries = (Batteries(scenario.energy, self.nodes, scenario.radio.range_m)
+                          if scenario.energy.enabled else None)
+        """``[energy]`` enabled: every node's battery, drained by its transmissions."""
         self._ran = False
 
     # ------------------------------------------------------------------ running
@@ -172,6 +177,8 @@ class Simulation:
             self._at(pub.t, self._publish, index)
         if self.gps is not None:  # scheduled after the mobility tick: epochs see the move
             self._at(self.gps.period_s, self._gps_tick)
+        if self.batteries is not None:
+            self._energy_tick()
 
     # ------------------------------------------------------------------- inputs
 
@@ -237,7 +244,6 @@ class Simulation:
         except Exception as exc:  # the codec refused the message: a counted drop
             reason = getattr(exc, "reason", type(exc).__name__)
             self.stats.encode_errors[reason] += 1
-            proto.drops[f"encode_{reason}"] += 1
             self._record(node, "drop", {"reason": f"encode_{reason}",
                                         "event_id": str(message.id),
                                         "msg_type": message.type, "msg_kind": kind})
@@ -249,13 +255,18 @@ class Simulation:
         delay = radio.delay_s + serial
         neighbors = self.links[node]
         attrs = frame_attrs(message, kind, nbytes)
+        batteries = self.batteries
         if dests is None:
             self._count_tx(node, kind, nbytes, nframes, attrs)
+            if batteries is not None:
+                batteries.charge_tx(node, nbytes, None)
             candidates = sorted(neighbors.items())
         else:
             candidates = []
             for dest in dests:
                 self._count_tx(node, kind, nbytes, nframes, {**attrs, "peer": dest})
+                if batteries is not None:
+                    batteries.charge_tx(node, nbytes, self._distance(node, dest))
                 loss = neighbors.get(dest)
                 if loss is None:
                     self.stats.no_link += 1
@@ -305,11 +316,30 @@ class Simulation:
                 stats.rx_copies[(event_id, dest)] += 1
             stats.records += 1
             sink.record(dest, ts_ns, "rx", attrs)
+            if self.batteries is not None:
+                self.batteries.charge_rx(dest, nbytes)
             st = nodes[dest]
             stats.node_events += 1
             actions = st.proto.handle(inp)
             if actions:
                 self._apply(dest, st, actions)
+
+    # ------------------------------------------------------------------- energy
+
+    def _distance(self, a: int, b: int) -> float:
+        (xa, ya), (xb, yb) = self.nodes[a].position, self.nodes[b].position
+        return float(((xa - xb) ** 2 + (ya - yb) ** 2) ** 0.5)
+
+    def _energy_tick(self) -> None:
+        """Every node's battery reading, as its protocol's energy input; then the next."""
+        assert self.batteries is not None
+        now = self.env.now
+        for node in self.nodes:
+            fraction, on_mains = self.batteries.reading(node)
+            self._handle(node, EnergyChanged(now, fraction, on_mains))
+        period = self.scenario.energy.report_s
+        if now + period < self.scenario.end_s:
+            self._at(now + period, self._energy_tick)
 
     # ----------------------------------------------------------------- topology
 

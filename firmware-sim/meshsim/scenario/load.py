@@ -30,6 +30,7 @@ from meshsim.scenario.model import (
     Area,
     AttrDist,
     Contact,
+    Energy,
     LinkOverride,
     Meta,
     Mobility,
@@ -101,9 +102,10 @@ def from_dict(doc: dict[str, Any], *, base_dir: Path = Path("."),
     protocol = _protocol(root.table("protocol", required=True))
     workload = _workload(root.table("workload"), ids, meta)
     gps = _gps(root.table("gps"), ids, meta)
+    energy = _energy(root.table("energy"), ids)
     root.done()
     return Scenario(meta, area, radio, nodes, mobility, contacts, protocol, workload,
-                    gps=gps, source=copy.deepcopy(doc), overrides=overrides)
+                    gps=gps, energy=energy, source=copy.deepcopy(doc), overrides=overrides)
 
 
 # --------------------------------------------------------------------- sections
@@ -523,6 +525,20 @@ def _gps(t: Table, ids: set[int], meta: Meta) -> GpsSettings:
     except GpsSettingsError as exc:
         raise t.err(exc.key, exc.problem) from None
     return gps
+
+
+def _energy(t: Table, ids: set[int]) -> Energy:
+    """``[energy]``: simulated batteries (the simulator's energy input to protocols)."""
+    mains = _node_list(t, "mains", ids) if t.has("mains") else ()
+    energy = Energy(
+        enabled=t.boolean("enabled", False),
+        initial_j=t.number("initial_j", 2.0, lo=0.0, lo_open=True),
+        report_s=t.number("report_s", 10.0, lo=0.0, lo_open=True),
+        range_m=t.opt_number("range_m", lo=0.0, lo_open=True),
+        mains=mains,
+    )
+    t.done()
+    return energy
 
 
 # ---------------------------------------------------------------------- helpers

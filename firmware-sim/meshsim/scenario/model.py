@@ -281,6 +281,24 @@ class Workload:
 
 
 @dataclass(frozen=True, slots=True)
+class Energy:
+    """``[energy]``: the simulator's batteries, drained by the first-order radio model.
+
+    Every transmission and reception costs its node what ``meshsub.core.energy``
+    charges; every ``report_s`` each node's protocol gets an ``EnergyChanged``
+    with its remaining fraction (the daemon reads its device's power supply
+    instead). Nodes in ``mains`` (or whose group says so) are on mains power.
+    """
+
+    enabled: bool = False
+    initial_j: float = 2.0
+    report_s: float = 10.0
+    range_m: float | None = None
+    """TR of the model (free space below 75 m, multipath above); None: ``radio.range_m``."""
+    mains: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Scenario:
     meta: Meta
     area: Area
@@ -293,6 +311,8 @@ class Scenario:
     workload: Workload
     gps: GpsSettings = field(default_factory=GpsSettings)
     """``[gps]``: simulated receivers (``meshsim.gps``); off by default."""
+    energy: Energy = field(default_factory=Energy)
+    """``[energy]``: simulated batteries feeding the protocols' energy input; off by default."""
     source: dict[str, Any] = field(default_factory=dict, compare=False)
     """The TOML document after ``--set`` overrides (for the manifest)."""
     overrides: tuple[str, ...] = ()

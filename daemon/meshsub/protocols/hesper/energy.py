@@ -42,7 +42,7 @@ class EnergyMeter:
 
     ``source`` is ``"config"`` (fixed ``fraction``), ``"model"`` (``initial_j``
     minus what the radio model charges per message) or ``"external"`` (the
-    driver feeds readings, e.g. from ``/sys/class/power_supply``).
+    driver's ``EnergyChanged`` readings, e.g. from ``/sys/class/power_supply``).
     """
 
     def __init__(self, source: str, fraction: float, initial_j: float,

@@ -29,7 +29,8 @@ class HesperParams(GridParams):
     """Rotation threshold, as a fraction of the initial energy."""
     energy_source: str = "config"
     """"config" (fixed ``energy_fraction``), "model" (first-order radio model) or
-    "external" (the driver calls ``Hesper.feed_energy``)."""
+    "external" (the driver's ``EnergyChanged`` readings: the power-supply class on a
+    device, the energy model in the simulator)."""
     energy_fraction: float = 1.0
     E_initial: float = 2.0
     """Initial energy (J), for ``energy_source = "model"``."""
