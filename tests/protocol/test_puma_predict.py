@@ -99,10 +99,12 @@ def test_cost_model_counts_the_worked_example() -> None:
 def test_expected_cost_at_i_event_two() -> None:
     """Only one event-interval family is checked here (the full table is bench/puma_model.py).
 
-    With trees rooted at the last reply's cell and no relay counted, the
-    minimum over th at I_event = 2 is the thesis's 10 (§5.4.2).
+    With trees rooted at the last reply's cell, no relay and no direct
+    hand-over counted, the minimum over th at I_event = 2 is the thesis's 10
+    (§5.4.2).
     """
     s = Setup()
-    costs = {th: puma_expected(s, 2, th, anchor="last", relay=False).system for th in THS}
+    costs = {th: puma_expected(s, 2, th, anchor="last", relay=False, direct=False).system
+             for th in THS}
     assert min(costs.values()) == pytest.approx(10.0, abs=0.05)
     assert costs[1.0] == pytest.approx(14.0, abs=1e-9)  # 12 edges + 2, every event

@@ -13,14 +13,16 @@ against them and the thesis's figures compared with each counting:
 - PUMA, per event: the hot tree's edges; if the client is not in a hot
   cell, the cold tree's edges; one base-station-to-client message; the
   client's one reply; and, with ``relay``, the reply's hops back to the
-  previous broker. ``anchor = "fixed"``: trees start at the previous broker
-  (the protocol); ``"last"``: at the cell of the client's last reply, with
-  no relay (the reading under which the thesis's I_event = 2 and 3 minima
-  come out);
+  previous broker. With ``direct`` (the protocol's behaviour) a client
+  standing in the root's cell is handed the event without a tree.
+  ``anchor = "fixed"``: trees start at the previous broker (the protocol);
+  ``"last"``: at the cell of the client's last reply. With ``"last"``, no
+  relay and no direct hand-over, the thesis's minima for I_event = 2 and 3
+  come out (10 and 15.2);
 - paging (``PagingModel``), per the literal rules of §5.4.1: a report costs
   one client message plus its relay hops; an event costs the hops to the
   last-reported cell, one message per other cell of the paging area, and one
-  to the client.
+  to the client (one message in all when the client is at the previous broker).
 
 System cost = all messages / delivered events; client cost = client
 messages / delivered events (§5.4.1's definitions).
@@ -91,9 +93,15 @@ def _trees(setup: Setup, root: Cell, last: Cell, t: int, th: float
 
 
 def puma_event_cost(setup: Setup, last: Cell, now: Cell, t: int, th: float, *,
-                    anchor: str = "fixed", relay: bool = True) -> int:
-    """System messages for one event to a client last seen at ``last``, now at ``now``."""
+                    anchor: str = "fixed", relay: bool = True, direct: bool = True) -> int:
+    """System messages for one event to a client last seen at ``last``, now at ``now``.
+
+    ``direct``: a client in the root's own cell is handed the event without a
+    tree (the protocol does; the thesis's counting evidently did not).
+    """
     root = setup.centre if anchor == "fixed" else last
+    if direct and now == root:
+        return 2
     hot, hot_edges, cold_edges = _trees(setup, root, last, t, th)
     cost = hot_edges + (0 if now in hot else cold_edges) + 2
     if relay:
@@ -102,7 +110,7 @@ def puma_event_cost(setup: Setup, last: Cell, now: Cell, t: int, th: float, *,
 
 
 def puma_expected(setup: Setup, interval: int, th: float, *, anchor: str = "fixed",
-                  relay: bool = True) -> Costs:
+                  relay: bool = True, direct: bool = True) -> Costs:
     """Exact expectation (no sampling) of PUMA's costs per delivered event.
 
     The client's cell at each event is a distribution; the cost of an event
@@ -122,7 +130,8 @@ def puma_expected(setup: Setup, interval: int, th: float, *, anchor: str = "fixe
             step = walk_distribution(last, gap, setup.lattice)
             for now, p_now in step.items():
                 cost_k += p_last * p_now * puma_event_cost(setup, last, now, gap, th,
-                                                           anchor=anchor, relay=relay)
+                                                           anchor=anchor, relay=relay,
+                                                           direct=direct)
         total += cost_k
         last_dist = walk_distribution(setup.centre, interval * (k + 1), setup.lattice)
     n = len(times)
@@ -163,7 +172,10 @@ class PagingModel:
                 system += 1 + manhattan(here, root)
             if unit in times:
                 events += 1
-                system += manhattan(root, last) + self._area_size(last) - 1 + 1
+                if here == root:  # associated with the previous broker: handed over directly
+                    system += 1
+                else:
+                    system += manhattan(root, last) + self._area_size(last) - 1 + 1
         return system, client, events
 
     def costs(self, interval: int, runs: int, seed: int = 1) -> Costs:

@@ -78,8 +78,6 @@ class Track:
     """When ``last_cell`` was learned (the client's last message or reply)."""
     last_base: NodeId
     subs: dict[str, ClientSub] = field(default_factory=dict)
-    removed: dict[str, int] = field(default_factory=dict)
-    """Unsubscribed ids and their versions: an older SUBSCRIBE cannot bring one back."""
     queue: deque[tuple[MessageId, Event, float, float]] = field(default_factory=deque)
     """Events both delivery rounds missed: (id, event, published_at, expires_at)."""
 
@@ -122,6 +120,9 @@ class Backbone(Protocol):
         self.backbone: VersionedLeases[str, _BackboneSub] = VersionedLeases(p.max_subscriptions)
         self.tracks: dict[NodeId, Track] = {}
         """Previous-broker state, by client."""
+        self._removed: OrderedDict[tuple[NodeId, str], int] = OrderedDict()
+        """Unsubscribed (client, sub id) -> version: an older SUBSCRIBE cannot bring one
+        back, even after the client's track is gone (bounded, oldest forgotten first)."""
         self._own_net: dict[str, tuple[Subscription, int]] = {}
         """Subscriptions this station spreads as their root: net id -> (filter, version)."""
         self._net_seq = 0
@@ -581,8 +582,10 @@ class Backbone(Protocol):
                 return
             track = self.tracks[client] = Track(client, cell, self.now, base)
         self._locate(track, cell, base)
-        if track.removed.get(sub_id, -1) >= version:
+        if self._removed.get((client, sub_id), -1) >= version:
             self.drop("stale_subscribe", message, sub_id=sub_id)
+            if not track.subs and not track.queue:
+                self._forget_track(client, None)
             return
         held = track.subs.get(sub_id)
         if held is not None and held.version >= version:
@@ -606,9 +609,11 @@ class Backbone(Protocol):
             self.drop("stale_unsubscribe", message, sub_id=sub_id)
             return
         track.subs.pop(sub_id, None)
-        track.removed[sub_id] = max(version, track.removed.get(sub_id, -1))
-        while len(track.removed) > self.params.max_client_subs:
-            track.removed.pop(next(iter(track.removed)))
+        key = (routed.client, sub_id)
+        self._removed[key] = max(version, self._removed.get(key, -1))
+        self._removed.move_to_end(key)
+        while len(self._removed) > 4 * self.params.max_clients:
+            self._removed.popitem(last=False)
         self._withdraw_own(self._track_net_id(routed.client, sub_id))
         if not track.subs and not track.queue:
             self._forget_track(routed.client, None)

@@ -67,13 +67,18 @@ U63 = b.U63
 
 
 class Phase:
-    """Delivery rounds of an event (§5.3.1): hot set, cold set, after re-association, paging."""
+    """Delivery rounds of an event (§5.3.1): hot set, cold set, paging, then queued rounds.
+
+    Every round sent after both prediction rounds failed (the fallback) has its
+    own number from ``QUEUED`` up, so a client can tell a new round from a
+    copy of one it already answered.
+    """
 
     HOT = 0
     COLD = 1
-    QUEUED = 2
-    PAGE = 3
-    ALL = frozenset({HOT, COLD, QUEUED, PAGE})
+    PAGE = 2
+    QUEUED = 3
+    LAST = 255
 
 
 def _cell_wire(cell: Cell) -> list[int]:
@@ -301,7 +306,7 @@ class Deliver:
     @classmethod
     def decode(cls, body: Any) -> Deliver:
         client, rnode, root, phase, at, ev, tree = b.fields(body, 7, "DELIVER")
-        ph = b.integer(phase, "phase", 0, 3)
+        ph = b.integer(phase, "phase", 0, Phase.LAST)
         return cls(b.node(client, "client"), b.node(rnode, "root_node"), b.cell(root, "root"),
                    ph, b.number(at, "published_at"), b.event(ev, "event"),
                    DeliveryTree.decode(tree))
@@ -329,7 +334,7 @@ class Local:
         if not isinstance(reply, bool):
             raise b.BodyError("LOCAL reply: expected true or false")
         return cls(b.node(rnode, "root_node"), b.cell(root, "root"),
-                   b.integer(phase, "phase", 0, 3), b.number(at, "published_at"),
+                   b.integer(phase, "phase", 0, Phase.LAST), b.number(at, "published_at"),
                    b.event(ev, "event"), reply)
 
 

@@ -76,7 +76,10 @@ class Puma(Backbone):
             if p.walk_boundary is not Boundary.INFINITE else Lattice()
         self.pending: dict[tuple[NodeId, MessageId], _Pending] = {}
         self._by_timer: dict[str, tuple[NodeId, MessageId]] = {}
-        self._replied: OrderedDict[MessageId, None] = OrderedDict()
+        self._replied: OrderedDict[MessageId, int] = OrderedDict()
+        """Client: events answered, and the delivery round answered."""
+        self._rounds: dict[tuple[NodeId, MessageId], int] = {}
+        """Queued rounds already sent per (client, event)."""
         self.stats: dict[str, int] = {"local": 0, "hot": 0, "cold": 0, "queued": 0,
                                       "requeued": 0, "replies": 0, "late_replies": 0}
 
@@ -154,7 +157,7 @@ class Puma(Backbone):
                     self.stats["cold"] += 1
                     self._send_phase(pending, cold)
                     return
-        if pending.phase == m.Phase.QUEUED:
+        if pending.phase >= m.Phase.QUEUED:
             self.stats["requeued"] += 1
         self._enqueue(track, pending.event_id, pending.event, pending.published_at)
 
@@ -176,7 +179,12 @@ class Puma(Backbone):
             key = (track.client, event_id)
             if key in self.pending:
                 continue
-            pending = _Pending(track.client, event_id, event, published_at, 0, m.Phase.QUEUED,
+            rounds = self._rounds.get(key, 0)
+            self._rounds[key] = rounds + 1
+            while len(self._rounds) > 4 * self.params.max_pending:  # expired events' counts
+                self._rounds.pop(next(iter(self._rounds)))
+            phase = min(m.Phase.LAST, m.Phase.QUEUED + rounds)
+            pending = _Pending(track.client, event_id, event, published_at, 0, phase,
                                self.elapsed_units(track))
             self._send_phase(pending, [track.last_cell])
 
@@ -187,6 +195,7 @@ class Puma(Backbone):
                 self.drop("unknown_client", message, peer=routed.client)
                 return True
             pending = self.pending.pop((routed.client, event_id), None)
+            self._rounds.pop((routed.client, event_id), None)
             if pending is not None:
                 self._by_timer.pop(pending.timer, None)
                 self.cancel_timer(pending.timer)
@@ -209,6 +218,8 @@ class Puma(Backbone):
         return False
 
     def _forget_client(self, client: NodeId) -> None:
+        for key in [k for k in self._rounds if k[0] == client]:
+            del self._rounds[key]
         for key in [k for k in self.pending if k[0] == client]:
             pending = self.pending.pop(key)
             self._by_timer.pop(pending.timer, None)
@@ -218,10 +229,20 @@ class Puma(Backbone):
     # ================================================================ client
 
     def _on_local(self, sender: NodeId, message: Message, local: m.Local) -> None:
+        """Deliver once; reply once per event (§5.4.1), again only to a later round.
+
+        Copies of one round (two base stations that both see the client) get
+        one reply. A copy from a later round means the broker never got the
+        reply (lost on a lossy link), so it is answered again; under the
+        thesis's model that never happens and the client sends exactly one
+        message per event.
+        """
         self.deliver_local(local.event, message.id, message.hop + 1, local.published_at)
-        if not local.reply or message.id in self._replied:
-            return  # one reply per event, however many copies arrive
-        self._replied[message.id] = None
+        answered = self._replied.get(message.id)
+        if not local.reply or (answered is not None and answered >= local.phase):
+            return
+        self._replied[message.id] = local.phase
+        self._replied.move_to_end(message.id)
         while len(self._replied) > self.params.dedup_size:
             self._replied.popitem(last=False)
         cell = self.cell if self.cell is not None else local.root
