@@ -479,8 +479,9 @@ class Giant(Protocol):
 
     def _on_bundle(self, sender: NodeId, message: Message, bundle: m.Bundle) -> None:
         if self.carried is not None:
-            if sender not in self._contacts or self._contacts[sender].cell == bundle.receiver:
-                self.drop("wrong_receiver", message, peer=sender)
+            hello = self._contacts.get(sender)
+            if hello is not None and hello.cell == bundle.receiver:
+                self.drop("wrong_receiver", message, peer=sender)  # addressed to its sender
                 return
             if self.carried.carries(bundle):
                 self.drop("duplicate_bundle", message, peer=sender)
