@@ -13,9 +13,11 @@ import math
 from dataclasses import dataclass
 
 from meshsub.core.buffer import DropPolicy
+from meshsub.core.cellgrid import CellGridParams, require_at_least_one, require_positive
+from meshsub.core.content import ContentError
 from meshsub.core.lattice import Boundary
 from meshsub.core.params import ParameterError
-from meshsub.core.reliable import ReliableParams
+from meshsub.core.topics import validate_topic
 
 
 class Role(enum.StrEnum):
@@ -32,28 +34,16 @@ class Tree(enum.StrEnum):
     """The baseline: attach to the nearest broker already on the tree (Prim's rule)."""
 
 
-def _positive(key: str, value: float) -> None:
-    if not (math.isfinite(value) and value > 0):
-        raise ParameterError(key, "must be a positive number")
-
-
 def _fraction(key: str, value: float) -> None:
     if not (math.isfinite(value) and 0.0 < value < 1.0):
         raise ParameterError(key, "must be in (0, 1)")
 
 
 @dataclass(frozen=True, slots=True)
-class GiantParams(ReliableParams):
+class GiantParams(CellGridParams):
+    """The grid (cells sized by a static node's radio range, §6.2), then GIANT's own."""
+
     role: Role = Role.BROKER
-    cols: int = 20
-    rows: int = 20
-    cell_size_m: float = 100.0
-    """The cell is a static node's radio range (§6.2)."""
-    origin_x: float = 0.0
-    origin_y: float = 0.0
-    cell_x: int = -1
-    cell_y: int = -1
-    """A broker's cell; -1 = the cell of its position."""
     tree: Tree = Tree.GIANT
     DR: float = 0.9
     """Target end-to-end delivery ratio of local subscriptions (the thesis's 0.5-0.9)."""
@@ -94,32 +84,23 @@ class GiantParams(ReliableParams):
     """Bundles in flight (unacknowledged) per contact."""
 
     def validate(self) -> None:
-        ReliableParams.validate(self)
-        if not 1 <= self.cols <= 4096 or not 1 <= self.rows <= 4096:
-            raise ParameterError("cols", "cols and rows must be in 1..4096")
-        _positive("cell_size_m", self.cell_size_m)
-        if not (math.isfinite(self.origin_x) and math.isfinite(self.origin_y)):
-            raise ParameterError("origin_x", "origin must be finite")
-        if (self.cell_x < 0) != (self.cell_y < 0):
-            raise ParameterError("cell_x", "set both cell_x and cell_y, or neither")
-        if self.cell_x >= self.cols or self.cell_y >= self.rows:
-            raise ParameterError("cell_x", "the cell must lie inside the grid")
+        CellGridParams.validate(self)
         _fraction("DR", self.DR)
         _fraction("Prob_ctrl", self.Prob_ctrl)
         for key in ("unit_s", "adv_ttl_s", "adv_refresh_s", "sub_lease_s", "sub_refresh_s",
                     "event_ttl_s", "sweep_s"):
-            _positive(key, getattr(self, key))
+            require_positive(key, getattr(self, key))
         if self.sub_lease_s < self.sub_refresh_s:
             raise ParameterError("sub_lease_s", "must be at least sub_refresh_s")
         if not 1 <= self.T_max <= 20000:
             raise ParameterError("T_max", "must be in 1..20000")
-        for key in ("adv_handouts", "buffer_size", "max_routes", "max_candidates",
-                    "max_downstream", "max_outgoing", "max_senders", "window"):
-            if getattr(self, key) < 1:
-                raise ParameterError(key, "must be at least 1")
-        if len(self.adverts) > 64 or not all(t and len(t) <= 256 for t in self.adverts):
-            raise ParameterError("adverts", "at most 64 topics of 1..256 characters")
-
-    @property
-    def configured_cell(self) -> tuple[int, int] | None:
-        return (self.cell_x, self.cell_y) if self.cell_x >= 0 else None
+        require_at_least_one(self, "adv_handouts", "buffer_size", "max_routes",
+                             "max_candidates", "max_downstream", "max_outgoing",
+                             "max_senders", "window")
+        if len(self.adverts) > 64:
+            raise ParameterError("adverts", "at most 64 topics")
+        for topic in self.adverts:
+            try:
+                validate_topic(topic)
+            except ContentError as exc:
+                raise ParameterError("adverts", str(exc)) from None

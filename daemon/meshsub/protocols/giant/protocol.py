@@ -40,10 +40,20 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from meshsub.core import bodies
-from meshsub.core.api import Action, Input, Message, MessageId, MsgKind, NeighborInfo, NodeId
+from meshsub.core.api import (
+    Action,
+    Input,
+    Message,
+    MessageId,
+    MsgKind,
+    NeighborInfo,
+    NodeId,
+    Position,
+)
 from meshsub.core.buffer import BufferStore, Dropped
+from meshsub.core.cellgrid import OwnCell
 from meshsub.core.content import Event, Subscription
-from meshsub.core.grid import Cell, CellTracker, Grid
+from meshsub.core.grid import Cell
 from meshsub.core.lattice import Boundary, Lattice, hit_probability, hit_probability_dp
 from meshsub.core.leases import Upsert, VersionedLeases
 from meshsub.core.params import ProtocolParams
@@ -100,10 +110,9 @@ class Giant(Protocol):
         super().__init__(node, **kwargs)
         p = self.params
         self.role = p.role
-        self.grid = Grid(p.origin_x, p.origin_y, p.cell_size_m, p.cols, p.rows)
-        configured = p.configured_cell
-        self.cell: Cell | None = Cell(*configured) if configured is not None else None
-        self._tracker = CellTracker(self.grid, 0.0)
+        self._own = OwnCell(p)
+        self.grid = self._own.grid
+        self.cell: Cell | None = self._own.cell
         self.lattice = Lattice(p.cols, p.rows, p.hit_boundary) \
             if p.hit_boundary is not Boundary.INFINITE else Lattice()
         self.routes: dict[tuple[str, Cell], RoutingEntry] = {}
@@ -142,12 +151,9 @@ class Giant(Protocol):
         for topic in p.adverts:
             self._advertise(topic)
 
-    def on_position(self, position: Any) -> None:
-        if position is None or self.params.configured_cell is not None:
-            return
-        cell = self._tracker.update(position.x, position.y)
-        if cell is not None and cell != self.cell:
-            self.cell = cell
+    def on_position(self, position: Position | None) -> None:
+        if self._own.update(position):
+            self.cell = self._own.cell
             if self.role is Role.BROKER:
                 for topic in self.params.adverts:
                     self._advertise(topic)

@@ -47,9 +47,19 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from meshsub.core import bodies
-from meshsub.core.api import Action, Input, Message, MessageId, MsgKind, NeighborInfo, NodeId
+from meshsub.core.api import (
+    Action,
+    Input,
+    Message,
+    MessageId,
+    MsgKind,
+    NeighborInfo,
+    NodeId,
+    Position,
+)
+from meshsub.core.cellgrid import OwnCell
 from meshsub.core.content import Event, Subscription
-from meshsub.core.grid import Cell, CellTracker, Grid
+from meshsub.core.grid import Cell
 from meshsub.core.leases import Upsert, VersionedLeases
 from meshsub.core.params import ProtocolParams
 from meshsub.core.protocol import Protocol
@@ -111,10 +121,9 @@ class Backbone(Protocol):
         super().__init__(node, **kwargs)
         p = self.params
         self.role = p.role
-        self.grid = Grid(p.origin_x, p.origin_y, p.cell_size_m, p.cols, p.rows)
-        configured = p.configured_cell
-        self.cell: Cell | None = Cell(*configured) if configured is not None else None
-        self._tracker = CellTracker(self.grid, 0.0)
+        self._own = OwnCell(p)
+        self.grid = self._own.grid
+        self.cell: Cell | None = self._own.cell if self.role is Role.BASE else None
         self._stations: OrderedDict[NodeId, Cell] = OrderedDict()
         """Neighbouring base stations heard in a BEACON (in order of appearance)."""
         self.backbone: VersionedLeases[str, _BackboneSub] = VersionedLeases(p.max_subscriptions)
@@ -155,17 +164,11 @@ class Backbone(Protocol):
         elif p.client_refresh_s > 0:
             self.set_timer(T_CLIENT_REFRESH, p.client_refresh_s)
 
-    def on_position(self, position: Any) -> None:
+    def on_position(self, position: Position | None) -> None:
         if self.role is Role.CLIENT:
             self._choose_base()
-            return
-        if self.params.configured_cell is not None:
-            return
-        if position is None:
-            return  # a base station keeps its cell when its fix drops out
-        cell = self._tracker.update(position.x, position.y)
-        if cell is not None and cell != self.cell:
-            self.cell = cell
+        elif self._own.update(position):
+            self.cell = self._own.cell
             self.emit("broker", role="base")
             self._beacon_all()
 

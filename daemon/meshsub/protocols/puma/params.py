@@ -13,9 +13,14 @@ import enum
 import math
 from dataclasses import dataclass
 
+from meshsub.core.cellgrid import (
+    CellGridParams,
+    require_at_least_one,
+    require_non_negative,
+    require_positive,
+)
 from meshsub.core.lattice import Boundary
 from meshsub.core.params import ParameterError
-from meshsub.core.reliable import ReliableParams
 
 
 class Role(enum.StrEnum):
@@ -39,30 +44,11 @@ class DistRule(enum.StrEnum):
     """Report once it is more than ``dist`` cells away (§5.4.1's "beyond a certain value")."""
 
 
-def _positive(key: str, value: float) -> None:
-    if not (math.isfinite(value) and value > 0):
-        raise ParameterError(key, "must be a positive number")
-
-
-def _non_negative(key: str, value: float) -> None:
-    if not (math.isfinite(value) and value >= 0):
-        raise ParameterError(key, "must be a non-negative number")
-
-
 @dataclass(frozen=True, slots=True)
-class BackboneParams(ReliableParams):
-    """What PUMA and paging share: roles, the cell grid, the broker backbone."""
+class BackboneParams(CellGridParams):
+    """What PUMA and paging share: roles, the cell grid (Table 5.1: 25 x 25), the backbone."""
 
     role: Role = Role.CLIENT
-    cols: int = 25
-    rows: int = 25
-    """Cells of the region (Table 5.1: 25 x 25)."""
-    cell_size_m: float = 100.0
-    origin_x: float = 0.0
-    origin_y: float = 0.0
-    cell_x: int = -1
-    cell_y: int = -1
-    """A base station's cell; -1 = the cell of its position."""
     beacon_s: float = 10.0
     """Base-station beacon period (one-hop, cell and role); 0 = only when a neighbour appears."""
     sub_lease_s: float = 300.0
@@ -89,30 +75,15 @@ class BackboneParams(ReliableParams):
     """Per-hop ACKs for events too; false keeps the thesis's message counts."""
 
     def validate(self) -> None:
-        ReliableParams.validate(self)
-        if not 1 <= self.cols <= 4096 or not 1 <= self.rows <= 4096:
-            raise ParameterError("cols", "cols and rows must be in 1..4096")
-        _positive("cell_size_m", self.cell_size_m)
-        if not (math.isfinite(self.origin_x) and math.isfinite(self.origin_y)):
-            raise ParameterError("origin_x", "origin must be finite")
-        if (self.cell_x < 0) != (self.cell_y < 0):
-            raise ParameterError("cell_x", "set both cell_x and cell_y, or neither")
-        if self.cell_x >= self.cols or self.cell_y >= self.rows:
-            raise ParameterError("cell_x", "the cell must lie inside the grid")
+        CellGridParams.validate(self)
         for key in ("beacon_s", "client_refresh_s", "track_ttl_s"):
-            _non_negative(key, getattr(self, key))
-        _positive("sub_lease_s", self.sub_lease_s)
-        _positive("sub_refresh_s", self.sub_refresh_s)
+            require_non_negative(key, getattr(self, key))
+        require_positive("sub_lease_s", self.sub_lease_s)
+        require_positive("sub_refresh_s", self.sub_refresh_s)
         if self.sub_lease_s < self.sub_refresh_s:
             raise ParameterError("sub_lease_s", "must be at least sub_refresh_s")
-        for key in ("max_subscriptions", "max_clients", "max_client_subs", "max_waiting",
-                    "dedup_size"):
-            if getattr(self, key) < 1:
-                raise ParameterError(key, "must be at least 1")
-
-    @property
-    def configured_cell(self) -> tuple[int, int] | None:
-        return (self.cell_x, self.cell_y) if self.cell_x >= 0 else None
+        require_at_least_one(self, "max_subscriptions", "max_clients", "max_client_subs",
+                             "max_waiting", "dedup_size")
 
     def client_track_ttl(self) -> float:
         """Seconds a silent client keeps its track (inf: never forgotten)."""
@@ -151,16 +122,14 @@ class PumaParams(BackboneParams):
         BackboneParams.validate(self)
         if not (math.isfinite(self.th) and 0.0 < self.th <= 1.0):
             raise ParameterError("th", "must be in (0, 1]")
-        _positive("unit_s", self.unit_s)
+        require_positive("unit_s", self.unit_s)
         if not 0 <= self.t_max <= 64:
             raise ParameterError("t_max", "must be in 0..64")
         for key in ("ack_timeout_s", "per_hop_s", "client_rtt_s", "rejoin_gap_s"):
-            _non_negative(key, getattr(self, key))
-        _positive("ack_timeout_min_s", self.ack_timeout_min_s)
-        _positive("queue_ttl_s", self.queue_ttl_s)
-        for key in ("queue_size", "max_pending"):
-            if getattr(self, key) < 1:
-                raise ParameterError(key, "must be at least 1")
+            require_non_negative(key, getattr(self, key))
+        require_positive("ack_timeout_min_s", self.ack_timeout_min_s)
+        require_positive("queue_ttl_s", self.queue_ttl_s)
+        require_at_least_one(self, "queue_size", "max_pending")
 
     def threshold(self, t: int) -> float:
         if self.th_mode is ThMode.ADAPTIVE:
