@@ -308,3 +308,17 @@ def test_every_telemetry_record_is_valid() -> None:
     for _at, node, emit in d.net.emitted:
         validate_record(make_record(run="r", node=node, protocol="giant", ts_ns=1,
                                     event=emit.event, attrs=emit.attrs))
+
+
+def test_copies_per_next_hop_are_bounded() -> None:
+    d = Dtn({(0, 0): {"adverts": ["temp"], "max_copies": 2}, (9, 9): {"DR": 0.99}},
+            ferries=4)
+    d.net.subscribe(d.broker[Cell(9, 9)], "s", sub("temp"))
+    a = d.ferries[0]
+    d.visit(a, (0, 0), 1)
+    d.visit(a, (9, 9), 2)
+    d.visit(a, (0, 0), 3)
+    d.net.publish(d.broker[Cell(0, 0)], parse_event("temp value=1"))
+    for k, f in enumerate(d.ferries):
+        d.visit(f, (0, 0), 10 + k)
+    assert len(d.net.drops("copy_limit")) == 1 and not d.at((0, 0)).outgoing

@@ -82,6 +82,9 @@ class GiantParams(CellGridParams):
     """Visited-broker records one advertisement carries."""
     window: int = 8
     """Bundles in flight (unacknowledged) per contact."""
+    max_copies: int = 1024
+    """Ferries recruited for one item and next hop at most (a Prob near 1 over a long hop
+    would otherwise recruit without end)."""
 
     def validate(self) -> None:
         CellGridParams.validate(self)
@@ -96,7 +99,7 @@ class GiantParams(CellGridParams):
             raise ParameterError("T_max", "must be in 1..20000")
         require_at_least_one(self, "adv_handouts", "buffer_size", "max_routes",
                              "max_candidates", "max_downstream", "max_outgoing",
-                             "max_senders", "window")
+                             "max_senders", "window", "max_copies")
         if len(self.adverts) > 64:
             raise ParameterError("adverts", "at most 64 topics")
         for topic in self.adverts:

@@ -559,6 +559,12 @@ class Giant(Protocol):
             for bid, unready in list(record.unready.items()):
                 if ferry in unready.ferries:
                     continue
+                if len(unready.times) >= self.params.max_copies:
+                    del record.unready[bid]
+                    self.drop("copy_limit", sub_id=getattr(record.item, "sub_id", None),
+                              event_id=str(record.item.event_id)
+                              if isinstance(record.item, m.EventItem) else None)
+                    continue
                 if not self._recruit(bid, unready):
                     del record.unready[bid]  # earlier ferries suffice (§6.4.3)
                     self.stats["refused"] += 1

@@ -142,6 +142,7 @@ class Backbone(Protocol):
         self._client_subs: dict[str, _ClientSubState] = {}
         self._versions: dict[str, int] = {}
         self._waiting: deque[tuple[str, Any]] = deque()
+        self._handler_table: dict[int, Any] | None = None
         self._started = False
 
     # ================================================================ driver inputs
@@ -227,7 +228,9 @@ class Backbone(Protocol):
         self._client_send("publish", (event, event_id, self.now))
 
     def on_frame(self, sender: NodeId, message: Message) -> None:
-        handler = self._handlers().get(message.type)
+        if self._handler_table is None:
+            self._handler_table = self._handlers()
+        handler = self._handler_table.get(message.type)
         if handler is None:
             self.drop("unknown_type", message, peer=sender)
             return

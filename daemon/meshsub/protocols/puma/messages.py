@@ -14,7 +14,6 @@ where it is are not trusted: it is where its base station is).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -423,10 +422,3 @@ def decode_unsubscribe(inner: tuple[Any, ...]) -> tuple[str, int]:
 def decode_empty(inner: tuple[Any, ...], what: str) -> None:
     b.fields(inner, 0, what)
 
-
-def cells_wire(cells: Iterable[Cell]) -> list[list[int]]:
-    return [_cell_wire(c) for c in cells]
-
-
-def parent_map(tree: DeliveryTree) -> Mapping[Cell, Cell]:
-    return {tree.cells[i]: tree.cells[p] for i, p in enumerate(tree.parents) if p >= 0}
