@@ -114,6 +114,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     import os
 
     scenario = _load(args)
+    make_plan(scenario)  # every scenario error (faults, placement) before any device exists
     if os.geteuid() != 0:
         raise UsageError("meshsim run: needs root (network namespaces, containers)")
     from meshsim.host.errors import VmeshError

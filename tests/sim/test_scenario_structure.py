@@ -134,6 +134,20 @@ def check_generated(recs: list[Rec], t0_ns: int, slack_s: float, end_s: float) -
         assert hi - lo <= 500
 
 
+def check_state(recs: list[Rec], t0_ns: int) -> None:
+    """Every node reports what it holds every 10 s (state_every_s); stations carry events."""
+    states = by(recs, "state")
+    for node in (*STATIONS, *WALKERS, *SENSORS):
+        mine = [r for r in states if r["node"] == node]
+        assert {r["store"] for r in mine} == {"subscriptions", "buffer"}, node
+        assert all(r["bytes"] > 0 for r in mine if r["entries"] > 0)
+        assert all(r["bytes"] == 0 for r in mine if r["entries"] == 0)
+    last = max(at(r, t0_ns) for r in states)
+    final = {r["node"]: r["entries"] for r in states
+             if r["store"] == "buffer" and at(r, t0_ns) > last - 5}
+    assert all(final.get(n, 0) >= 20 for n in (1, 4, 5, 6)), final  # most of the 25 events
+
+
 def interested(recs: list[Rec], t0_ns: int) -> set[tuple[int, str, str]]:
     """(node, sub_id, event_id): subscriptions in force at publication that match."""
     spans: dict[tuple[int, str], list[tuple[float, float, Subscription]]] = {}
@@ -179,6 +193,10 @@ def test_faults_crash_recover_leave_and_join(run: Any) -> None:
 
 def test_generated_workloads(run: Any) -> None:
     check_generated(run[2], 0, 0.0, 75.0)
+
+
+def test_protocols_report_their_state(run: Any) -> None:
+    check_state(run[2], 0)
 
 
 def test_every_interested_subscription_gets_its_events(run: Any) -> None:

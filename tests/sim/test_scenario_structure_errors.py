@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from simhelpers import SCENARIOS
@@ -87,13 +88,17 @@ def test_bad_values_are_one_line_naming_the_key(overrides: list[str], message: s
     assert text.startswith(message), text
 
 
-def test_the_cli_answers_with_one_line_and_status_2() -> None:
-    proc = subprocess.run([sys.executable, "-m", "meshsim.cli", "validate", str(SCENARIO),
-                           "--set", "faults[3].nodes=[3]"],
+@pytest.mark.parametrize("command", ["validate", "simulate", "run"])
+def test_every_tier_answers_with_one_line_and_status_2(command: str, tmp_path: Path) -> None:
+    """The simulator and the virtual mesh (``meshsim run``, before any device exists)."""
+    out = [] if command == "validate" else ["--out", str(tmp_path / "run")]
+    proc = subprocess.run([sys.executable, "-m", "meshsim.cli", command, str(SCENARIO),
+                           *out, "--set", "faults[3].nodes=[3]"],
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert "faults[3].nodes: node 3 is not crashed at t=40" in proc.stderr
+    assert not (tmp_path / "run").exists()
 
 
 def test_the_example_validates() -> None:

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from meshsub.core.api import Message, NodeId
+import msgpack
+
+from meshsub.core.api import Message, MessageId, NodeId
 from meshsub.core.buffer import BufferEntry, BufferStore, Dropped, DropPolicy, ScfBuffer
 from meshsub.core.protocol import Protocol
 
@@ -43,6 +45,8 @@ class StoreCarryForward(Protocol):
         capacity, policy = self.buffer_limits()
         self.buffer = ScfBuffer(capacity, policy, store)
         self._expiry_at: float | None = None
+        self._sizes: dict[tuple[MessageId, float], int] = {}
+        """Encoded size per held entry (id, stored at), so a state report packs new ones only."""
         self.add_core_timer(TIMER_PREFIX, self._on_expiry_timer)
 
     def buffer_limits(self) -> tuple[int, DropPolicy]:
@@ -75,6 +79,17 @@ class StoreCarryForward(Protocol):
 
     def on_buffer_drop(self, entry: BufferEntry, reason: str) -> None:
         """The buffer gave up ``entry`` (``expired``/``buffer_full``): forget what you kept."""
+
+    def state_sizes(self) -> dict[str, tuple[int, int]]:
+        sizes = {}
+        for entry in self.buffer.entries():
+            key = (entry.message.id, entry.stored_at)
+            size = self._sizes.get(key)
+            if size is None:
+                size = len(msgpack.packb(entry.to_obj()))
+            sizes[key] = size
+        self._sizes = sizes
+        return {**super().state_sizes(), "buffer": (len(sizes), sum(sizes.values()))}
 
     # ------------------------------------------------------------------ internals
 

@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar
 
+import msgpack
+
 from meshsub.core.api import (
     Action,
     Broadcast,
@@ -62,6 +64,8 @@ from meshsub.core.reliable import (
 )
 from meshsub.core.syntax import format_event, format_subscription
 
+STATE_TIMER = "state:report"
+
 
 class Protocol:
     """Base class; subclasses set the class attributes and override hooks."""
@@ -88,6 +92,7 @@ class Protocol:
         seed: int = 0,
         dedup_capacity: int = 65536,
         capabilities: tuple[str, ...] = (),
+        state_every_s: float = 0.0,
     ) -> None:
         self.node = node
         self.epoch = epoch
@@ -117,6 +122,9 @@ class Protocol:
                                                                                    name)),
         }
         """Timer-name prefix -> the core service that owns those timers."""
+        self.state_every_s = state_every_s
+        """How often to report ``state_sizes`` as ``state`` records (a driver setting; 0: never)."""
+        self.add_core_timer(STATE_TIMER, self._report_state)
 
     @property
     def drops(self) -> Mapping[str, int]:
@@ -130,6 +138,8 @@ class Protocol:
         self.now = inp.now
         if not self._clock_known:  # the first input: the driver's clock is known now
             self._clock_known = True
+            if self.state_every_s > 0:
+                self.set_timer(STATE_TIMER, self.state_every_s)
             self.on_start()
         match inp:
             case FrameReceived(sender=sender, message=message):
@@ -204,6 +214,23 @@ class Protocol:
         if message_type == CoreType.BEACON:
             return MsgKind.BEACON
         return self.message_kinds.get(message_type, MsgKind.CONTROL)
+
+    def state_sizes(self) -> dict[str, tuple[int, int]]:
+        """What this node holds, by store: ``(entries, bytes)``, bytes msgpack-encoded.
+
+        The evaluation's state-size measure (``state`` records). The base class
+        reports the local subscriptions; a protocol adds its own tables (a
+        broker's routing table, filters about others) under their own names.
+        """
+        subs = self.subscriptions.values()
+        return {"subscriptions": (len(subs), sum(len(msgpack.packb(s.to_wire())) for s in subs))}
+
+    def join_group(self, group: str) -> None:
+        """This node is now in ``group`` (a ``member`` record: scoped ground truth)."""
+        self.emit("member", group=group, reason="join")
+
+    def leave_group(self, group: str) -> None:
+        self.emit("member", group=group, reason="leave")
 
     def status(self) -> dict[str, Any]:
         """Protocol state for operators (``meshsubctl status``); extend in subclasses."""
@@ -353,6 +380,11 @@ class Protocol:
     def add_core_timer(self, prefix: str, handler: Callable[[str], None]) -> None:
         """Route timers named ``prefix...`` to a core service instead of ``on_timer``."""
         self._core_timers[prefix] = handler
+
+    def _report_state(self, name: str) -> None:
+        for store, (entries, nbytes) in sorted(self.state_sizes().items()):
+            self.emit("state", store=store, entries=entries, bytes=nbytes)
+        self.set_timer(STATE_TIMER, self.state_every_s)
 
     def _core_timer(self, name: str) -> Callable[[str], None] | None:
         for prefix, handler in self._core_timers.items():

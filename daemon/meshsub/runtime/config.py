@@ -178,6 +178,8 @@ class TelemetryConfig:
     roll_bytes: int = 1_000_000
     roll_seconds: float = 60.0
     mqtt_topic: str = ""
+    state_every_s: float = 60.0
+    """How often the protocol reports the state it holds (``state`` records); 0: never."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -646,6 +648,7 @@ def _telemetry(root: _Table) -> TelemetryConfig:
         roll_bytes=t.get_int("roll_bytes", 1_000_000, lo=4096),
         roll_seconds=t.get_float("roll_seconds", 60.0, lo=1.0),
         mqtt_topic=topic,
+        state_every_s=t.get_float("state_every_s", 60.0, lo=0.0),
     )
     if cfg.roll_bytes > cfg.max_spool_bytes:
         raise ConfigError(t.key("roll_bytes"), "must not exceed telemetry.max_spool_bytes")

@@ -118,7 +118,9 @@ def _peer_addresses(config: Config) -> list[Address]:
 def _make_protocol(config: Config, epoch: int, store: Store) -> Protocol:
     cls = get_protocol(config.protocol.name)
     kwargs: dict[str, Any] = {"epoch": epoch, "params": config.protocol.params,
-                              "seed": secrets.randbits(32), "capabilities": config.node.roles}
+                              "seed": secrets.randbits(32), "capabilities": config.node.roles,
+                              "state_every_s": config.telemetry.state_every_s
+                              if config.telemetry.enabled else 0.0}
     if cls.buffer_store:
         kwargs["store"] = store.buffer()  # store-carry-forward survives a restart
     return cls(config.node.id, **kwargs)

@@ -171,7 +171,7 @@ class Simulation:
         s = self.scenario
         kwargs: dict[str, Any] = {"epoch": epoch, "params": s.protocol.params_for(
             s.nodes.role_of(node)), "seed": s.meta.seed + epoch - EPOCH,
-            "capabilities": self.roles[node]}
+            "capabilities": self.roles[node], "state_every_s": s.meta.state_every_s}
         if store is not None:
             kwargs["store"] = store
         return self.cls(node, **kwargs)

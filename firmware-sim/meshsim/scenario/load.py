@@ -127,6 +127,7 @@ def _meta(t: Table) -> Meta:
         drain_s=t.number("drain_s", 10.0, lo=0.0),
         warmup_s=t.number("warmup_s", 0.0, lo=0.0),
         description=t.string("description", ""),
+        state_every_s=t.number("state_every_s", 0.0, lo=0.0),
     )
     if meta.warmup_s >= meta.duration_s:
         raise t.err("warmup_s", "must be less than duration_s")

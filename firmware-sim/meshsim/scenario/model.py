@@ -34,6 +34,8 @@ class Meta:
     drain_s: float = 10.0
     warmup_s: float = 0.0
     description: str = ""
+    state_every_s: float = 0.0
+    """How often protocols report the state they hold (``state`` records); 0: never."""
 
 
 @dataclass(frozen=True, slots=True)

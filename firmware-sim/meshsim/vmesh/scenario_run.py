@@ -239,6 +239,7 @@ def _write_inventory(scenario: Scenario, plan: Plan, up: lifecycle.UpResult,
         "meshsub_origin": {"lat": scenario.area.origin_lat, "lon": scenario.area.origin_lon},
         "meshsub_payload_size": scenario.radio.payload_size,
         "meshsub_telemetry_run": run,
+        "meshsub_telemetry_state_every_s": scenario.meta.state_every_s,
         "meshsub_beacon_interval": BEACON_INTERVAL_S,
     }
     return write_inventory(up.plan, up.rundir, scenario.protocol.name, name=SCENARIO_INVENTORY,
