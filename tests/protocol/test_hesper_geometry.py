@@ -1,4 +1,4 @@
-"""HESPER's pure parts against the spec's vectors: sectors, paths, hash points, election, energy."""
+"""HESPER's pure parts against worked vectors: sectors, paths, hash points, election, energy."""
 
 from __future__ import annotations
 

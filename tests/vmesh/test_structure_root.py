@@ -27,8 +27,8 @@ from test_scenario_structure import (
     check_faults,
     check_generated,
     check_lattice_walk,
-    check_state,
     check_links_follow,
+    check_state,
     delivery,
 )
 

@@ -37,7 +37,7 @@ class MessageId:
     """End-to-end identity of a message: who made it, in which boot, which one.
 
     The boot epoch makes ids unique across reboots without persisting every
-    sequence number (spec 004 §3.3 DECISION).
+    sequence number (GIANT's (PHB, seq) ids, Zheng 2008, §6.3, survive a reboot this way).
     """
 
     origin: NodeId

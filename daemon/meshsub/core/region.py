@@ -4,7 +4,7 @@ Grid-based protocols (HESPER and its DF baseline, and the grid protocols still
 to come) share this module, so none of them imports another (docs/architecture.md).
 
 The thesis's event is <Region, Topic, Value> with Region the publisher's cell,
-and a subscription names one Region (spec 004 §4.2). In meshsub's model the
+and a subscription names one Region (Zheng 2008, §4.2). In meshsub's model the
 region is two integer attributes, ``gx`` and ``gy``: an event carries its
 publisher's cell (``sensors/temp gx=0 gy=0 value=21``) and a subscription names
 the cell with equality predicates (``sensors/temp gx=0 gy=0 value>20``), so the
@@ -31,7 +31,7 @@ class GridParams(ReliableParams):
     TR: float = 70.0
     """Transmission range (m); the cell side is TR/sqrt(2) unless ``cell_side_m`` is set."""
     cell_side_m: float = 0.0
-    """Cell side (m); 0 = TR/sqrt(2) (thesis). Set it on Wi-Fi meshes (spec §4.10)."""
+    """Cell side (m); 0 = TR/sqrt(2) (thesis). Set it on Wi-Fi meshes."""
     area_width_m: float = 1000.0
     area_height_m: float = 1000.0
     origin_x: float = 0.0

@@ -1,7 +1,7 @@
 """B-SUB (Zhao & Wu, ICDCS 2010): content-based pub/sub over contacts with TCBFs.
 
 A contact starts at ``NeighborUp`` and ends at ``NeighborDown``; in between
-the two nodes run the contact procedure of spec 001 §5.1 as a session, every
+the two nodes run the contact procedure (Zhao and Wu 2010, §V-C and §V-D) as a session, every
 step with the core's per-hop reliable send:
 
 1. IDENT both ways (session nonce, roles, degree, parameter digest); a user
@@ -16,7 +16,7 @@ step with the core's per-hop reliable send:
    distinct brokers, counted on ACK, deleted at C), broker handoffs by
    preference computed on the pre-merge snapshots (mode 2, highest first,
    deleted on ACK). The decisions go out as an OFFER; the peer REQUESTs the
-   ids it lacks and only those travel as DATA (spec 001 §5.7). An offered
+   ids it lacks and only those travel as DATA (ours: the paper sends DATA directly). An offered
    message the peer already holds stays here: a broker that already carries
    a copy is not "given" it (which would delete ours and merge two of the C
    copies into one), and a consumer never receives a message twice. When all
@@ -182,7 +182,7 @@ class BSub(StoreCarryForward):
             return
         self.broker = broker
         self.last_role_change = self.now
-        if broker:  # a new broker starts with an empty relay filter (spec 001 §5.2)
+        if broker:  # a new broker starts with an empty relay filter (§V-B)
             p = self.params
             self.relay_filter = TCBF(p.m, p.k, initial=p.I, df=self.df, now=self.now)
         self.emit("broker", role="broker" if broker else "user")
@@ -272,7 +272,7 @@ class BSub(StoreCarryForward):
         c.peer_degree = ident.degree
         peer_broker = Role.BROKER in ident.roles
         self.log.record(Meeting(sender, self.now, peer_broker, ident.degree))
-        if not self.broker:  # users allocate brokers; brokers never do (spec 001 §5.2)
+        if not self.broker:  # users allocate brokers; brokers never do (§V-B)
             verdict = designation(self.log, self.now, sender, peer_broker, ident.degree,
                                   self.params.low, self.params.up)
             if verdict is not None:
@@ -336,7 +336,7 @@ class BSub(StoreCarryForward):
         except TCBFDecodeError as exc:
             raise ValueError(str(exc)) from None
         if kind is FilterKind.RELAY:
-            f.set_df(self.df, self.now)  # received counters decay at our DF (spec 001 §9.34)
+            f.set_df(self.df, self.now)  # received counters decay at our DF (ours)
         c.filters[(msg.session, kind)] = f
         self._decide(c)
 
@@ -409,7 +409,7 @@ class BSub(StoreCarryForward):
         A broker compares its pre-merge snapshot with the peer's relay TCBF. A
         demoted broker advertises no relay filter (its counter is 0), so the
         peer's preference is its counter: it hands its relay messages to the
-        next broker whose relay filter holds the key (spec 001 §5.2 step 4).
+        next broker whose relay filter holds the key (Zhao and Wu 2010, §V-D).
         """
         if self.broker:
             peer_relay = c.peer_filter(FilterKind.RELAY)
@@ -502,7 +502,7 @@ class BSub(StoreCarryForward):
 
         Unless our own earlier copy or handoff to ``node`` went unacknowledged:
         then that DATA arrived and only its ACK was lost, so the transfer is
-        completed now (the duplicate is detected by id, spec 001 §8 item 16).
+        completed now (the duplicate is detected by its message id).
         """
         unconfirmed = self.unconfirmed.get(mid)
         if unconfirmed is not None and unconfirmed[0] == node:

@@ -1,4 +1,4 @@
-"""HESPER's parameters: Table 4.1 names where the thesis has them, spec §4.5.8 timers else."""
+"""HESPER's parameters: Table 4.1's names (Zheng 2008, §4.4.1) where the thesis has them."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ class HesperParams(GridParams):
     """Per-hop ACKs for SUBSCRIBE, REPLY, CONFIRM, UNSUBSCRIBE, STATE_TRANSFER and
     BROKER_UPDATE; false reproduces the thesis's loss-free message counts."""
     reliable_events: bool = False
-    """Per-hop ACKs for EVENTs too (spec §4.10's reliability class for events): on a lossy
+    """Per-hop ACKs for EVENTs too (a lossy Wi-Fi mesh needs them): on a lossy
     medium every lost hop otherwise loses the event for the whole subtree below it."""
 
     def validate(self) -> None:

@@ -225,7 +225,7 @@ class Hesper(Protocol):
             st = self.topics.get(topic)
             entry = st.entries.get(sub_id) if st is not None else None
             if st is not None and entry is not None and not entry.active:
-                del st.entries[sub_id]  # HESPER-II branch not chosen (spec §4.5.5 step 4)
+                del st.entries[sub_id]  # HESPER-II branch not chosen (our path choice)
                 self.drop("pending_expired", sub_id=sub_id, topic=topic)
         elif name.startswith(T_REPLY):
             topic, sub_id = name[len(T_REPLY):].split(_SEP, 1)
@@ -283,7 +283,7 @@ class Hesper(Protocol):
         return view
 
     def _point(self, cell: Cell, topic: str) -> Point:
-        """The topic's hash point in ``cell`` (spec §4.3.2, H = SHA-256, i/j from params)."""
+        """The topic's hash point in ``cell`` (Zheng 2008, §4.2; H = SHA-256, i/j from params)."""
         off = self._offsets.get(topic)
         if off is None:
             off = topic_offset(topic, self.params.hash_i, self.params.hash_j)
@@ -413,7 +413,7 @@ class Hesper(Protocol):
         self._route(msg, env)
 
     def _route(self, msg: Message, env: m.Envelope) -> None:
-        """One step of spec §4.5.3: process here, redirect in the cell, or GPSR onwards."""
+        """One step between cell brokers: process here, redirect in the cell, or GPSR onwards."""
         if env.dest == self.node:
             self._process(msg, env)
             return
@@ -451,7 +451,7 @@ class Hesper(Protocol):
             self._forward(nxt, msg, replace(env, geo=header))
             return
         # Home: no node is closer to the hash point. Hand over to a node of the cell if one
-        # is in range, otherwise the cell is empty (spec §4.5.3 empty-cell handling).
+        # is in range, otherwise the cell is empty (our rule; the thesis assumes no empty cell).
         inside = [n for n, pos in self._npos.items() if self.grid.locate(*pos) == env.cell]
         if inside:
             best = min(inside, key=lambda n: (_d2(self._npos[n], target), n))
@@ -561,7 +561,7 @@ class Hesper(Protocol):
         return 2 * max(1, chebyshev(shb_cell, region))
 
     def _pending_ttl(self, shb_cell: Cell, region: Cell) -> float:
-        """3 x the reply window (spec); with per-hop ACKs also the reliable sender's
+        """3 x the reply window; with per-hop ACKs also the reliable sender's
         retransmissions on every hop of SUBSCRIBE and REPLY, so that a reply slowed by
         loss still finds its PENDING entries and is decided late (``_on_reply``) rather
         than waiting a refresh period: the vmesh at 10 % loss showed replies 3 s late."""
