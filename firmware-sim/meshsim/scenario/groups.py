@@ -81,26 +81,7 @@ def _group(t: Table, area: Area, next_id: int, taken: set[int]) -> NodeGroup:
     except RoleError:
         raise t.err("name", f"{name!r}: {GROUP_NAME_HELP}") from None
     placement = t.string("placement", choices=PLACEMENTS)
-    positions: list[tuple[int, float, float]] = []
-    if placement == "explicit":
-        for pt in t.tables("positions"):
-            pid = pt.integer("id", lo=0, hi=NODE_ID_MAX)
-            positions.append((pid, pt.number("x", lo=0.0, hi=area.width_m),
-                              pt.number("y", lo=0.0, hi=area.height_m)))
-            pt.done()
-        if not positions:
-            raise t.err("positions", "explicit placement needs at least one position")
-        ids = [p[0] for p in positions]
-        count = t.integer("count", len(ids), lo=1)
-        if count != len(ids):
-            raise t.err("count", f"is {count} but {len(ids)} positions are listed")
-    else:
-        if t.has("positions"):
-            t.raw("positions")
-            raise t.err("positions", f"only for placement = \"explicit\" (not {placement!r})")
-        count = t.integer("count", lo=1, hi=100_000)
-        first = t.integer("first_id", next_id, lo=0, hi=NODE_ID_MAX - count + 1)
-        ids = list(range(first, first + count))
+    ids, positions = members(t, placement, area, next_id, id_required=True)
     clash = sorted(set(ids) & taken) or sorted(i for i in set(ids) if ids.count(i) > 1)
     if clash:
         raise t.err("count" if placement != "explicit" else "positions",
@@ -127,6 +108,32 @@ def _group(t: Table, area: Area, next_id: int, taken: set[int]) -> NodeGroup:
                       positions=tuple(positions), mains=t.boolean("mains", False))
     _check_fits(t, group, area)
     return group
+
+
+def members(t: Table, placement: str, area: Area, first_default: int, *,
+            id_required: bool) -> tuple[list[int], list[tuple[int, float, float]]]:
+    """The node ids a placement table gives (``count``/``first_id``, or ``positions``
+    for ``explicit``), with the explicit positions; duplicates are the caller's to judge."""
+    positions: list[tuple[int, float, float]] = []
+    if placement == "explicit":
+        for pt in t.tables("positions"):
+            pid = (pt.integer("id", lo=0, hi=NODE_ID_MAX) if id_required
+                   else pt.integer("id", len(positions) + 1, lo=0, hi=NODE_ID_MAX))
+            positions.append((pid, pt.number("x", lo=0.0, hi=area.width_m),
+                              pt.number("y", lo=0.0, hi=area.height_m)))
+            pt.done()
+        if not positions:
+            raise t.err("positions", "explicit placement needs at least one position")
+        count = t.integer("count", len(positions), lo=1)
+        if count != len(positions):
+            raise t.err("count", f"is {count} but {len(positions)} positions are listed")
+        return [p[0] for p in positions], positions
+    if t.has("positions"):
+        t.raw("positions")
+        raise t.err("positions", f"only for placement = \"explicit\" (not {placement!r})")
+    count = t.integer("count", lo=1, hi=100_000)
+    first = t.integer("first_id", first_default, lo=0, hi=NODE_ID_MAX - count + 1)
+    return list(range(first, first + count)), positions
 
 
 def _pair(t: Table, key: str, default: tuple[float, float], area: Area) -> tuple[float, float]:

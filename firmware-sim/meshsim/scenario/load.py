@@ -24,7 +24,7 @@ from meshsim.gps.settings import (
 )
 from meshsim.radio import LINK_CUTOFF, make_model
 from meshsim.scenario.faults import parse_faults
-from meshsim.scenario.groups import parse_groups
+from meshsim.scenario.groups import members, parse_groups
 from meshsim.scenario.mobility_section import parse_mobility
 from meshsim.scenario.model import (
     PLACEMENTS,
@@ -216,30 +216,11 @@ def _nodes(t: Table, area: Area, meta: Meta, base_dir: Path) -> Nodes:
     if t.has("groups"):
         return _grouped_nodes(t, area, meta, base_dir)
     placement = t.string("placement", choices=tuple(p for p in PLACEMENTS if p != "lattice"))
-    positions: list[tuple[int, float, float]] = []
-    if placement == "explicit":
-        for pt in t.tables("positions"):
-            pid = pt.integer("id", len(positions) + 1, lo=0, hi=0xFFFF_FFFF)
-            x = pt.number("x", lo=0.0, hi=area.width_m)
-            y = pt.number("y", lo=0.0, hi=area.height_m)
-            pt.done()
-            positions.append((pid, x, y))
-        if not positions:
-            raise t.err("positions", "explicit placement needs at least one position")
-        count = t.integer("count", len(positions), lo=1)
-        if count != len(positions):
-            raise t.err("count", f"is {count} but {len(positions)} positions are listed")
-        ids = [p[0] for p in positions]
-        dup = next((i for i in ids if ids.count(i) > 1), None)
-        if dup is not None:
-            raise t.err("positions", f"node id {dup} appears twice")
-    else:
-        if t.has("positions"):
-            t.raw("positions")
-            raise t.err("positions", f"only for placement = \"explicit\" (not {placement!r})")
-        count = t.integer("count", lo=1, hi=100_000)
-        first = t.integer("first_id", 1, lo=0, hi=0xFFFF_FFFF - count + 1)
-        ids = list(range(first, first + count))
+    ids, positions = members(t, placement, area, 1, id_required=False)
+    dup = next((i for i in ids if ids.count(i) > 1), None)
+    if dup is not None:
+        raise t.err("positions", f"node id {dup} appears twice")
+    count = len(ids)
     if placement == "explicit" and t.has("pinned"):
         t.raw("pinned")
         raise t.err("pinned", "not with placement = \"explicit\" (list the position there)")
