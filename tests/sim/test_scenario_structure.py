@@ -142,9 +142,8 @@ def check_state(recs: list[Rec], t0_ns: int) -> None:
         assert {r["store"] for r in mine} == {"subscriptions", "buffer"}, node
         assert all(r["bytes"] > 0 for r in mine if r["entries"] > 0)
         assert all(r["bytes"] == 0 for r in mine if r["entries"] == 0)
-    last = max(at(r, t0_ns) for r in states)
-    final = {r["node"]: r["entries"] for r in states
-             if r["store"] == "buffer" and at(r, t0_ns) > last - 5}
+    final = {r["node"]: r["entries"] for r in sorted(states, key=lambda r: r["ts_ns"])
+             if r["store"] == "buffer"}  # each node's last report (daemons' timers differ)
     assert all(final.get(n, 0) >= 20 for n in (1, 4, 5, 6)), final  # most of the 25 events
 
 
