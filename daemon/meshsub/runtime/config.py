@@ -68,6 +68,8 @@ class LinkConfig:
     family: str = "ipv4"
     multicast_group: str = DEFAULT_MULTICAST_GROUP
     batman_poll_interval: float = 5.0
+    receive_buffer: int = 1 << 20
+    """Socket receive buffer asked from the kernel (bytes) for bursts; 0 = the kernel's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,6 +381,7 @@ def _link(root: _Table) -> LinkConfig:
         family=family,
         multicast_group=group,
         batman_poll_interval=t.get_float("batman_poll_interval", 5.0, lo=0.5, hi=3600),
+        receive_buffer=t.get_int("receive_buffer", 1 << 20, lo=0, hi=1 << 30),
     )
     t.finish()
     return cfg

@@ -13,10 +13,15 @@ protocols carry the publication time to compute delivery latency on another
 node, which is meaningful only between clocks that agree (NTP/GPS in the
 field, one host in the namespace tests).
 
-Accepted publications wait in the outbox while the link is down: "accepted by
-the protocol" is only meaningful when the protocol can send, so an event
-acknowledged to MQTT with the mesh interface gone is fed when it returns, or
-at the next start (``HeldPublisher``).
+Accepted publications wait in the outbox while the link cannot carry a frame
+(interface missing, down, without carrier or address): "accepted by the
+protocol" is only meaningful when the protocol can send, so an event
+acknowledged to MQTT meanwhile is fed when the link returns, or at the next
+start (``HeldPublisher``). A publication whose own transmission the kernel
+refuses because the link died in that instant stays in the outbox too
+(``LinkUnavailable``). Losing the link also ends every contact: the protocol
+sees its neighbours go down, and meets them again, from scratch, once the
+link is back, so store-carry-forward protocols exchange what they carry.
 """
 
 from __future__ import annotations
@@ -90,23 +95,55 @@ class StartupError(RuntimeError):
     """The daemon cannot start as configured; one line for the operator."""
 
 
+class LinkUnavailable(RuntimeError):
+    """A local publication's transmission failed because the link cannot carry frames."""
+
+
 class HeldPublisher(LocalPublisher):
     """A ``LocalPublisher`` that keeps accepted events in the outbox while ``ready()`` is false.
 
     Persisting (and so acknowledging to MQTT) goes on; feeding the protocol
     waits, and ``refeed_pending`` hands everything over once the link is up.
+    A feed that raises ``LinkUnavailable`` (the link died during it) holds
+    that event and the rest of the batch the same way.
     """
 
     def __init__(self, *args: Any, ready: Callable[[], bool], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._ready = ready
         self.held = 0
+        """Events waiting in the outbox for the link now."""
+        self.held_total = 0
+        """Events that ever had to wait for the link (this run)."""
+
+    def _hold(self, count: int) -> None:
+        self.held += count
+        self.held_total += count
 
     def feed_many(self, items: Sequence[tuple[Event, MessageId]]) -> int:
-        if not self._ready():
-            self.held += len(items)
-            return 0
-        return super().feed_many(items)
+        done: list[MessageId] = []
+        for index, (event, event_id) in enumerate(items):
+            if not self._ready():
+                self._hold(len(items) - index)
+                break
+            try:
+                self._feed(event, event_id)
+            except LinkUnavailable:
+                self._hold(len(items) - index)
+                break
+            except Exception:  # the node failed: keep the entry for the next start
+                self.feed_errors += 1
+                continue
+            done.append(event_id)
+        if done:
+            self.store.outbox_remove_many(done)
+            self.fed += len(done)
+        return len(done)
+
+    def refeed_pending(self) -> int:
+        """Feed what waits in the outbox; what the link still cannot take stays held."""
+        self.held = 0
+        return super().refeed_pending()
 
 
 def _peer_addresses(config: Config) -> list[Address]:
@@ -146,6 +183,7 @@ class Node:
         self._last_tick = time.monotonic()
         self._last_status = ""
         self._dnssd_task: asyncio.Task[None] | None = None
+        self._kernel_drops_noted = 0
         self.store: Store | None = None
         self.spool: TelemetrySpool | None = None
         self.feed: TelemetryFeed | None = None
@@ -184,6 +222,7 @@ class Node:
             mode=cfg.link.mode,
             multicast_group=cfg.link.multicast_group,
             broadcast_peers=[] if cfg.link.interface else _peer_addresses(cfg),
+            receive_buffer=cfg.link.receive_buffer,
             on_state=self._on_link_state,
         )
         self.frames = FrameIO(codec=self.codec, link=self.link, protocol=self.protocol,
@@ -201,8 +240,7 @@ class Node:
             broadcast=cfg.link.mode != "batman",
         )
         self.publisher = HeldPublisher(self.store, self.protocol.new_message_id,
-                                       self._feed_publication,
-                                       ready=lambda: self._link_up)
+                                       self._feed_publication, ready=self._can_publish)
         try:
             settings = MqttSettings.from_config(cfg.mqtt, cfg.telemetry.mqtt_topic)
         except ValueError as exc:  # what the file-level checks cannot see (key combinations)
@@ -341,6 +379,18 @@ class Node:
                 await task
         self._tasks = []
 
+    def _note_kernel_drops(self) -> None:
+        """Datagrams the kernel dropped for our socket (receive buffer full): a
+        ``counter`` record with the running total whenever it grew."""
+        if self.link is None:
+            return
+        total = self.link.poll_kernel_drops()
+        if total != self._kernel_drops_noted:
+            self._kernel_drops_noted = total
+            self.record("counter", {"reason": "udp_receive_drops", "bytes": total})
+            log.warning("kernel dropped datagrams: receive buffer full", total=total,
+                        receive_buffer=self.link.receive_buffer_granted)
+
     def _healthy(self) -> bool:
         """The loop turns: housekeeping ran recently (the watchdog ping depends on it)."""
         return time.monotonic() - self._last_tick < 5 * HOUSEKEEPING_S + 5
@@ -351,6 +401,9 @@ class Node:
             await asyncio.sleep(HOUSEKEEPING_S)
             self._last_tick = time.monotonic()
             self.codec.expire(self.clock())
+            if self.publisher.held and self._link_up:  # a refused send, the link still up
+                self._refeed()
+            self._note_kernel_drops()
             if self.feed is not None:
                 self.feed.note_losses()
             line = self._status_line()
@@ -497,9 +550,29 @@ class Node:
         self.handle(FrameReceived(now, decoded.transmitter, message,
                                   self.config.link.interface))
 
+    def _can_publish(self) -> bool:
+        """Feed local publications now? Not while the link cannot carry a frame, nor
+        while earlier ones still wait for the re-feed (acceptance order is kept)."""
+        return self.link is not None and self.publisher.held == 0 and self.link.can_send()
+
     def _on_link_state(self, state: LinkState) -> None:
         if state == LinkState.UP:
             asyncio.get_running_loop().call_soon(self._on_link_up)
+        elif self._started:
+            self._lose_neighbors()
+
+    def _lose_neighbors(self) -> None:
+        """Without a link there are no neighbours: end every contact now, so that the
+        protocol stops sending into the void and meets them anew when it returns."""
+        if not hasattr(self, "table"):
+            return
+        gone = 0
+        for neighbor in list(self.table):
+            for event in self.table.remove(neighbor.node):
+                self._on_neighbor_event(event)
+                gone += 1
+        if gone:
+            log.info("link lost: neighbours down", neighbors=gone)
 
     def _on_link_up(self) -> None:
         if not self._started or not self._link_up:
@@ -591,9 +664,18 @@ class Node:
         self.handle(LocalUnsubscribe(self.clock(), sub_id))
 
     def _feed_publication(self, event: Event, event_id: MessageId) -> None:
-        """The publisher's feed: errors propagate so the event stays in the outbox."""
+        """The publisher's feed: errors propagate so the event stays in the outbox.
+
+        If a transmission it caused was refused because the link cannot carry
+        frames (it died in this instant), ``LinkUnavailable`` keeps the event
+        in the outbox for the re-feed once the link is back.
+        """
+        refused = self.frames.link_refusals
         actions = self.protocol.handle(LocalPublish(self.clock(), event, event_id))
         self._apply(actions)
+        if self.frames.link_refusals != refused:
+            self.counters["publications_refused_by_link"] += 1
+            raise LinkUnavailable(f"event {event_id}: the link refused its transmission")
 
     def _ctl_publish(self, event: Event) -> str:
         return str(self.publisher.publish(event))
@@ -628,10 +710,13 @@ class Node:
             "mqtt": self.bridge.status() if self.bridge else None,
             "outbox": outbox,
             "held_publications": self.publisher.held if hasattr(self, "publisher") else 0,
+            "held_publications_total": (self.publisher.held_total
+                                        if hasattr(self, "publisher") else 0),
             "frames": self.codec.status(),
             "transmissions": dict(self.frames.counters),
             "drops": {"frame": self.frames.frame_drops(), "node": dict(self.frames.drops),
-                      "protocol": dict(self.protocol.drops)},
+                      "protocol": dict(self.protocol.drops),
+                      "kernel": self.link.kernel_drops if self.link else 0},
             "telemetry": ({**self.spool.status(),
                            "live": self.feed.status() if self.feed else None}
                           if self.spool else {"enabled": False}),
