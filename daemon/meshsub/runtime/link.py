@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 from meshsub.core.api import NodeId
+from meshsub.runtime.logging import format_address
 from meshsub.runtime.rtnetlink import InterfaceEvents
 
 log = logging.getLogger(__name__)
@@ -658,10 +659,3 @@ def _if_index(name: str) -> int:
 
 def _same_host(a: str, b: str) -> bool:
     return a.partition("%")[0] == str(b).partition("%")[0]
-
-
-def format_address(addr: Address) -> str:
-    """``host:port`` (``[v6]:port``): how every log line and status shows an address."""
-    host, port = addr[0], addr[1]
-    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
-

@@ -106,6 +106,12 @@ class StructLogger:
         self._log(logging.ERROR, msg, exc, fields)
 
 
+def format_address(addr: tuple[Any, ...]) -> str:
+    """``host:port`` (``[v6]:port``): how every log line and status shows an address."""
+    host, port = addr[0], addr[1]
+    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+
+
 def get_logger(name: str) -> StructLogger:
     return StructLogger(logging.getLogger(name))
 

@@ -14,7 +14,9 @@ class Fix:
     ``mode`` follows gpsd: 0 unknown, 1 no fix, 2 two-dimensional, 3 3D.
     Sources that only know local metres (a configured x/y) set ``local``
     instead of latitude/longitude. ``hdop``/``satellites`` are ``None`` when
-    the source does not report them.
+    the source does not report them; ``error_m`` is the source's own estimate
+    of the horizontal error in metres (gpsd's TPV ``eph``), ``None`` if it
+    gives none.
     """
 
     received_at: float
@@ -24,6 +26,7 @@ class Fix:
     alt: float | None = None
     hdop: float | None = None
     satellites: int | None = None
+    error_m: float | None = None
     local: tuple[float, float, float] | None = None
     static: bool = False
     """A configured position: exact, and never stale."""
