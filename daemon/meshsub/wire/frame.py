@@ -189,6 +189,20 @@ def decode_frame(
 
     Stateless: replay, own-frame and reassembly checks belong to ``FrameCodec``.
     """
+    key_id, flags, fields, size = verify_and_unpack(data, keys, max_size)
+    if flags & FLAG_FRAGMENT:
+        return fragment_frame(fields, key_id, size)
+    return _whole_frame(fields, key_id, size)
+
+
+def verify_and_unpack(
+    data: bytes | bytearray | memoryview, keys: KeyRing, max_size: int | None
+) -> tuple[int, int, list[Any], int]:
+    """Check the prefix, verify the tag, then unpack: (key id, frame flags, fields, size).
+
+    Nothing of the payload is parsed before the tag verified. Raises only
+    ``FrameError``.
+    """
     if isinstance(data, memoryview):
         data = data.tobytes()
     elif not isinstance(data, bytes | bytearray):
@@ -198,37 +212,28 @@ def decode_frame(
         raise FrameError("oversized", f"frame of {size} bytes, limit {max_size}")
     if size < MIN_FRAME_BYTES:
         raise FrameError("malformed", f"truncated frame of {size} bytes")
-    view = memoryview(data)
-    version, flags, key_id = view[0], view[1], view[2]
+    version, flags, key_id = data[0], data[1], data[2]
     if version != VERSION:
         raise FrameError("bad_version", f"version {version}, expected {VERSION}")
     if flags & ~KNOWN_FLAGS:
         raise FrameError("malformed", f"unknown frame flags 0x{flags:02x}")
     if not keys.accepts(key_id):
         raise FrameError("unknown_key", f"key id {key_id}")
-    if not keys.verify(key_id, view[: size - TAG_BYTES], view[size - TAG_BYTES :]):
+    view = memoryview(data)
+    end = size - TAG_BYTES
+    if not keys.verify(key_id, view[:end], view[end:]):
         raise FrameError("bad_tag", f"key id {key_id}")
-    fields = unpack_array(view[PREFIX_BYTES : size - TAG_BYTES])
-    if flags & FLAG_FRAGMENT:
-        return _fragment_frame(fields, key_id, size)
-    return _whole_frame(fields, key_id, size)
+    return key_id, flags, unpack_array(view[PREFIX_BYTES:end]), size
 
 
 def unpack_array(payload: memoryview | bytes) -> list[Any]:
-    """Unpack one msgpack array with every length bounded by the input's size."""
-    limit = len(payload)
+    """Unpack one msgpack array with every length bounded by the input's size.
+
+    ``unpackb`` bounds every string, binary, array, map and extension length
+    by the input's size by default (msgpack >= 1.0), which is the bound wanted.
+    """
     try:
-        value = msgpack.unpackb(
-            payload,
-            raw=False,
-            use_list=True,
-            strict_map_key=False,
-            max_str_len=limit,
-            max_bin_len=limit,
-            max_array_len=limit,
-            max_map_len=limit // 2,
-            max_ext_len=limit,
-        )
+        value = msgpack.unpackb(payload, strict_map_key=False)
     except Exception as exc:  # ExtraData, FormatError, StackError, UnicodeDecodeError, ...
         raise FrameError("malformed", f"msgpack: {type(exc).__name__}") from None
     if not isinstance(value, list):
@@ -250,7 +255,7 @@ def _whole_frame(fields: list[Any], key_id: int, size: int) -> Frame:
     return Frame(key_id, protocol_id, transmitter, epoch, seq, _message(fields[4:]), None, size)
 
 
-def _fragment_frame(fields: list[Any], key_id: int, size: int) -> Frame:
+def fragment_frame(fields: list[Any], key_id: int, size: int) -> Frame:
     if len(fields) != FRAGMENT_FIELDS:
         raise FrameError(
             "malformed", f"fragment of {len(fields)} fields, expected {FRAGMENT_FIELDS}"
@@ -275,6 +280,34 @@ def _link(fields: list[Any]) -> tuple[int, int, int, int]:
         _in("transmitter epoch", fields[2], EPOCH_MAX),
         _in("transmitter seq", fields[3], SEQ_MAX),
     )
+
+
+def whole_message(fields: list[Any]) -> tuple[int, int, int, int, Message]:
+    """(protocol id, transmitter, its epoch, its seq, message) of a whole frame's 13 fields.
+
+    The common case (every header field a plain int in range) is checked in
+    one expression; anything else goes through the field-by-field checks,
+    which name the bad field.
+    """
+    if len(fields) == WHOLE_FIELDS:
+        pid, tx, tx_epoch, tx_seq, mtype, flags, origin, epoch, seq, hop, ttl, rid, body \
+            = fields
+        if (type(pid) is int and type(tx) is int and type(tx_epoch) is int
+                and type(tx_seq) is int and type(mtype) is int and type(flags) is int
+                and type(origin) is int and type(epoch) is int and type(seq) is int
+                and type(hop) is int and type(ttl) is int
+                and (rid is None or (type(rid) is int and 0 <= rid <= RELIABLE_ID_MAX))
+                and 0 <= pid <= PROTOCOL_ID_MAX and 0 <= tx <= NODE_ID_MAX
+                and 0 <= tx_epoch <= EPOCH_MAX and 0 <= tx_seq <= SEQ_MAX
+                and 0 <= mtype <= TYPE_MAX and 0 <= flags <= FLAGS_MAX
+                and 0 <= origin <= NODE_ID_MAX and 0 <= epoch <= EPOCH_MAX
+                and 0 <= seq <= SEQ_MAX and 0 <= hop <= HOP_MAX and 0 <= ttl <= TTL_MAX):
+            return pid, tx, tx_epoch, tx_seq, Message(
+                mtype, MessageId(origin, epoch, seq), body, hop, ttl, flags, rid)
+    frame = _whole_frame(fields, 0, 0)
+    assert frame.message is not None  # _whole_frame raises rather than return less
+    return (frame.protocol_id, frame.transmitter, frame.transmitter_epoch,
+            frame.transmitter_seq, frame.message)
 
 
 def _message(fields: list[Any]) -> Message:
