@@ -115,11 +115,14 @@ def drain(sock: socket.socket) -> int:
 
 
 def run_load(pid: int, target: tuple[str, int], a: socket.socket, c: socket.socket,
-             rate: float, seconds: float, seq0: int) -> tuple[int, int, float]:
-    """Send ``rate`` events/s for ``seconds``; (events, frames forwarded, CPU seconds)."""
+             rate: float, seconds: float, seq0: int, epoch: int) -> tuple[int, int, float]:
+    """Send ``rate`` events/s for ``seconds``; (events, frames forwarded, CPU seconds).
+
+    Each load is a new boot ``epoch`` of A and C: their frame sequences start
+    again, which the relay's replay window accepts only in a newer epoch."""
     keys = KeyRing.from_hex({"1": KEY}, 1)
-    codec_a = FrameCodec(1, 1, keys)
-    codec_c = FrameCodec(3, 1, keys)
+    codec_a = FrameCodec(1, epoch, keys)
+    codec_c = FrameCodec(3, epoch, keys)
     n = int(rate * seconds)
     frames = []
     for i in range(n):
@@ -185,9 +188,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
             print(f"  idle: CPU {idle_rate * 1000:.1f} ms/s, RSS {idle_rss / 1024:.1f} MiB")
             seq = 0
-            for rate in rates:
+            for run, rate in enumerate(rates, start=1):
                 target = ("127.0.0.1", port)
-                events, forwarded, cpu = run_load(pid, target, a, c, rate, args.seconds, seq)
+                events, forwarded, cpu = run_load(pid, target, a, c, rate, args.seconds, seq,
+                                                  run)
                 seq += events
                 net = cpu - idle_rate * args.seconds
                 base = baseline_us()

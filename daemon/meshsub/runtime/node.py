@@ -475,7 +475,7 @@ class Node:
         """One telemetry record for this node (the spool numbers them: ``rec``)."""
         if self.spool is None:
             return
-        self.spool.emit(event, time.time_ns(), **attrs)
+        self.spool.emit_attrs(event, time.time_ns(), attrs)
 
     def handle(self, inp: Input) -> None:
         """Feed one input to the protocol and carry out its actions; never raises."""
@@ -764,10 +764,26 @@ async def _main(config: Config) -> int:
     return EXIT_OK
 
 
+def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop when it is installed (``pip install meshsub[fast]``), else
+    asyncio's own (``None``); ``MESHSUB_EVENT_LOOP=asyncio`` forces asyncio's."""
+    if os.environ.get("MESHSUB_EVENT_LOOP", "").strip().lower() == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
+
+
 def run(config: Config) -> int:
     """Run the daemon until SIGTERM/SIGINT; the exit status (0 clean, 1 failure)."""
     configure_logging(config.log.level)
+    factory = loop_factory()
+    log.info("event loop", loop="uvloop" if factory is not None else "asyncio")
     try:
-        return asyncio.run(_main(config))
+        with asyncio.Runner(loop_factory=factory) as runner:
+            return runner.run(_main(config))
     except KeyboardInterrupt:
         return EXIT_OK
