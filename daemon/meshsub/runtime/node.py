@@ -30,7 +30,6 @@ import asyncio
 import contextlib
 import dataclasses
 import inspect
-import logging
 import os
 import secrets
 import time
@@ -75,6 +74,7 @@ from meshsub.runtime.link import Address, Link, LinkError, LinkState
 from meshsub.runtime.livefeed import FeedSettings, TelemetryFeed
 from meshsub.runtime.location import LocationService, make_source, make_tracker
 from meshsub.runtime.logging import configure_logging, get_logger
+from meshsub.runtime.logging import set_level as set_log_level
 from meshsub.runtime.mqtt import MqttBridge, MqttSettings, delivery_payload
 from meshsub.runtime.neighbors import EventKind, NeighborEvent, NeighborTable, to_input
 from meshsub.runtime.sdnotify import SignalHandlers, SystemdNotifier
@@ -139,6 +139,11 @@ class HeldPublisher(LocalPublisher):
             self.store.outbox_remove_many(done)
             self.fed += len(done)
         return len(done)
+
+    def hold_pending(self) -> None:
+        """At a start without a link: everything a previous run left waits for it."""
+        self.held = 0
+        self._hold(self.store.outbox_len())
 
     def refeed_pending(self) -> int:
         """Feed what waits in the outbox; what the link still cannot take stays held."""
@@ -272,6 +277,8 @@ class Node:
         if self.feed is not None:
             await self.feed.start()
         self._started = True
+        if not self._link_up:
+            self.publisher.hold_pending()
         self._on_link_up()  # if it is up already: re-feed the outbox, register DNS-SD
         await self.discovery.start()
         self.discovery.set_peers("static", _peer_addresses(cfg))
@@ -447,7 +454,7 @@ class Node:
         cfg = self.config
         applied: list[str] = []
         if any(k.startswith("log.") for k in keys):
-            logging.getLogger("meshsub").setLevel(new.log.level_number)
+            set_log_level(new.log.level_number)
             cfg = dataclasses.replace(cfg, log=new.log)
             applied.append("log.level")
         if any(k.startswith("discovery.static_peers") for k in keys):
