@@ -6,7 +6,10 @@
 
 Only the part between ``<!-- params:begin -->`` and ``<!-- params:end -->`` is
 written; a missing page is created with its title and the table, for the prose
-to be added around it. tests/unit/test_protocol_docs.py runs the check.
+to be added around it, and a page without the markers gets a "Parameters"
+section at its end, once every field of the protocol's params has its
+``param_docs`` entry (until then the protocol is listed as undocumented).
+tests/unit/test_protocol_docs.py runs the check.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from meshsub.core.paramdocs import ParamDocError, render_block, replace_block
+from meshsub.core.paramdocs import BEGIN, ParamDocError, render_block, replace_block
 from meshsub.core.registry import available, get_protocol
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "protocols"
@@ -31,10 +34,12 @@ def main(argv: list[str] | None = None) -> int:
         page = DOCS / f"{name}.md"
         try:
             old = page.read_text() if page.exists() else f"# {name}\n\n{render_block(cls)}\n"
+            if BEGIN not in old:
+                old = old.rstrip("\n") + f"\n\n## Parameters\n\n{render_block(cls)}\n"
             new = replace_block(old, cls)
         except ParamDocError as exc:
-            print(f"protocol_params: {page}: {exc}", file=sys.stderr)
-            return 2
+            print(f"protocol_params: {name}: not documented yet: {exc}", file=sys.stderr)
+            continue
         if new != (page.read_text() if page.exists() else None):
             stale.append(page)
             if not args.check:

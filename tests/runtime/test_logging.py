@@ -12,8 +12,16 @@ import pytest
 from meshsub.runtime.logging import RepeatFilter, configure_logging, get_logger
 
 
+LIBRARIES = ("mqtt", "zeroconf", "asyncio", "py.warnings")
+
+
 @pytest.fixture
 def logged() -> Iterator[io.StringIO]:
+    for name in LIBRARIES:  # as in the daemon, whatever earlier tests did to them
+        logger = logging.getLogger(name)
+        logger.disabled = False
+        logger.setLevel(logging.NOTSET)
+        logger.propagate = True
     buf = io.StringIO()
     handler = configure_logging("info", stream=buf)
     try:
