@@ -22,6 +22,7 @@ def logged() -> Iterator[io.StringIO]:
         logger.disabled = False
         logger.setLevel(logging.NOTSET)
         logger.propagate = True
+    logging.captureWarnings(False)  # so that configure_logging installs it here
     buf = io.StringIO()
     handler = configure_logging("info", stream=buf)
     try:
@@ -42,6 +43,7 @@ def test_library_loggers_use_the_format_and_repeats_are_limited(logged: io.Strin
         warnings.simplefilter("always")
         warnings.warn("old API", DeprecationWarning, stacklevel=1)
     lines = logged.getvalue().splitlines()
+    assert len(lines) == 3, lines
     assert lines[0] == ('level=warning logger=mqtt '
                         'msg="There are 18 pending publish calls."')
     assert lines[1] == ('level=error logger=asyncio msg="Task exception was never retrieved" '
