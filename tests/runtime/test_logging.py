@@ -11,7 +11,6 @@ import pytest
 
 from meshsub.runtime.logging import RepeatFilter, configure_logging, get_logger
 
-
 LIBRARIES = ("mqtt", "zeroconf", "asyncio", "py.warnings")
 
 
