@@ -257,7 +257,7 @@ class FrameCodec:
         counters = self.counters
         counters["frames_in"] += 1
         try:
-            if not isinstance(data, bytes | bytearray | memoryview):
+            if type(data) is not bytes and not isinstance(data, bytes | bytearray | memoryview):
                 raise FrameError("malformed", f"frame is {type(data).__name__}, not bytes")
             counters["bytes_in"] += len(data)
             return self._decode(data, now)

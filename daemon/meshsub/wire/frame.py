@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
+from hmac import compare_digest
 from typing import Any, Final
 
 import msgpack
@@ -205,10 +206,11 @@ def verify_and_unpack(
     Nothing of the payload is parsed before the tag verified. Raises only
     ``FrameError``.
     """
-    if isinstance(data, memoryview):
-        data = data.tobytes()
-    elif not isinstance(data, bytes | bytearray):
-        raise FrameError("malformed", f"frame is {type(data).__name__}, not bytes")
+    if type(data) is not bytes:
+        if isinstance(data, memoryview):
+            data = data.tobytes()
+        elif not isinstance(data, bytes | bytearray):
+            raise FrameError("malformed", f"frame is {type(data).__name__}, not bytes")
     size = len(data)
     if max_size is not None and size > max_size:
         raise FrameError("oversized", f"frame of {size} bytes, limit {max_size}")
@@ -223,7 +225,7 @@ def verify_and_unpack(
         raise FrameError("unknown_key", f"key id {key_id}")
     view = memoryview(data)
     end = size - TAG_BYTES
-    if not keys.verify(key_id, view[:end], view[end:]):
+    if not compare_digest(keys.tag(key_id, view[:end]), view[end:]):
         raise FrameError("bad_tag", f"key id {key_id}")
     return key_id, flags, unpack_array(view[PREFIX_BYTES:end]), size
 
