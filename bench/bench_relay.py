@@ -86,18 +86,20 @@ def baseline_us(events: int = 20000) -> float:
     return (time.process_time() - start) / events * 1e6
 
 
-def write_config(workdir: Path, port: int, peers: list[int], mqtt_port: int) -> Path:
+def write_config(workdir: Path, port: int, peers: list[int], mqtt_port: int,
+                 jitter: float = 0.005, telemetry: bool = True) -> Path:
     config = workdir / "meshsub.toml"
     config.write_text("\n".join([
         "[node]", "id = 2", 'name = "bench-relay"',
         "[link]", 'interface = ""', f"port = {port}",
         "[discovery]", "beacon_interval = 5.0", "zeroconf = false",
         "static_peers = [" + ", ".join(f'"127.0.0.1:{p}"' for p in peers) + "]",
-        "[protocol]", 'name = "flooding"', "[protocol.params]", "ttl = 8", "jitter = 0.005",
+        "[protocol]", 'name = "flooding"', "[protocol.params]", "ttl = 8", f"jitter = {jitter}",
         "[security]", "current_key = 1", "[security.keys]", f'1 = "{KEY}"',
         "[mqtt]", 'host = "127.0.0.1"', f"port = {mqtt_port}",
         "[storage]", f'state_dir = "{workdir / "state"}"',
         f'spool_dir = "{workdir / "spool"}"',
+        "[telemetry]", f"enabled = {str(telemetry).lower()}",
         "[log]", 'level = "warning"',
     ]) + "\n")
     return config
@@ -153,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rates", default="100,1000", help="events per second, comma-separated")
     parser.add_argument("--seconds", type=float, default=20.0, help="length of each load")
     parser.add_argument("--idle", type=float, default=10.0, help="idle measurement (s)")
+    parser.add_argument("--jitter", type=float, default=0.005,
+                        help="flooding's rebroadcast jitter (s); 0: no timer per frame")
+    parser.add_argument("--no-telemetry", action="store_true", help="telemetry off")
     args = parser.parse_args(argv)
     rates = [float(r) for r in args.rates.split(",")]
     mosquitto = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
@@ -167,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
                                              "allow_anonymous true\n")
         broker = subprocess.Popen([mosquitto, "-c", str(work / "mosquitto.conf")],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        config = write_config(work, port, [a.getsockname()[1], c.getsockname()[1]], mqtt_port)
+        config = write_config(work, port, [a.getsockname()[1], c.getsockname()[1]], mqtt_port,
+                              args.jitter, not args.no_telemetry)
         with open(work / "log", "wb") as log:
             daemon = subprocess.Popen([str(VENV_BIN / "meshsubd"), "--config", str(config)],
                                       stdout=subprocess.DEVNULL, stderr=log)
@@ -184,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
             idle_rate = (cpu_seconds(pid) - cpu0) / (time.monotonic() - t0)
             idle_rss = rss_kib(pid)
             load = os.getloadavg()
-            print(f"relay benchmark: meshsubd on loopback, flooding, telemetry on; "
+            print(f"relay benchmark: meshsubd on loopback, flooding (jitter {args.jitter:g} s), "
+                  f"telemetry {'off' if args.no_telemetry else 'on'}; "
                   f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
             print(f"  idle: CPU {idle_rate * 1000:.1f} ms/s, RSS {idle_rss / 1024:.1f} MiB")
             seq = 0
