@@ -565,7 +565,7 @@ class Node:
     def _on_link_state(self, state: LinkState) -> None:
         if state == LinkState.UP:
             asyncio.get_running_loop().call_soon(self._on_link_up)
-        elif self._started:
+        elif self._started and state != LinkState.STOPPED:  # not at shutdown
             self._lose_neighbors()
 
     def _lose_neighbors(self) -> None:
