@@ -566,12 +566,13 @@ class Node:
         if state == LinkState.UP:
             asyncio.get_running_loop().call_soon(self._on_link_up)
         elif self._started and state != LinkState.STOPPED:  # not at shutdown
-            self._lose_neighbors()
+            # after the current input: a refused send can report the loss mid-_apply
+            asyncio.get_running_loop().call_soon(self._lose_neighbors)
 
     def _lose_neighbors(self) -> None:
         """Without a link there are no neighbours: end every contact now, so that the
         protocol stops sending into the void and meets them anew when it returns."""
-        if not hasattr(self, "table"):
+        if not hasattr(self, "table") or self._link_up:
             return
         gone = 0
         for neighbor in list(self.table):
