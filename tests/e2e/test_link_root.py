@@ -167,8 +167,9 @@ def test_kernel_receive_drops_are_in_status_and_telemetry(mesh: Mesh) -> None:
                "-p", str(a.mqtt_port), "-t", topic, "-m", payload, ns=a.ns)
     finally:
         os.kill(pid, signal.SIGCONT)
-    drops = wait_for(lambda: b.ctl("status")["drops"]["kernel"], "kernel drops on B")
-    assert b.ctl("status")["link"]["kernel_drops"] == drops
+    wait_for(lambda: b.ctl("status")["drops"]["kernel"], "kernel drops on B")
+    status = b.ctl("status")  # one answer: B may still be dropping while it catches up
+    assert status["link"]["kernel_drops"] == status["drops"]["kernel"] > 0
     records = wait_for(lambda: counter_records(b, "udp_receive_drops"),
                        "a udp_receive_drops counter record in B's telemetry")
     assert all(isinstance(r["bytes"], int) and r["bytes"] > 0 for r in records)
