@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from meshsub.core.api import Message, MessageId
@@ -163,3 +165,21 @@ def test_forged_seal_with_real_key_shows_the_parser_runs_after_the_window() -> N
     with pytest.raises(FrameError) as err:
         rx.decode(resealed, 0.0)
     assert err.value.reason == "replay"
+
+
+def test_admit_answers_and_moves_like_check_then_accept() -> None:
+    """``admit`` (the receive path's one look-up) is ``check`` then, if fresh, ``accept``."""
+    rng = random.Random(12)
+    fast, slow = ReplayWindow(window=64, max_transmitters=3), \
+        ReplayWindow(window=64, max_transmitters=3)
+    for _ in range(20_000):
+        tx, epoch = rng.randrange(5), rng.randrange(1, 4)
+        seq = rng.randrange(300) if rng.random() < 0.3 else rng.randrange(250, 400)
+        why = slow.check(tx, epoch, seq)
+        if why is None:
+            slow.accept(tx, epoch, seq)
+        assert fast.admit(tx, epoch, seq) == why
+        assert list(fast._states) == list(slow._states)  # same recency order (eviction)
+        assert all((a.epoch, a.top, a.bits) == (b.epoch, b.top, b.bits)
+                   for a, b in zip(fast._states.values(), slow._states.values(), strict=True))
+    assert fast.evicted == slow.evicted > 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from hmac import compare_digest
 from typing import Any, Final, NamedTuple
 
 import msgpack
@@ -25,6 +26,7 @@ from meshsub.wire.frame import (
     FRAGMENT_FIELDS,
     FRAGMENT_ID_MAX,
     HOP_MAX,
+    MIN_FRAME_BYTES,
     PREFIX_BYTES,
     RELIABLE_ID_MAX,
     SECTION_FIELDS,
@@ -253,31 +255,47 @@ class FrameCodec:
         Raises only ``FrameError``, whatever ``data`` holds; each refusal is
         counted under its reason. The replay window moves only for frames
         whose tag verified.
+
+        The receive path of every datagram is the first branch: a whole frame
+        (``bytes``, prefix in order) verified, unpacked and accepted here, with
+        the checks of ``verify_and_unpack`` and the replay window looked up
+        once; anything else takes the general path, which raises the same
+        errors. Both paths end in ``_accept_whole`` for whole frames.
         """
         counters = self.counters
         counters["frames_in"] += 1
         try:
-            if type(data) is not bytes and not isinstance(data, bytes | bytearray | memoryview):
+            if type(data) is bytes:
+                size = len(data)
+                counters["bytes_in"] += size
+                keys = self.keys
+                if (MIN_FRAME_BYTES <= size <= self.max_frame and data[0] == VERSION
+                        and data[1] == 0 and keys.accepts(data[2])):
+                    end = size - TAG_BYTES
+                    if not compare_digest(keys.tag(data[2], data[:end]), data[end:]):
+                        raise FrameError("bad_tag", f"key id {data[2]}")
+                    try:
+                        fields = _unpackb(data[PREFIX_BYTES:end], strict_map_key=False)
+                    except Exception as exc:  # ExtraData, FormatError, StackError, ...
+                        raise FrameError("malformed", f"msgpack: {type(exc).__name__}") from None
+                    if type(fields) is not list:
+                        raise FrameError("malformed",
+                                         f"expected an array, got {type(fields).__name__}")
+                    return self._accept_whole(fields, size)
+            elif isinstance(data, bytes | bytearray | memoryview):
+                counters["bytes_in"] += len(data)
+            else:
                 raise FrameError("malformed", f"frame is {type(data).__name__}, not bytes")
-            counters["bytes_in"] += len(data)
             return self._decode(data, now)
         except FrameError as err:
-            self.counters[err.reason] += 1
+            counters[err.reason] += 1
             raise
 
     def _decode(self, data: bytes | bytearray | memoryview, now: float) -> Decoded | None:
+        """The general path: any buffer type, fragments, and every malformed prefix."""
         key_id, flags, fields, size = verify_and_unpack(data, self.keys, self.max_frame)
         if not flags & FLAG_FRAGMENT:
-            pid, transmitter, tx_epoch, tx_seq, message = whole_message(fields)
-            if transmitter == self.node:
-                raise FrameError("own_frame", f"seq {tx_seq}")
-            replay = self.replay
-            why = replay.check(transmitter, tx_epoch, tx_seq)
-            if why is not None:
-                raise FrameError("replay", f"from {transmitter:x}: {why}")
-            replay.accept(transmitter, tx_epoch, tx_seq)
-            self.counters["messages_in"] += 1
-            return Decoded(transmitter, tx_epoch, pid, message, size)
+            return self._accept_whole(fields, size)
         # Partial messages time out here and in ``expire`` (the driver calls it
         # periodically); whole frames never touch the reassembly.
         self.reassembly.expire(now)
@@ -300,6 +318,17 @@ class FrameCodec:
             done.frame_bytes,
             done.frames,
         )
+
+    def _accept_whole(self, fields: list[Any], size: int) -> Decoded:
+        """The message of a verified whole frame's fields, past the own-frame and replay checks."""
+        pid, transmitter, tx_epoch, tx_seq, message = whole_message(fields)
+        if transmitter == self.node:
+            raise FrameError("own_frame", f"seq {tx_seq}")
+        why = self.replay.admit(transmitter, tx_epoch, tx_seq)
+        if why is not None:
+            raise FrameError("replay", f"from {transmitter:x}: {why}")
+        self.counters["messages_in"] += 1
+        return _new_decoded(Decoded, (transmitter, tx_epoch, pid, message, size, 1))
 
     def _check_replay(self, transmitter: NodeId, epoch: int, seq: int) -> None:
         """Own frames and replays are refused; a fresh frame moves the window."""
@@ -324,6 +353,11 @@ class FrameCodec:
             "key_ids": sorted(self.keys.key_ids),
             "current_key": self.keys.current,
         }
+
+
+_new_decoded = tuple.__new__
+"""Builds a ``Decoded`` from a full tuple without the named tuple's Python ``__new__``."""
+_unpackb = msgpack.unpackb
 
 
 def _packb(value: Any) -> bytes:

@@ -303,32 +303,27 @@ def _slot_setters(cls: type, names: tuple[str, ...]) -> list[Callable[[Any, Any]
     return [vars(cls)[name].__set__ for name in names]
 
 
-def _id_builder() -> Callable[[int, int, int], MessageId]:
-    setters = _slot_setters(MessageId, ("origin", "epoch", "seq"))
-    if setters is None:
-        return MessageId
-    set_origin, set_epoch, set_seq = setters
+def _message_builder() -> Callable[[int, int, int, int, Any, int, int, int, int | None],
+                                   Message]:
+    """A function that builds a received ``Message`` and its ``MessageId`` in one call."""
+    id_setters = _slot_setters(MessageId, ("origin", "epoch", "seq"))
+    setters = _slot_setters(Message, ("type", "id", "body", "hop", "ttl", "flags",
+                                      "reliable_id"))
+    if id_setters is None or setters is None:
+        def construct(mtype: int, origin: int, epoch: int, seq: int, body: Any, hop: int,
+                      ttl: int, flags: int, rid: int | None) -> Message:
+            return Message(mtype, MessageId(origin, epoch, seq), body, hop, ttl, flags, rid)
+        return construct
+    set_origin, set_epoch, set_seq = id_setters
+    set_type, set_id, set_body, set_hop, set_ttl, set_flags, set_rid = setters
     new = object.__new__
 
-    def build(origin: int, epoch: int, seq: int) -> MessageId:
+    def build(mtype: int, origin: int, epoch: int, seq: int, body: Any, hop: int, ttl: int,
+              flags: int, rid: int | None) -> Message:
         mid = new(MessageId)
         set_origin(mid, origin)
         set_epoch(mid, epoch)
         set_seq(mid, seq)
-        return mid
-    return build
-
-
-def _message_builder() -> Callable[[int, MessageId, Any, int, int, int, int | None], Message]:
-    setters = _slot_setters(Message, ("type", "id", "body", "hop", "ttl", "flags",
-                                      "reliable_id"))
-    if setters is None:
-        return Message
-    set_type, set_id, set_body, set_hop, set_ttl, set_flags, set_rid = setters
-    new = object.__new__
-
-    def build(mtype: int, mid: MessageId, body: Any, hop: int, ttl: int, flags: int,
-              rid: int | None) -> Message:
         message = new(Message)
         set_type(message, mtype)
         set_id(message, mid)
@@ -341,7 +336,6 @@ def _message_builder() -> Callable[[int, MessageId, Any, int, int, int, int | No
     return build
 
 
-_build_id = _id_builder()
 _build_message = _message_builder()
 
 
@@ -365,8 +359,7 @@ def whole_message(fields: list[Any]) -> tuple[int, int, int, int, Message]:
                 and 0 <= mtype <= TYPE_MAX and 0 <= flags <= FLAGS_MAX
                 and 0 <= origin <= NODE_ID_MAX and 0 <= epoch <= EPOCH_MAX
                 and 0 <= seq <= SEQ_MAX and 0 <= hop <= HOP_MAX and 0 <= ttl <= TTL_MAX):
-            message = _build_message(mtype, _build_id(origin, epoch, seq), body, hop, ttl,
-                                     flags, rid)
+            message = _build_message(mtype, origin, epoch, seq, body, hop, ttl, flags, rid)
             return pid, tx, tx_epoch, tx_seq, message
     frame = _whole_frame(fields, 0, 0)
     assert frame.message is not None  # _whole_frame raises rather than return less

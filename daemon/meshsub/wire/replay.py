@@ -69,6 +69,24 @@ class ReplayWindow:
             return f"seq {seq} already seen"
         return None
 
+    def admit(self, transmitter: NodeId, epoch: int, seq: int) -> str | None:
+        """``check`` and, if fresh, ``accept`` in one look-up (the receive path's call).
+
+        Only for frames whose tag verified: a fresh frame moves the window.
+        """
+        state = self._states.get(transmitter)
+        if state is not None and epoch == state.epoch and seq > state.top:
+            # the common case: the next frame of a known transmitter's boot
+            self._states.move_to_end(transmitter)
+            shift = seq - state.top
+            state.bits = ((state.bits << shift) & self._mask | 1) if shift < self.window else 1
+            state.top = seq
+            return None
+        why = self.check(transmitter, epoch, seq)
+        if why is None:
+            self.accept(transmitter, epoch, seq)
+        return why
+
     def accept(self, transmitter: NodeId, epoch: int, seq: int) -> None:
         """Record a frame that passed ``check`` and authentication."""
         state = self._states.get(transmitter)
