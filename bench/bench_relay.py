@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import hmac
+import json
 import os
 import shutil
 import socket
@@ -116,6 +117,45 @@ def drain(sock: socket.socket) -> int:
         n += len(data) > 4 and data[4] == 1  # [version, flags, key id, array, protocol id]
 
 
+def subscribe(work: Path, mqtt_port: int) -> subprocess.Popen[bytes]:
+    """An application subscribed to every bench event on the relay, counting deliveries."""
+    out = open(work / "deliveries", "wb")  # noqa: SIM115 (the listener owns it until it ends)
+    listener = subprocess.Popen(
+        ["mosquitto_sub", "-V", "5", "-q", "1", "-p", str(mqtt_port), "-t", "meshsub/deliver/#",
+         "-F", "%t"], stdout=out, stderr=subprocess.DEVNULL)
+    subprocess.run(["mosquitto_pub", "-V", "5", "-q", "1", "-r", "-p", str(mqtt_port),
+                    "-t", "meshsub/sub/bench", "-m", "bench/#"], check=True)
+    time.sleep(2.0)  # the daemon takes the retained subscription
+    return listener
+
+
+def mqtt_status(work: Path) -> str:
+    """The daemon's MQTT bridge counters (``meshsubctl status``), one line."""
+    proc = subprocess.run([str(VENV_BIN / "meshsubctl"), "--json", "--state-dir",
+                           str(work / "state"), "status"], capture_output=True, text=True,
+                          timeout=30, check=False)
+    if proc.returncode != 0:
+        return f"status failed: {proc.stderr.strip()}"
+    mqtt = json.loads(proc.stdout)["mqtt"]
+    return f"queued {mqtt['queued']}, counters {mqtt['counters']}"
+
+
+def wait_deliveries(path: Path, expected: int, guard_s: float) -> tuple[int, float]:
+    """(deliveries so far, seconds after the call until the last one or the guard)."""
+    start = time.monotonic()
+    count, last = 0, 0.0
+    while time.monotonic() - start < guard_s:
+        now = path.read_bytes().count(b"\n")
+        if now != count:
+            count, last = now, time.monotonic() - start
+        elif time.monotonic() - start - last > 10.0:  # nothing for 10 s: stuck
+            break
+        if count >= expected:
+            break
+        time.sleep(0.05)
+    return count, last
+
+
 def run_load(pid: int, target: tuple[str, int], a: socket.socket, c: socket.socket,
              rate: float, seconds: float, seq0: int, epoch: int) -> tuple[int, int, float]:
     """Send ``rate`` events/s for ``seconds``; (events, frames forwarded, CPU seconds).
@@ -158,6 +198,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jitter", type=float, default=0.005,
                         help="flooding's rebroadcast jitter (s); 0: no timer per frame")
     parser.add_argument("--no-telemetry", action="store_true", help="telemetry off")
+    parser.add_argument("--deliver", action="store_true",
+                        help="also subscribe on the relay over MQTT (mosquitto_sub) and report "
+                             "how many events reached the subscriber and how long the "
+                             "delivery path took to drain")
     args = parser.parse_args(argv)
     rates = [float(r) for r in args.rates.split(",")]
     mosquitto = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
@@ -183,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
                 print((work / "log").read_text(), file=sys.stderr)
                 return 1
             pid = daemon.pid
+            listener = subscribe(work, mqtt_port) if args.deliver else None
             drain(a)
             drain(c)
             cpu0, t0 = cpu_seconds(pid), time.monotonic()
@@ -210,8 +255,16 @@ def main(argv: list[str] | None = None) -> int:
                           f"{forwarded / cpu:.0f} frames per CPU-second")
                 else:
                     print(f"  {rate:>6g} events/s: nothing forwarded (see {work / 'log'})")
+                if listener is not None:
+                    delivered, drained = wait_deliveries(work / "deliveries", seq, 60.0)
+                    print(f"  {'':>6} MQTT deliveries: {delivered}/{seq} reached the subscriber, "
+                          f"the last {drained:.2f} s after the load ended; the relay's MQTT "
+                          f"bridge: {mqtt_status(work)}")
             print(f"  RSS after the load {rss_kib(pid) / 1024:.1f} MiB")
         finally:
+            if args.deliver and "listener" in locals() and listener is not None:
+                listener.terminate()
+                listener.wait(10)
             daemon.terminate()
             daemon.wait(20)
             broker.terminate()

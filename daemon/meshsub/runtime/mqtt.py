@@ -53,6 +53,7 @@ from meshsub.core.syntax import format_subscription, parse_subscription
 from meshsub.core.topics import validate_topic
 from meshsub.core.values import ContentError
 from meshsub.runtime.logging import get_logger
+from meshsub.runtime.mqttwindow import publish_window
 from meshsub.runtime.store import Ingress, LocalPublisher, OutboxFullError, Store, StoreError
 
 log = get_logger("meshsub.mqtt")
@@ -459,25 +460,17 @@ class MqttBridge:
             # a window of publications awaiting their PUBACKs together; paho sends
             # them in call order, so the order of deliveries is kept
             window = [self._out.popleft() for _ in range(min(len(self._out), _WINDOW))]
-            tasks = [
-                asyncio.ensure_future(
-                    client.publish(i.topic, i.payload, qos=i.qos, properties=i.properties)
-                )
-                for i in window
-            ]
+            acked = [False] * len(window)
             error: BaseException | None = None
             try:
-                await asyncio.wait(tasks)
+                error = await publish_window(client, window, acked, self.settings.timeout_s)
             finally:
                 # also on cancellation: what the broker acknowledged is done, the rest
                 # goes back to the head of the queue, in order
                 failed: list[_Outgoing] = []
-                for item, task in zip(window, tasks, strict=True):
-                    if not task.done() or task.cancelled() or task.exception() is not None:
-                        task.cancel()
+                for item, ok in zip(window, acked, strict=True):
+                    if not ok:
                         failed.append(item)
-                        if task.done() and not task.cancelled() and error is None:
-                            error = task.exception()
                         continue
                     self.counters["published"] += 1
                     if item.delivered is not None:

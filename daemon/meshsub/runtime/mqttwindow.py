@@ -1,0 +1,105 @@
+"""A window of QoS 1 publications handed to paho at once, their PUBACKs awaited together.
+
+``aiomqtt.Client.publish`` costs, per message, a task (the caller's), an
+``asyncio.Event``, and ``asyncio.wait_for`` (a second task), plus a
+"pending publish calls" log call beyond ten in flight: under load that capped
+the bridge's deliveries to the application at about a hundred per second,
+below the mesh's rate (issue 12). Here each message is one ``paho.publish``
+call, and one future completes when the window's last PUBACK arrives.
+
+The PUBACK still reaches us through aiomqtt: its ``on_publish`` handler pops
+the message id from ``Client._pending_publishes`` and calls ``set()`` on what
+it finds, which is an ``_Ack`` of ours. (Private attributes of aiomqtt 2.x:
+the bridge already switches paho's manual acknowledgement on the same way.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import aiomqtt
+from paho.mqtt.client import MQTT_ERR_SUCCESS
+from paho.mqtt.properties import Properties
+
+
+class Publication(Protocol):
+    topic: str
+    payload: bytes
+    qos: int
+    properties: Properties
+
+
+class _Window:
+    """The PUBACKs a window still waits for; ``done`` resolves at the last one."""
+
+    __slots__ = ("acked", "done", "left")
+
+    def __init__(self, done: asyncio.Future[None], acked: list[bool]) -> None:
+        self.done = done
+        self.acked = acked
+        self.left = 0
+
+
+class _Ack:
+    """Stands in for aiomqtt's per-message event: ``set()`` is the PUBACK."""
+
+    __slots__ = ("index", "window")
+
+    def __init__(self, window: _Window, index: int) -> None:
+        self.window = window
+        self.index = index
+
+    def set(self) -> None:
+        window = self.window
+        if window.acked[self.index]:
+            return
+        window.acked[self.index] = True
+        window.left -= 1
+        if window.left == 0 and not window.done.done():
+            window.done.set_result(None)
+
+
+async def publish_window(client: aiomqtt.Client, window: Sequence[Publication],
+                         acked: list[bool], timeout_s: float) -> BaseException | None:
+    """Publish ``window`` in order; set ``acked[i]`` for each one the broker acknowledged.
+
+    Returns why the window did not complete (paho refused a publication, no
+    PUBACK within ``timeout_s``, the connection ended), or ``None``.
+    ``acked`` is filled in place, so that a caller cancelled meanwhile still
+    knows which publications are done (the others go back to its queue).
+    """
+    paho: Any = client._client
+    pending: dict[int, Any] = client._pending_publishes
+    loop = asyncio.get_running_loop()
+    state = _Window(loop.create_future(), acked)
+    mine: list[int] = []
+    error: BaseException | None = None
+    try:
+        for index, item in enumerate(window):
+            info = paho.publish(item.topic, item.payload, item.qos, False, item.properties)
+            if info.rc != MQTT_ERR_SUCCESS:
+                error = aiomqtt.MqttCodeError(info.rc, "Could not publish message")
+                break
+            if item.qos == 0 or info.is_published():
+                acked[index] = True
+                continue
+            pending[info.mid] = _Ack(state, index)
+            mine.append(info.mid)
+            state.left += 1
+        if state.left:
+            disconnected = client._disconnected
+            await asyncio.wait((state.done, disconnected), timeout=timeout_s,
+                               return_when=asyncio.FIRST_COMPLETED)
+            if not state.done.done() and error is None:
+                if disconnected.done() and not disconnected.cancelled():
+                    error = disconnected.exception() or aiomqtt.MqttError("disconnected")
+                else:
+                    error = aiomqtt.MqttError("publication not acknowledged in time")
+    finally:
+        for mid in mine:  # aiomqtt popped the acknowledged ones; forget the rest
+            ack = pending.get(mid)
+            if isinstance(ack, _Ack) and ack.window is state:
+                del pending[mid]
+    return error
