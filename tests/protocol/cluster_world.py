@@ -47,6 +47,46 @@ def geometric(n: int, seed: int, radius: float = 0.3, connected: bool = True) ->
             < radius ** 2]
 
 
+class Walkers:
+    """Random-waypoint walkers in the unit square; links are the pairs within ``radius``."""
+
+    def __init__(self, n: int, seed: int, radius: float, step: float = 0.01) -> None:
+        self.rnd = random.Random(seed)
+        self.radius = radius
+        self.step = step
+        self.pos = {i: (self.rnd.random(), self.rnd.random()) for i in range(1, n + 1)}
+        self.goal = {i: (self.rnd.random(), self.rnd.random()) for i in self.pos}
+
+    def edges(self) -> set[Edge]:
+        p = self.pos
+        r2 = self.radius ** 2
+        return {(a, b) for a in p for b in p
+                if a < b and (p[a][0] - p[b][0]) ** 2 + (p[a][1] - p[b][1]) ** 2 < r2}
+
+    def move(self) -> None:
+        for i, (x, y) in self.pos.items():
+            gx, gy = self.goal[i]
+            d = ((gx - x) ** 2 + (gy - y) ** 2) ** 0.5
+            if d < self.step:
+                self.goal[i] = (self.rnd.random(), self.rnd.random())
+            else:
+                self.pos[i] = (x + (gx - x) / d * self.step, y + (gy - y) / d * self.step)
+
+    def walk(self, w: World, until: float, tick: float = 0.5) -> None:
+        """Move every ``tick`` seconds of ``w``'s clock until ``until``, links following."""
+        current = set(w.edges)
+        while w.net.now < until:
+            self.move()
+            new = self.edges()
+            for a, b in sorted(current - new):
+                w.net.unlink(a, b)
+            for a, b in sorted(new - current):
+                w.net.link(a, b)
+            current = new
+            w.edges = sorted(current)
+            w.run(w.net.now + tick)
+
+
 def components(nodes: Iterable[int], edges: Iterable[Edge]) -> list[set[int]]:
     adj: dict[int, set[int]] = {n: set() for n in nodes}
     for a, b in edges:
@@ -77,8 +117,9 @@ class World:
     @classmethod
     def build(cls, protocol: type[GroupTreeProtocol[Any]], edges: list[Edge],
               params: ProtocolParams, seed: int = 1, delay: float = 0.002,
-              extra: dict[int, dict[str, Any]] | None = None) -> World:
-        ids = sorted({n for e in edges for n in e})
+              extra: dict[int, dict[str, Any]] | None = None,
+              ids: Iterable[int] = ()) -> World:
+        ids = sorted({n for e in edges for n in e} | set(ids))
         net = Net({n: protocol(n, params=params, seed=seed, **(extra or {}).get(n, {}))
                    for n in ids}, delay=delay)
         for a, b in edges:

@@ -6,9 +6,11 @@ import random
 
 import pytest
 from cluster_world import (
+    Walkers,
     World,
     check_exact_delivery,
     check_invariants,
+    components,
     geometric,
     subscribe_randomly,
 )
@@ -69,6 +71,19 @@ def test_a_lost_link_withdraws_and_a_repair_restores_the_tables() -> None:
     for n in w.alive():
         assert victim not in st_node(w, n).learned
     live = {k: v for k, v in subs.items() if k[0] != victim}
+    check_exact_delivery(w, live, rnd, 10, scoped=False)
+
+
+def test_walking_nodes_then_still_ones_settle_into_one_tree() -> None:
+    walkers = Walkers(40, 12, 0.25)
+    rnd = random.Random(12)
+    w = World.build(ST, sorted(walkers.edges()), STParams(), seed=12, ids=walkers.pos)
+    subs = subscribe_randomly(w, rnd)
+    walkers.walk(w, 40.0)
+    w.run(80.0)
+    check_invariants(w, repairs=True)
+    assert len(w.groups()) == len(components(w.alive(), w.edges))
+    live = {k: v for k, v in subs.items() if k[0] in w.alive()}
     check_exact_delivery(w, live, rnd, 10, scoped=False)
 
 

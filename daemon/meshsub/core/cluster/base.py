@@ -222,6 +222,14 @@ class ClusterBase(Protocol, Generic[P]):
         else:
             self.send(node, message)
 
+    def send_data(self, targets: frozenset[NodeId], message: Message) -> None:
+        """A publication to tree neighbours: acknowledged per hop if ``reliable_publish``."""
+        if not self.params.reliable_publish:
+            self.send_many(targets, message)
+            return
+        for node in sorted(targets):
+            self.send_reliable(node, message)
+
     def _emit_group(self, action: str, ms: Membership[P]) -> None:
         self.emit("cluster", action=action, gid=str(ms.gid), level=ms.level,
                   parent=ms.parent, groups=",".join(str(g) for g in sorted(self.memberships)))
@@ -293,13 +301,16 @@ class ClusterBase(Protocol, Generic[P]):
         for ms in list(self.memberships.values()):
             self._report_due(ms)
 
-    def _report_due(self, ms: Membership[P], at_once: bool = False) -> None:
-        """Report ``ms`` soon; a gateway's other groups too (their records name this one)."""
+    def _report_due(self, ms: Membership[P]) -> None:
+        """Report ``ms`` soon; a gateway's other groups too (their records name this one).
+
+        Reports to one parent are at least ``T_FILTER_MIN`` apart (coalesced);
+        the first to a new parent goes at once.
+        """
         for other in self.memberships.values():
             other.report_due = True
         ms.report_due = True
-        wait = 0.0 if at_once else max(0.0, ms.last_report_at + self.params.T_FILTER_MIN
-                                       - self.now)
+        wait = max(0.0, ms.last_report_at + self.params.T_FILTER_MIN - self.now)
         if wait <= 0.0:
             self._flush_reports()
         else:
@@ -348,7 +359,7 @@ class ClusterBase(Protocol, Generic[P]):
         if r.seq == child.seq:  # a refresh of what we hold
             ms.tree.heard(sender, self.now)
             return
-        if r.seq < child.seq and child.seq - r.seq < (1 << 31):
+        if r.seq < child.seq:
             self.drop("stale", message, peer=sender)
             return
         try:

@@ -216,7 +216,7 @@ class Joining(ClusterBase[P]):
         self.memberships[c.gid] = ms
         self.stats["joins"] += 1
         self._emit_group("join", ms)
-        self._report_due(ms, at_once=True)
+        self._report_due(ms)
         self._join_done()
 
     def _repaired(self, parent: NodeId, c: m.JoinConfirm) -> None:
@@ -246,7 +246,7 @@ class Joining(ClusterBase[P]):
         if self.memberships.get(ms.gid) is ms:
             self._push_group_info(ms, old)
             self._emit_group("repair", ms)
-            self._report_due(ms, at_once=True)
+            self._report_due(ms)
         self._join_done()
 
     def _join_done(self) -> None:
@@ -269,6 +269,14 @@ class Joining(ClusterBase[P]):
     def _join_abort(self) -> None:
         self.join.reset()
         self.cancel_timer(T_JOIN)
+
+    def _end_repair(self, gid: GroupId) -> None:
+        """A repair of ``gid`` in progress is moot (the membership found a parent otherwise)."""
+        j = self.join
+        ms = self.memberships.get(gid)
+        if j.purpose is Purpose.REPAIR and j.repair_gid == gid and (ms is None or not ms.orphan):
+            self._join_abort()
+            self._join_done()
 
     def _found_group(self) -> Membership[P]:
         """Self-election (§3.1): a new group with this node as leader, announced."""

@@ -84,7 +84,7 @@ class Merging(Topology[P]):
             self._stand_by(ms, other)
             return
         if before is None or before[0] is not Status.ACTIVE:
-            self._report_due(ms, at_once=True)
+            self._report_due(ms)
         self._consider_merge()
 
     def _stand_by(self, ms: Membership[P], other: Membership[P]) -> None:
@@ -178,6 +178,9 @@ class Merging(Topology[P]):
             if rep.gw == self.node:
                 self._merge_answer(rep)
             return
+        if route[-1] not in self.neighbors:
+            self.drop("no_route", gid=str(rep.target), peer=route[-1])
+            return
         self._send(route[-1], m.MERGE_REPLY, m.MergeReply(rep.target, rep.rid, rep.gw, rep.grant,
                                                           route).encode())
 
@@ -228,7 +231,7 @@ class Merging(Topology[P]):
         big.gw_status.pop(pm.small, None)
         self.stats["merges"] += 1
         self._emit_group("merge", big)
-        self._report_due(big, at_once=True)
+        self._report_due(big)
 
     def _on_Reroot(self, sender: NodeId, message: Message, rr: m.Reroot) -> None:
         """The old root path reverses: ``sender`` (our child) becomes our parent (spec 5.8)."""
@@ -267,4 +270,5 @@ class Merging(Topology[P]):
             self._emit_group("absorbed", ms)
         self._rekey(ms, rr.gid)
         if self.memberships.get(rr.gid) is ms:
-            self._report_due(ms, at_once=True)
+            self._report_due(ms)
+        self._end_repair(rr.gid)

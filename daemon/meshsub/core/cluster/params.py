@@ -50,6 +50,9 @@ class ClusterParams(ReliableParams):
     leader_capable: bool = True
     """May lead a group (the thesis: enough power, bandwidth and signal strength)."""
     orphan_policy: OrphanPolicy = OrphanPolicy.PROMOTE
+    reliable_publish: bool = True
+    """Publications hop by hop with the core's per-hop ACK and retransmission (Wi-Fi
+    broadcast-rate frames have no MAC retries); false: best effort, as the thesis has it."""
     T_START_JITTER: float = 1.0
     """Random wait before the first query."""
     T_QUERY: float = 0.5

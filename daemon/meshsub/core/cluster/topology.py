@@ -122,8 +122,15 @@ class Topology(Joining[P]):
         self._report_due(ms)
 
     def _parent_lost(self, ms: Membership[P], reason: str) -> None:
-        """Become an orphan: unanchor the subtree and look for a non-descendant parent."""
+        """Become an orphan: unanchor the subtree and look for a non-descendant parent.
+
+        A gateway's extra group is a leaf link and is not repaired: it is left,
+        and discovery links the groups again if they still touch.
+        """
         if ms.orphan or ms.parent is None:
+            return
+        if ms.secondary and not len(ms.tree):
+            self._leave_group(ms, f"lost:{reason}"[:32])
             return
         ms.repair_height = max(0, ms.tree.subtree_depth() - ms.level)
         ms.last_root_seq = ms.root_seq
@@ -179,7 +186,7 @@ class Topology(Joining[P]):
     def _leave_group(self, ms: Membership[P], reason: str,
                      keep: Membership[P] | None = None) -> None:
         """Drop a membership: tell the parent, dissolve below (except children ``keep`` has)."""
-        if ms.parent is not None and not ms.orphan \
+        if ms.parent is not None and not ms.orphan and ms.parent in self.neighbors \
                 and (keep is None or keep.parent != ms.parent):
             self._send(ms.parent, m.LEAVE, m.Leave(ms.gid, reason[:32]).encode())
         self._topo += 1
@@ -242,7 +249,5 @@ class Topology(Joining[P]):
             else (ms, twin)
         self._leave_group(drop, "duplicate_group", keep=keep)
         self.memberships[gid] = keep
-        if self.join.repair_gid == gid and not keep.orphan:
-            self._join_abort()
-            self._join_done()
+        self._end_repair(gid)
         self._report_due(keep)

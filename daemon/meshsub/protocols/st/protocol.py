@@ -217,7 +217,7 @@ class ST(GroupTreeProtocol[int]):
         if template is None:
             self.drop("ttl_expired", msg_type=PUBLISH)
             return
-        self.send_many(targets, Message(PUBLISH, template.id, pub.encode(), hop=template.hop,
+        self.send_data(targets, Message(PUBLISH, template.id, pub.encode(), hop=template.hop,
                                         ttl=template.ttl))
 
     # ================================================================ memory

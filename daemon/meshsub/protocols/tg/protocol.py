@@ -227,7 +227,7 @@ class TG(GroupTreeProtocol[int]):
         if template is None:
             self.drop("ttl_expired", event_id=str(event_id), msg_type=PUBLISH, gid=str(ms.gid))
             return 0
-        self.send_many(frozenset(targets), replace(template, body=pub.encode()))
+        self.send_data(frozenset(targets), replace(template, body=pub.encode()))
         return len(targets)
 
     def _relay(self, pub: Publish, event_id: MessageId, template: Message | None) -> int:
