@@ -48,7 +48,7 @@ def test_tables_follow_the_tree_with_covering() -> None:
     w.run(30.0)
     assert list(st_node(w, 2).learned[3].values()) == [a]
     assert list(st_node(w, 1).learned[2].values()) == [a]
-    assert st_node(w, 1).state_size() == {"entries": 1, "bytes": len(a.key) + 8}
+    assert st_node(w, 1).state_sizes() == {"tables": (1, len(a.key) + 8)}
     net.unsubscribe(3, "x")  # now {a, b} is needed upstream, and {a} withdrawn
     w.run(32.0)
     assert list(st_node(w, 1).learned[2].values()) == [ab]

@@ -27,11 +27,12 @@ from meshsub.core.cluster.ids import GroupId
 from meshsub.core.params import ParameterError, parse_params
 from meshsub.core.registry import get_protocol
 from meshsub.core.tags import Mode, Scope, tag_event, tag_subscriptions
+from meshsub.core.telemetry import make_record, validate_record
 from meshsub.protocols.tg import TG, TGParams
 from meshsub.protocols.tg.messages import PUBLISH
 
 A, B, C, D, E, F = 1, 2, 3, 4, 5, 6
-FIG1 = {  # Liu 2011, Fig. 1 (1-based bit positions) plus the spec's filled-in values
+FIG1 = {  # Liu 2011, Fig. 1 (1-based bit positions); D, E, C and F's own are filled in
     "SB": (2, 3), "SD": (1, 7), "SE": (4, 8), "SC": (3, 11), "SF": (5, 10), "X": (2, 8),
     "SN": (5, 10),
 }
@@ -100,7 +101,7 @@ def test_fig1_aggregation_false_positive_dies_at_b() -> None:
 
 
 def test_prematch_joins_the_parent_whose_bitmap_overlaps_most() -> None:
-    """Spec 3.7: N ({5, 10}) hears B (score 0) and C (score 2): it joins C."""
+    """§3.3: N ({5, 10}) hears B (score 0) and C (score 2): it joins C."""
     net = fig1()
     net.subscribe(7, "s", tag_subscriptions("s", "fig", Mode.SINGLE, ["SN"])[0][1])
     net.link(7, B)
@@ -130,7 +131,7 @@ def test_max_level_node_never_offers_its_group() -> None:
 
 
 def test_isolated_nodes_and_leader_election_time() -> None:
-    """Spec 8.5.5: a capable isolated node leads within 5 s; an incapable one never does."""
+    """A capable isolated node leads within 5 s (the timers' bound); an incapable one never."""
     p = TGParams()
     bound = p.T_START_JITTER + (p.N_QUERY + 1) * p.T_QUERY + p.T_LEADER_BACKOFF
     net = Net({1: TG(1, params=p, seed=1),
@@ -310,7 +311,7 @@ def test_per_hop_acks_keep_delivery_exact_under_frame_loss() -> None:
 
 
 def test_tiny_bitmaps_cost_traffic_never_precision() -> None:
-    """Spec 8.4.5: with m = 8 everything passes every filter, yet delivery stays exact
+    """Precision: with m = 8 everything passes every filter, yet delivery stays exact
     (here best effort, as in the thesis: no per-hop acknowledgements)."""
     rnd = random.Random(10)
     params = parse_params(TGParams, {"m": 8, "k": 1, "reliable_publish": False})
@@ -321,7 +322,7 @@ def test_tiny_bitmaps_cost_traffic_never_precision() -> None:
 
 
 def test_unsubscribe_rebuilds_the_local_bitmap() -> None:
-    """Spec 8.1.7: subscribe A, B, unsubscribe A: the bitmap is that of B alone."""
+    """Subscribe A, B, unsubscribe A: the bitmap is that of B alone (no Bloom deletion)."""
     net = Net.of(TG, [1])
     a = tag_subscriptions("a", "t", Mode.AND, ["x", "y"])[0][1]
     b = tag_subscriptions("b", "t", Mode.SINGLE, ["z"])[0][1]
@@ -335,7 +336,7 @@ def test_unsubscribe_rebuilds_the_local_bitmap() -> None:
 
 
 def test_a_subtree_leaving_clears_its_bits_upward() -> None:
-    """Spec 8.5.9: after a leaf leaves, its bits leave every ancestor's merged bitmap."""
+    """§3.5: after a leaf leaves, its bits leave every ancestor's merged bitmap."""
     net = fig1()
     root = next(iter(tg(net, A).memberships.values()))
     before = tg(net, A).merged(root)
@@ -348,12 +349,27 @@ def test_a_subtree_leaving_clears_its_bits_upward() -> None:
 # ---------------------------------------------------------------- odds and ends
 
 
+def test_every_record_follows_the_telemetry_schema() -> None:
+    rnd = random.Random(15)
+    w = World.build(TG, geometric(20, 15, 0.3), TGParams(), seed=15)
+    subs = subscribe_randomly(w, rnd)
+    w.run(30.0)
+    w.remove(w.alive()[3])
+    w.run(40.0)
+    check_exact_delivery(w, {k: v for k, v in subs.items() if k[0] in w.alive()}, rnd, 5,
+                         scoped=True)
+    for _, node, emit in w.net.emitted:
+        validate_record(make_record(run="r", node=node, protocol="tg", ts_ns=0,
+                                    event=emit.event, attrs=emit.attrs))
+    assert w.net.records("deliver")
+
+
 def test_registry_ids_and_state_size() -> None:
     assert get_protocol("tg") is TG and TG.protocol_id == 11
     net = fig1()
     # A: its own bitmap and two children's, 12 bits -> 2 bytes each
-    assert tg(net, A).state_size() == {"entries": 3, "bytes": 6}
-    assert tg(net, E).state_size() == {"entries": 1, "bytes": 2}
+    assert tg(net, A).state_sizes() == {"bitmaps": (3, 6)}
+    assert tg(net, E).state_sizes() == {"bitmaps": (1, 2)}
     assert tg(net, A).status()["groups"][0]["children"] == 2
 
 

@@ -1,7 +1,6 @@
-"""Semantic tags on the content model, their Bloom keys, and the spec's hash test vectors.
+"""Semantic tags on the content model, their Bloom keys, and the hash test vectors.
 
-Vectors and examples: docs/protocols/tg.md ("Index"), from the tree-group
-specification's §3.2/§3.7 tables (SHA-256 double hashing, m = 2048, k = 7).
+Vectors: docs/protocols/tg.md ("Index"): SHA-256 double hashing, m = 2048, k = 7.
 """
 
 from __future__ import annotations
@@ -66,7 +65,7 @@ def test_spec_digest_m1024_and_shared_bit() -> None:
 
 
 def test_thesis_false_positive_formula_on_the_toy_filter() -> None:
-    """Liu §3.2's exact formula, m = 12, k = 2 (the Fig. 1 filter): the spec's 3.8 values."""
+    """Liu §3.2's exact formula, m = 12, k = 2 (the Fig. 1 filter), n = 1..6."""
     want = [0.0255, 0.0864, 0.1654, 0.2515, 0.3377, 0.4199]
     assert [round(expected_fpr(12, 2, n), 4) for n in range(1, 7)] == want
 
@@ -103,7 +102,7 @@ def test_conjunctive_publication_probes_every_subset(n: int) -> None:
 
 
 def test_worked_multi_attribute_example() -> None:
-    """The spec's 3.7 example: S1 = OR{traffic, weather}, S2 = AND{weather, traffic}."""
+    """§3.6 worked through: S1 = OR{traffic, weather}, S2 = AND{weather, traffic}."""
     s1 = [s for _, s in tag_subscriptions("s1", "news", Mode.OR, ["traffic", "weather"])]
     (_, s2), = tag_subscriptions("s2", "news", Mode.AND, ["weather", "traffic"])
     p = tag_event("news", ["weather", "traffic", "accident"])
@@ -178,14 +177,14 @@ def events(draw: st.DrawFn) -> Event:
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(subscriptions(), events())
 def test_no_false_negative_lemma(sub: Subscription, event: Event) -> None:
-    """Spec 8.2.4: an exact match implies one of the event's probes is the subscription's key."""
+    """No false negatives: an exact match implies a probe is the subscription's key."""
     if sub.matches(event):
         probes = probe_keys(event)
         assert probes is None or subscription_key(sub) in probes
 
 
 def test_no_false_negative_lemma_on_1e5_random_pairs() -> None:
-    """The spec asks for at least 10^5 cases: 250 x 400 seeded thesis-style pairs."""
+    """At least 10^5 cases: 250 x 400 seeded thesis-style subscription/event pairs."""
     rnd = random.Random(2011)
     pool = [f"i{n}" for n in range(12)]
     subs = [conjunction("t", rnd.sample(pool, rnd.randint(1, 4))) for _ in range(250)]

@@ -230,9 +230,16 @@ class ClusterBase(Protocol, Generic[P]):
         for node in sorted(targets):
             self.send_reliable(node, message)
 
-    def _emit_group(self, action: str, ms: Membership[P]) -> None:
-        self.emit("cluster", action=action, gid=str(ms.gid), level=ms.level,
-                  parent=ms.parent, groups=",".join(str(g) for g in sorted(self.memberships)))
+    def _enter(self, ms: Membership[P]) -> None:
+        """``ms`` is one of this node's groups now: the one place a group is entered."""
+        self.memberships[ms.gid] = ms
+
+    def _exit(self, ms: Membership[P]) -> bool:
+        """``ms`` is no group of this node any more (False: it was none): the one place."""
+        if self.memberships.get(ms.gid) is not ms:
+            return False
+        del self.memberships[ms.gid]
+        return True
 
     def _settle(self) -> None:
         self._sync_edges()
@@ -275,7 +282,7 @@ class ClusterBase(Protocol, Generic[P]):
             next(iter(self.memberships.values())).secondary = False
 
     def _open(self, ms: Membership[P], purpose: Purpose) -> bool:
-        """Would this node take a new child in ``ms`` (Algorithm 1's admission, spec 5.2)?
+        """Would this node take a new child in ``ms`` (Algorithm 1; tg.md, rule 2)?
 
         A gateway's extra group is a leaf link: a standby gateway gives it up,
         which must not dissolve anyone below it.
@@ -373,14 +380,14 @@ class ClusterBase(Protocol, Generic[P]):
             return
         self._report_due(ms)
 
-    def state_size(self) -> dict[str, int]:
-        """Subscription state about other nodes held here: entries and bytes (thesis Fig. 5)."""
-        entries = 0
-        nbytes = 0
-        for ms in list(self.memberships.values()):
-            entries += len(ms.tree)
-            nbytes += ms.tree.summary_bytes()
-        return {"entries": entries, "bytes": nbytes}
+    def state_sizes(self) -> dict[str, tuple[int, int]]:
+        """What this node holds about others, by store: (entries, bytes) (thesis Fig. 5).
+
+        Here the children's reports; TG and ST name their own stores.
+        """
+        entries = sum(len(ms.tree) for ms in self.memberships.values())
+        nbytes = sum(ms.tree.summary_bytes() for ms in self.memberships.values())
+        return {"reports": (entries, nbytes)}
 
     # ================================================================ done by the layers above
 

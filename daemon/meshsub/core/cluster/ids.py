@@ -39,7 +39,7 @@ class GroupId:
 
 
 class Purpose(enum.IntEnum):
-    """Why a node queries its neighbours (spec's join state machine)."""
+    """Why a node queries its neighbours."""
 
     INITIAL = 0
     """It belongs to no group (§3.1 "tries to find a group to join in")."""

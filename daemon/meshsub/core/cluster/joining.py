@@ -213,9 +213,8 @@ class Joining(ClusterBase[P]):
         ms.root_seq, ms.cur_hl = c.root_seq, c.cur_hl
         ms.secondary = j.purpose is Purpose.ADDITIONAL
         ms.parent_topo = -1
-        self.memberships[c.gid] = ms
+        self._enter(ms)
         self.stats["joins"] += 1
-        self._emit_group("join", ms)
         self._report_due(ms)
         self._join_done()
 
@@ -245,7 +244,6 @@ class Joining(ClusterBase[P]):
             self._rekey(ms, c.gid)
         if self.memberships.get(ms.gid) is ms:
             self._push_group_info(ms, old)
-            self._emit_group("repair", ms)
             self._report_due(ms)
         self._join_done()
 
@@ -283,9 +281,8 @@ class Joining(ClusterBase[P]):
         self._founded += 1
         gid = GroupId(self.node, self.epoch, self._founded)
         ms = self._new_membership(gid)
-        self.memberships[gid] = ms
+        self._enter(ms)
         self.stats["leaders"] += 1
-        self._emit_group("lead", ms)
         announce = m.LeaderAnnounce(gid, self.encode_summary(self.local_summary()))
         self.broadcast(self._ctl(m.LEADER_ANNOUNCE, announce.encode()))
         self._leader_update(ms)

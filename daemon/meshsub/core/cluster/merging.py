@@ -65,7 +65,7 @@ class Merging(Topology[P]):
                                              for r in c.summary.gw_records):
                 self._send(c.node, m.GATEWAY_STATUS, st.encode())
                 return
-        self.drop("no_route", gid=str(st.gid), peer=st.target)
+        self.drop("no_route", peer=st.target)
 
     def _on_GatewayStatus(self, sender: NodeId, message: Message, st: m.GatewayStatus) -> None:
         ms = self.memberships.get(st.gid)
@@ -88,7 +88,7 @@ class Merging(Topology[P]):
         self._consider_merge()
 
     def _stand_by(self, ms: Membership[P], other: Membership[P]) -> None:
-        """Another node serves this pair of groups: give up the extra one (spec 5.7 step 5)."""
+        """Another node serves this pair of groups: give up the extra one (tg.md, rule 10)."""
         if ms.secondary != other.secondary:
             drop = ms if ms.secondary else other
         else:
@@ -131,7 +131,7 @@ class Merging(Topology[P]):
     def _route_merge_request(self, req: m.MergeRequest) -> None:
         ms = self.memberships.get(req.target)
         if ms is None or ms.orphan:
-            self.drop("stale", gid=str(req.target))
+            self.drop("stale", peer=req.gw)
             return
         if ms.is_leader:
             grant = self._decide_merge(ms, req)
@@ -144,7 +144,7 @@ class Merging(Topology[P]):
                             req.gw, req.rid, req.route if req.route[-1] == self.node
                             else (*req.route, self.node))
         if len(up.route) > m.MAX_PATH:
-            self.drop("route_too_long", gid=str(req.target))
+            self.drop("route_too_long", peer=req.gw)
             return
         self._send(parent, m.MERGE_REQUEST, up.encode())
 
@@ -179,7 +179,7 @@ class Merging(Topology[P]):
                 self._merge_answer(rep)
             return
         if route[-1] not in self.neighbors:
-            self.drop("no_route", gid=str(rep.target), peer=route[-1])
+            self.drop("no_route", peer=route[-1])
             return
         self._send(route[-1], m.MERGE_REPLY, m.MergeReply(rep.target, rep.rid, rep.gw, rep.grant,
                                                           route).encode())
@@ -201,7 +201,7 @@ class Merging(Topology[P]):
             self._execute_merge(pm)
 
     def _execute_merge(self, pm: PendingMerge) -> None:
-        """Re-root the small group at this node, below its place in the big one (spec 5.8)."""
+        """Re-root the small group at this node, below its place in the big one (tg.md, rule 11)."""
         small = self.memberships.get(pm.small)
         big = self.memberships.get(pm.big)
         if small is None or big is None or small.orphan or big.orphan \
@@ -226,15 +226,14 @@ class Merging(Topology[P]):
                 self._send(parent, m.REROOT, rr.encode())
             else:
                 self._send(parent, m.LEAVE, m.Leave(pm.small, "full").encode())
-        del self.memberships[pm.small]
+        self._exit(small)
         self._primary()
         big.gw_status.pop(pm.small, None)
         self.stats["merges"] += 1
-        self._emit_group("merge", big)
         self._report_due(big)
 
     def _on_Reroot(self, sender: NodeId, message: Message, rr: m.Reroot) -> None:
-        """The old root path reverses: ``sender`` (our child) becomes our parent (spec 5.8)."""
+        """The old root path reverses: ``sender``, our child, becomes our parent (rule 11)."""
         ms = self.memberships.get(rr.old_gid)
         if ms is None or sender not in ms.tree or rr.path[-1] != sender:
             self.drop("stale", message, peer=sender)
@@ -242,7 +241,6 @@ class Merging(Topology[P]):
             return
         if rr.gid != ms.gid and self._twin_conflict(ms, rr.gid, len(rr.path)):
             return
-        was_leader = ms.is_leader
         ms.tree.remove_child(sender)
         old_parent = ms.parent if not ms.orphan else None
         try:
@@ -266,8 +264,6 @@ class Merging(Topology[P]):
                 info = m.GroupInfo(rr.old_gid, rr.gid, path, True, rr.root_seq, rr.cur_hl,
                                    self._topo)
                 self._send(c.node, m.GROUP_INFO, info.encode())
-        if was_leader:
-            self._emit_group("absorbed", ms)
         self._rekey(ms, rr.gid)
         if self.memberships.get(rr.gid) is ms:
             self._report_due(ms)

@@ -118,7 +118,6 @@ class Topology(Joining[P]):
         if ms.tree.remove_child(node) is None and not removed:
             return
         ms.child_misses.pop(node, None)
-        self.emit("cluster", action="child_lost", gid=str(ms.gid), peer=node, reason=reason)
         self._report_due(ms)
 
     def _parent_lost(self, ms: Membership[P], reason: str) -> None:
@@ -138,7 +137,6 @@ class Topology(Joining[P]):
         ms.orphan = True
         ms.hello_misses = 0
         ms.gw_status.clear()
-        self._emit_group(f"orphan:{reason}", ms)
         self._unanchor(ms)
         j = self.join
         if j.purpose is Purpose.REPAIR:
@@ -160,7 +158,7 @@ class Topology(Joining[P]):
         self._join_done()
 
     def _promote(self, ms: Membership[P]) -> None:
-        """Lead the fragment under a new group id (spec 5.13 step 5, ``promote``)."""
+        """Lead the fragment under a new group id (tg.md, rule 15, ``promote``)."""
         prev = ms.gid
         self._founded += 1
         gid = GroupId(self.node, self.epoch, self._founded)
@@ -173,7 +171,6 @@ class Topology(Joining[P]):
         self.stats["promotions"] += 1
         self._rekey(ms, gid)
         self._push_group_info(ms, prev)
-        self._emit_group("promote", ms)
         announce = m.LeaderAnnounce(gid, self.encode_summary(self.local_summary()))
         self.broadcast(self._ctl(m.LEADER_ANNOUNCE, announce.encode()))
         self._leader_update(ms)
@@ -195,12 +192,10 @@ class Topology(Joining[P]):
                 continue
             self._send(c.node, m.DETACH, m.Detach(ms.gid, DetachKind.DISSOLVE,
                                                   self._topo).encode())
-        if self.memberships.get(ms.gid) is ms:
-            del self.memberships[ms.gid]
+        self._exit(ms)
         for other in list(self.memberships.values()):
             other.gw_status.pop(ms.gid, None)
         self._primary()
-        self._emit_group(f"leave:{reason}", ms)
         if keep is not None:
             return
         if self.join.purpose is Purpose.REPAIR and self.join.repair_gid == ms.gid:
@@ -228,8 +223,7 @@ class Topology(Joining[P]):
     def _rekey(self, ms: Membership[P], gid: GroupId) -> None:
         """Move ``ms`` to ``gid``; a node never holds one group twice (keep the shallower)."""
         old = ms.gid
-        if self.memberships.get(old) is ms:
-            del self.memberships[old]
+        self._exit(ms)
         if old != gid:
             self._aliases[old] = gid
             self._aliases.pop(gid, None)
@@ -241,13 +235,14 @@ class Topology(Joining[P]):
         ms.gid = gid
         twin = self.memberships.get(gid)
         if twin is None:
-            self.memberships[gid] = ms
+            self._enter(ms)
             for other in list(self.memberships.values()):
                 other.gw_status.pop(old, None)
             return
         keep, drop = (twin, ms) if (twin.orphan, twin.level) <= (ms.orphan, ms.level) \
             else (ms, twin)
         self._leave_group(drop, "duplicate_group", keep=keep)
-        self.memberships[gid] = keep
+        if keep is ms:
+            self._enter(ms)
         self._end_repair(gid)
         self._report_due(keep)

@@ -36,7 +36,7 @@ from meshsub.protocols.st.params import STParams
 
 T_TABLES = "st:tables"
 ENTRY_OVERHEAD = 8
-"""Bytes a table entry costs beyond the subscription: the neighbour it came from (spec 7.4 c)."""
+"""Bytes a table entry costs beyond the subscription: the neighbour it came from (st.md, Memory)."""
 
 
 class ST(GroupTreeProtocol[int]):
@@ -222,12 +222,8 @@ class ST(GroupTreeProtocol[int]):
 
     # ================================================================ memory
 
-    def state_size(self) -> dict[str, int]:
-        """Subscription table entries about other nodes, over the tree links (spec 7.4 c)."""
-        entries = 0
-        nbytes = 0
-        for n, table in self.learned.items():
-            if n in self.edges:
-                entries += len(table)
-                nbytes += sum(len(k) + ENTRY_OVERHEAD for k in table)
-        return {"entries": entries, "bytes": nbytes}
+    def state_sizes(self) -> dict[str, tuple[int, int]]:
+        """Subscription table entries about other nodes, over the tree links (st.md, Memory)."""
+        tables = [t for n, t in self.learned.items() if n in self.edges]
+        return {"tables": (sum(len(t) for t in tables),
+                           sum(len(k) + ENTRY_OVERHEAD for t in tables for k in t))}

@@ -94,7 +94,7 @@ class TG(GroupTreeProtocol[int]):
         return mask
 
     def _probe_masks(self, event_id: MessageId, event: Event) -> tuple[int, ...] | None:
-        """The event's probe keys as masks, computed once per node (spec 5.19 step 3)."""
+        """The event's probe keys as masks, computed once per node."""
         if event_id in self._probes:
             return self._probes[event_id]
         keys = probe_keys(event)
@@ -165,8 +165,6 @@ class TG(GroupTreeProtocol[int]):
         scope = event_scope(event)
         ttl = p.GLOBAL_GROUP_TTL if scope is Scope.GLOBAL else p.LOCAL_GROUP_HOPS
         visited = tuple(sorted(ms.gid for ms in groups))
-        self.emit("publish_groups", event_id=str(event_id), scope=scope.value,
-                  groups=",".join(str(g) for g in visited))
         template = Message(PUBLISH, event_id, None, hop=0)
         for ms in groups:
             self._seen.check_and_add((event_id, ms.gid))
@@ -205,7 +203,7 @@ class TG(GroupTreeProtocol[int]):
 
     def _route(self, ms: Membership[int], pub: Publish, event_id: MessageId,
                template: Message | None, came_from: NodeId | None) -> int:
-        """Up to the parent unless it came from there, down every passing branch (spec 5.10).
+        """Up unless it came from the parent, down every passing branch (§3.2; tg.md, rule 7).
 
         ``template`` carries the hop count and TTL of the copies (None: the TTL is spent).
         """
@@ -225,13 +223,13 @@ class TG(GroupTreeProtocol[int]):
         if not targets:
             return 0
         if template is None:
-            self.drop("ttl_expired", event_id=str(event_id), msg_type=PUBLISH, gid=str(ms.gid))
+            self.drop("ttl_expired", event_id=str(event_id), msg_type=PUBLISH)
             return 0
         self.send_data(frozenset(targets), replace(template, body=pub.encode()))
         return len(targets)
 
     def _relay(self, pub: Publish, event_id: MessageId, template: Message | None) -> int:
-        """An active gateway injects a copy into its other groups (§3.4, spec 5.11)."""
+        """An active gateway injects a copy into its other groups (§3.4; tg.md, rule 12)."""
         if pub.group_ttl == 0:
             return 0
         sent = 0
@@ -250,11 +248,10 @@ class TG(GroupTreeProtocol[int]):
 
     # ================================================================ memory
 
-    def state_size(self) -> dict[str, int]:
-        """Bitmaps held: the local one and one per child, per group (spec 7.4 c)."""
-        per = (self.params.m + 7) // 8
+    def state_sizes(self) -> dict[str, tuple[int, int]]:
+        """Bitmaps held: the local one and one per child, per group, ``m/8`` bytes each (Fig. 5)."""
         entries = sum(1 + len(ms.tree) for ms in self.memberships.values())
-        return {"entries": entries, "bytes": entries * per}
+        return {"bitmaps": (entries, entries * ((self.params.m + 7) // 8))}
 
     def groups(self) -> list[GroupId]:
         return sorted(self.memberships)
