@@ -97,7 +97,7 @@ def test_fig1_aggregation_false_positive_dies_at_b() -> None:
     net.run(until=31.0)
     assert publish_txs(net, start) == [(F, C), (C, A), (A, B)]
     assert net.deliveries(eid) == []
-    assert tg(net, B).stats["fp_dead_end"] == 1
+    assert tg(net, B).drops["false_positive_forward"] == 1
 
 
 def test_prematch_joins_the_parent_whose_bitmap_overlaps_most() -> None:

@@ -185,6 +185,11 @@ class Merging(Topology[P]):
                                                           route).encode())
 
     def _on_MergeReply(self, sender: NodeId, message: Message, rep: m.MergeReply) -> None:
+        """A reply comes down the way its request went up: from our parent in that group."""
+        ms = self.memberships.get(rep.target)
+        if ms is None or ms.parent != sender:
+            self.drop("stale", message, peer=sender)
+            return
         self._route_merge_reply(rep)
 
     def _merge_answer(self, rep: m.MergeReply) -> None:

@@ -37,7 +37,6 @@ from typing import Any, ClassVar
 from meshsub.core import bodies
 from meshsub.core.api import Message, MessageId, MsgKind, NodeId
 from meshsub.core.bloom import BloomError, BloomFilter, HashScheme, key_mask
-from meshsub.core.cluster.ids import GroupId
 from meshsub.core.cluster.machine import GroupTreeProtocol
 from meshsub.core.cluster.membership import Membership
 from meshsub.core.content import Event, Subscription
@@ -73,8 +72,7 @@ class TG(GroupTreeProtocol[int]):
         self._seen = DuplicateCache(self.params.seen_capacity)
         self._probes: OrderedDict[MessageId, tuple[int, ...] | None] = OrderedDict()
         self._masks: OrderedDict[str, int] = OrderedDict()
-        self.stats.update({"published": 0, "duplicates": 0, "relayed": 0, "fp_local": 0,
-                           "fp_dead_end": 0})
+        self.stats.update({"published": 0, "duplicates": 0, "relayed": 0, "fp_local": 0})
 
     # ================================================================ the index
 
@@ -199,7 +197,8 @@ class TG(GroupTreeProtocol[int]):
         sent = self._route(ms, pub, message.id, template, came_from=sender)
         sent += self._relay(pub, message.id, template)
         if sent == 0 and delivered == 0 and sender == ms.parent:
-            self.stats["fp_dead_end"] += 1
+            # a copy sent down on the bitmaps' word that no one below wanted (§3.7)
+            self.drop("false_positive_forward", message, peer=sender)
 
     def _route(self, ms: Membership[int], pub: Publish, event_id: MessageId,
                template: Message | None, came_from: NodeId | None) -> int:
@@ -252,6 +251,3 @@ class TG(GroupTreeProtocol[int]):
         """Bitmaps held: the local one and one per child, per group, ``m/8`` bytes each (Fig. 5)."""
         entries = sum(1 + len(ms.tree) for ms in self.memberships.values())
         return {"bitmaps": (entries, entries * ((self.params.m + 7) // 8))}
-
-    def groups(self) -> list[GroupId]:
-        return sorted(self.memberships)
