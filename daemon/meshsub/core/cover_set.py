@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
+from functools import lru_cache
 
 from meshsub.core.content import Subscription
 from meshsub.core.tags import subscription_tags
@@ -28,41 +29,36 @@ from meshsub.core.topics import is_wildcard
 MAX_SUBSET_TAGS = 8
 
 
-def _pure_tags(sub: Subscription) -> frozenset[str] | None:
-    """The tags of a pure tag conjunction, or None for any other subscription."""
+@lru_cache(maxsize=16384)
+def _shape(sub: Subscription) -> tuple[str, frozenset[str], tuple[frozenset[str], ...]] | None:
+    """A pure tag conjunction as (topic, tags, its proper tag subsets); None otherwise."""
     if is_wildcard(sub.topic):
         return None
     tags = subscription_tags(sub)
     if len(tags) != len(sub.predicates) or len(tags) > MAX_SUBSET_TAGS:
         return None
-    return frozenset(tags)
+    subsets = tuple(frozenset(c) for n in range(len(tags))
+                    for c in itertools.combinations(tags, n))
+    return sub.topic, frozenset(tags), subsets
 
 
 def uncovered(subs: Mapping[bytes, Subscription]) -> dict[bytes, Subscription]:
     """The members of ``subs`` (keyed by ``Subscription.key``) that no other member covers."""
-    pure: dict[str, set[frozenset[str]]] = {}
-    tags_of: dict[bytes, frozenset[str]] = {}
-    general: list[tuple[bytes, Subscription]] = []
-    for key, sub in subs.items():
-        tags = _pure_tags(sub)
-        if tags is None:
-            general.append((key, sub))
-        else:
-            tags_of[key] = tags
-            pure.setdefault(sub.topic, set()).add(tags)
+    shapes = {key: _shape(sub) for key, sub in subs.items()}
+    present = {(sh[0], sh[1]) for sh in shapes.values() if sh is not None}
+    general = [(key, sub) for key, sub in subs.items() if shapes[key] is None]
 
     def beats(ckey: bytes, coverer: Subscription, key: bytes, sub: Subscription) -> bool:
         return ckey != key and coverer.covers(sub) and (not sub.covers(coverer) or ckey < key)
 
     out: dict[bytes, Subscription] = {}
     for key, sub in subs.items():
-        tags = tags_of.get(key)
-        if tags is not None:
-            present = pure[sub.topic]
-            if any(frozenset(c) in present for n in range(len(tags))
-                   for c in itertools.combinations(sorted(tags), n)):
+        sh = shapes[key]
+        if sh is not None:
+            topic, _tags, subsets = sh
+            if any((topic, t) in present for t in subsets):
                 continue
-            if any(beats(gk, g, key, sub) for gk, g in general):
+            if general and any(beats(gk, g, key, sub) for gk, g in general):
                 continue
         elif any(beats(ok, other, key, sub) for ok, other in subs.items()):
             continue

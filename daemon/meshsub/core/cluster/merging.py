@@ -46,10 +46,13 @@ class Merging(Topology[P]):
                 key = (rec.gw, adjacent)
                 live.add(key)
                 told = ms.told.get(key)
-                acted = status is Status.ACTIVE and rec.active
-                if told is not None and told[:2] == (status, ms.cur_hl) \
-                        and (acted or self.now - told[2] < resend):
-                    continue
+                if told is not None and told[0] is status:
+                    recent = self.now - told[2] < resend
+                    if status is Status.STANDBY and recent:
+                        continue  # it leaves the group: no curHL, no repeat before then
+                    if status is Status.ACTIVE and told[1] == ms.cur_hl \
+                            and (rec.active or recent):
+                        continue
                 ms.told[key] = (status, ms.cur_hl, self.now)
                 self._route_status(ms, m.GatewayStatus(ms.gid, rec.gw, adjacent, status,
                                                        min(ms.cur_hl, m.MAX_PATH)))

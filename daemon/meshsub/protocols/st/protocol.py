@@ -57,6 +57,12 @@ class ST(GroupTreeProtocol[int]):
         self._full_due: set[NodeId] = set()
         self._dirty = False
         self._refresh_armed = False
+        self._own: dict[bytes, Subscription] = {}
+        """The local subscriptions by key (``Subscription.key`` packs on every call)."""
+        self._versions: dict[NodeId, int] = {}
+        """Per neighbour, a counter of changes to what it offered (own: key ``self.node``)."""
+        self._offered: dict[NodeId, tuple[tuple[NodeId, int], ...]] = {}
+        """Per neighbour, the versions its current offer was computed from."""
         self.stats.update({"published": 0, "duplicates": 0})
 
     # ================================================================ summary hooks (unused)
@@ -93,6 +99,8 @@ class ST(GroupTreeProtocol[int]):
     def _forget(self, node: NodeId) -> None:
         self.learned.pop(node, None)
         self._index.pop(node, None)
+        self._versions.pop(node, None)
+        self._offered.pop(node, None)
 
     def on_neighbor_down(self, node: NodeId) -> None:
         super().on_neighbor_down(node)
@@ -100,12 +108,17 @@ class ST(GroupTreeProtocol[int]):
             self._forget(node)
 
     def on_subscribe(self, sub_id: str, subscription: Subscription) -> None:
-        self._dirty = True
+        self._own_changed()
         super().on_subscribe(sub_id, subscription)
 
     def on_unsubscribe(self, sub_id: str, subscription: Subscription) -> None:
-        self._dirty = True
+        self._own_changed()
         super().on_unsubscribe(sub_id, subscription)
+
+    def _own_changed(self) -> None:
+        self._own = {s.key: s for s in self.subscriptions.values()}
+        self._versions[self.node] = self._versions.get(self.node, 0) + 1
+        self._dirty = True
 
     def on_settled(self) -> None:
         if not self._refresh_armed:
@@ -123,7 +136,7 @@ class ST(GroupTreeProtocol[int]):
 
     def offer(self, node: NodeId) -> dict[bytes, Subscription]:
         """What ``node`` should hold from us: ours and our other neighbours', uncovered."""
-        provided = {s.key: s for s in self.subscriptions.values()}
+        provided = dict(self._own)
         for n, table in self.learned.items():
             if n != node and n in self.edges:
                 provided.update(table)
@@ -132,6 +145,11 @@ class ST(GroupTreeProtocol[int]):
     def _flush_tables(self, reliable: bool = True) -> None:
         self._dirty = False
         for node in sorted(self.edges):
+            inputs = tuple(sorted((k, v) for k, v in self._versions.items()
+                                  if k != node and (k in self.edges or k == self.node)))
+            if node not in self._full_due and self._offered.get(node) == inputs:
+                continue  # nothing it depends on changed
+            self._offered[node] = inputs
             desired = self.offer(node)
             sent = self._sent.setdefault(node, {})
             if node in self._full_due:
@@ -179,6 +197,7 @@ class ST(GroupTreeProtocol[int]):
                 break
             table[s.key] = s
             index.add(s.key.hex(), s)
+        self._versions[sender] = self._versions.get(sender, 0) + 1
         self._dirty = True
 
     # ================================================================ publications
