@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 
 from meshsub.core import bodies
 from meshsub.core.api import Message, MessageId, MsgKind, NodeId
+from meshsub.core.cluster.ids import Status
 from meshsub.core.cluster.machine import GroupTreeProtocol
 from meshsub.core.content import Event, Subscription
 from meshsub.core.cover_set import uncovered
@@ -85,6 +86,21 @@ class ST(GroupTreeProtocol[int]):
         return True
 
     # ================================================================ tables
+
+    def tree_neighbors(self) -> frozenset[NodeId]:
+        """The tree's links; a gateway candidate's extra group counts only once it is active.
+
+        Candidates join and (standing by) leave again; a table exchanged over
+        such a link would sweep through both trees and back for nothing.
+        """
+        out: set[NodeId] = set()
+        for ms in self.memberships.values():
+            parent = ms.parent
+            if parent is not None and (not ms.secondary or any(
+                    status is Status.ACTIVE for status, _ in ms.gw_status.values())):
+                out.add(parent)
+            out.update(ms.tree)
+        return frozenset(out)
 
     def on_tree_edge(self, node: NodeId, up: bool) -> None:
         self._dirty = True
