@@ -24,6 +24,7 @@ from harness import Net
 from meshsub.core.api import PositionChanged
 from meshsub.core.cluster import messages as cm
 from meshsub.core.cluster.ids import GroupId
+from meshsub.core.content import Event
 from meshsub.core.params import ParameterError, parse_params
 from meshsub.core.registry import get_protocol
 from meshsub.core.tags import Mode, Scope, tag_event, tag_subscriptions
@@ -362,6 +363,47 @@ def test_every_record_follows_the_telemetry_schema() -> None:
         validate_record(make_record(run="r", node=node, protocol="tg", ts_ns=0,
                                     event=emit.event, attrs=emit.attrs))
     assert w.net.records("deliver")
+
+
+def test_member_records_replay_to_each_nodes_groups() -> None:
+    """The evaluation's local-event truth is the ``member`` records: they must add up."""
+    w = World.build(TG, geometric(25, 21, 0.3), TGParams(preferred_levels=2), seed=21)
+    w.run(30.0)
+    w.remove(w.alive()[4])
+    w.run(45.0)
+    held: dict[int, set[str]] = {}
+    for node, emit in w.net.records("member"):
+        groups = held.setdefault(node, set())
+        name = emit.attrs["group"]
+        if emit.attrs["reason"] == "join":
+            assert name not in groups
+            groups.add(name)
+        else:
+            groups.remove(name)
+    for n in w.alive():
+        assert held.get(n, set()) == {f"tg:{g}" for g in tg_groups(w, n)}, n
+    assert sum(1 for _, e in w.net.records("member") if e.attrs["reason"] == "leave")
+
+
+def tg_groups(w: World, n: int) -> set[GroupId]:
+    return set(w.node(n).memberships)
+
+
+def test_origin_scope_is_local() -> None:
+    """``_scope = "@origin:tg"`` (the scenarios' spelling) stays in the publisher's groups."""
+    line = [(i, i + 1) for i in range(1, 6)]
+    w = World.build(TG, line, TGParams(preferred_levels=1), seed=3)
+    w.run(30.0)
+    assert len(w.groups()) > 1  # depth 1 cannot hold a line of six
+    for n in range(1, 7):
+        w.net.subscribe(n, "s", tag_subscriptions("s", "t", Mode.AND, ["x"])[0][1])
+    w.run(32.0)
+    publisher = next(n for n in range(1, 7) if len(tg_groups(w, n)) == 1)
+    w.net.publish(publisher, Event("t", {"x": True, "_scope": "@origin:tg"}))
+    w.run(35.0)
+    got = {n for n, _ in w.net.records("deliver")}
+    mates = {n for n in range(1, 7) if tg_groups(w, n) & tg_groups(w, publisher)}
+    assert got == mates and got != set(range(1, 7))
 
 
 def test_registry_ids_and_state_size() -> None:

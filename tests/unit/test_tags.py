@@ -137,6 +137,10 @@ def test_too_many_tags_probe_everything() -> None:
 def test_scope_and_validation() -> None:
     assert event_scope(tag_event("t", ["a"], Scope.LOCAL)) is Scope.LOCAL
     assert event_scope(tag_event("t", ["a"])) is Scope.GLOBAL
+    for origin in ("@origin", "@origin:tg"):
+        assert event_scope(Event("t", {"a": True, "_scope": origin})) is Scope.LOCAL
+    for other in ("@originx", "stations", "global", 1):
+        assert event_scope(Event("t", {"a": True, "_scope": other})) is Scope.GLOBAL
     assert event_tags(tag_event("t", ["b", "a"], Scope.LOCAL)) == ("a", "b")
     assert event_tags(parse_event("t a=true b=1 c=false")) == ("a",)
     for bad in ([], ["_scope"], ["not a name"]):

@@ -36,8 +36,9 @@ simulation publishes.
 
 An event's **scope** (§3.4: local events stay in the publisher's group,
 global ones go network-wide) is the reserved attribute ``_scope``:
-``"local"`` or ``"global"`` (the default when absent). It is part of the
-event, so a subscription may also filter on it.
+``"local"`` or ``"global"`` (the default when absent); ``"@origin"`` or
+``"@origin:tg"``, the scenarios' spelling of the publisher's groups, is local
+too. It is part of the event, so a subscription may also filter on it.
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ MAX_SUB_TAGS = 8
 OR_SEP = "|"
 """Separates an OR group's name from the member's tag in a subscription id."""
 SCOPE_ATTR = "_scope"
+ORIGIN_SCOPE = "@origin"
+"""The scenarios' and the evaluation's name for "the publisher's groups": local, too."""
 
 
 class Scope(enum.StrEnum):
@@ -134,8 +137,16 @@ def probe_keys(event: Event) -> frozenset[str] | None:
 
 
 def event_scope(event: Event) -> Scope:
-    """``local`` only if the event says so; anything else is a global event."""
-    return Scope.LOCAL if event.attrs.get(SCOPE_ATTR) == Scope.LOCAL.value else Scope.GLOBAL
+    """``local`` only if the event says so; anything else is a global event.
+
+    ``"@origin"`` and ``"@origin:PREFIX"`` (the scenarios' "the publisher's own groups",
+    docs/scenarios.md) are local too: the same meaning, in the evaluation's words.
+    """
+    value = event.attrs.get(SCOPE_ATTR)
+    if value == Scope.LOCAL.value or (isinstance(value, str) and (
+            value == ORIGIN_SCOPE or value.startswith(ORIGIN_SCOPE + ":"))):
+        return Scope.LOCAL
+    return Scope.GLOBAL
 
 
 # ------------------------------------------------------------------ building

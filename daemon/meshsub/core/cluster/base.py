@@ -92,6 +92,7 @@ class ClusterBase(Protocol, Generic[P]):
         self._covered: dict[GroupId, float] = {}
         """Groups a standby drop told us are reached through another gateway, until when."""
         self._edges: frozenset[NodeId] = frozenset()
+        self._recorded_groups: frozenset[GroupId] = frozenset()
         self._aliases: OrderedDict[GroupId, GroupId] = OrderedDict()
         """Recent group ids this node left for another (a merge, a repair): late messages
         naming the old id still find the membership."""
@@ -243,7 +244,29 @@ class ClusterBase(Protocol, Generic[P]):
 
     def _settle(self) -> None:
         self._sync_edges()
+        self._sync_member_records()
         self.on_settled()
+
+    def group_name(self, gid: GroupId) -> str:
+        """A group's name in ``member`` records: the protocol's name and the id (``tg:1f-3-0``)."""
+        return f"{self.name}:{gid}"
+
+    def _sync_member_records(self) -> None:
+        """A ``member`` record for every group entered or left since the last input.
+
+        The evaluation's ground truth for local events (``_scope = "@origin:tg"``) is
+        the publisher's groups at publish time, from these records. Settling once per
+        input is enough: a merge relabels a membership in place (old id left, new id
+        joined), and states in between are never observable by a publication.
+        """
+        now = frozenset(self.memberships)
+        if now == self._recorded_groups:
+            return
+        for gid in sorted(self._recorded_groups - now):
+            self.leave_group(self.group_name(gid))
+        for gid in sorted(now - self._recorded_groups):
+            self.join_group(self.group_name(gid))
+        self._recorded_groups = now
 
     def _sync_edges(self) -> None:
         edges = self.tree_neighbors()
