@@ -109,7 +109,8 @@ def test_round_trips() -> None:
         cm.Detach(G1, DetachKind.UNANCHOR, 3),
         cm.Leave(G1, "standby"),
         tm.Publish(G1, Scope.LOCAL, 0, (G1, G2), EVENT, 2.5),
-        sm.Subs(True, (SUB,), ()),
+        sm.Subs(4, 0, 0, 2, (SUB,), ()),
+        sm.Subs(4, 3, 0, 0, (SUB,), (SUB,)),
         sm.Publish(EVENT, 1.0),
     ]
     for item in items:
@@ -127,6 +128,10 @@ def test_semantic_errors_are_body_errors() -> None:
         (tm.Publish.decode, [G1.wire(), "nowhere", 0, [], EVENT.to_wire(), 0.0]),
         (cm.GatewayStatus.decode, [G1.wire(), 1, G2.wire(), 7, 0]),
         (sm.Subs.decode, [1, [], []]),
+        (sm.Subs.decode, [1, 0, 2, 2, [], []]),  # part beyond parts
+        (sm.Subs.decode, [1, 1, 0, 2, [], []]),  # a full table's part with a seq
+        (sm.Subs.decode, [1, 0, 0, 0, [], []]),  # a delta numbered 0
+        (sm.Subs.decode, [1, 0, 0, 1, [], [SUB.to_wire()]]),  # a full table removing
     ]
     for decode, body in bad:
         try:

@@ -1,9 +1,14 @@
 """ST's messages, on top of the group-tree machine's.
 
-- SUBS ``[full, adds, removes]``: subscriptions (core wire form) the sender
-  now offers to, or withdraws from, the receiver; ``full`` replaces
-  everything the receiver held from the sender (sent when the link joins the
-  tree and every refresh period).
+- SUBS ``[gen, seq, part, parts, adds, removes]``: subscriptions (core wire
+  form) the sender offers to, or withdraws from, the receiver. A *full table*
+  (sent when the link joins the tree and every refresh period) is generation
+  ``gen``, in ``parts`` messages numbered ``part`` (``seq = 0``); it replaces
+  everything the receiver held from the sender once all its parts are in. A
+  *delta* (``parts = 0``) is number ``seq`` (from 1) of generation ``gen``, and
+  applies on top of that full table, in ``seq`` order. Messages may arrive in
+  any order (a large part overtaken by a small delta, a retransmission):
+  ``meshsub.protocols.st.inbound`` puts them back in order.
 - PUBLISH ``[event, published_at]``; the frame's id is the event's.
 """
 
@@ -22,25 +27,43 @@ PUBLISH = FIRST_OWN_TYPE + 1
 ST_KINDS: dict[int, MsgKind] = {**KINDS, SUBS: MsgKind.SUBSCRIPTION, PUBLISH: MsgKind.DATA}
 MAX_SUBS = 32
 """Subscriptions per SUBS message (larger tables go in several)."""
+MAX_PARTS = 1 << 12
+"""Parts of one full table (``max_table`` / ``MAX_SUBS`` at most)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Subs:
-    full: bool
+    gen: int
+    """The sender's generation of its full table on this link (increasing)."""
+    seq: int
+    """0 in a full table's parts; a delta's number in its generation, from 1."""
+    part: int
+    parts: int
+    """How many messages the full table has; 0: this is a delta."""
     adds: tuple[Subscription, ...]
     removes: tuple[Subscription, ...]
 
+    @property
+    def full(self) -> bool:
+        return self.parts > 0
+
     def encode(self) -> list[Any]:
-        return [self.full, [s.to_wire() for s in self.adds], [s.to_wire() for s in self.removes]]
+        return [self.gen, self.seq, self.part, self.parts, [s.to_wire() for s in self.adds],
+                [s.to_wire() for s in self.removes]]
 
     @classmethod
     def decode(cls, body: Any) -> Subs:
-        full, adds, removes = b.fields(body, 3, "SUBS")
-        if not isinstance(full, bool):
-            raise b.BodyError("SUBS full: expected true or false")
-        return cls(full, tuple(b.subscription(s, "add") for s in b.items(adds, "adds", MAX_SUBS)),
-                   tuple(b.subscription(s, "remove")
-                         for s in b.items(removes, "removes", MAX_SUBS)))
+        gen, seq, part, parts, adds, removes = b.fields(body, 6, "SUBS")
+        out = cls(b.integer(gen, "gen"), b.integer(seq, "seq"),
+                  b.integer(part, "part", 0, MAX_PARTS - 1),
+                  b.integer(parts, "parts", 0, MAX_PARTS),
+                  tuple(b.subscription(s, "add") for s in b.items(adds, "adds", MAX_SUBS)),
+                  tuple(b.subscription(s, "remove") for s in b.items(removes, "removes", MAX_SUBS)))
+        if out.full and (out.seq != 0 or out.part >= out.parts or out.removes):
+            raise b.BodyError("SUBS: a full table's part has seq 0, part < parts, no removes")
+        if not out.full and (out.seq == 0 or out.part != 0):
+            raise b.BodyError("SUBS: a delta has seq >= 1 and part 0")
+        return out
 
 
 @dataclass(frozen=True, slots=True)

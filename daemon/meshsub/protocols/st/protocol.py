@@ -32,6 +32,7 @@ from meshsub.core.content import Event, Subscription
 from meshsub.core.cover_set import uncovered
 from meshsub.core.index import MatcherIndex
 from meshsub.core.params import ProtocolParams
+from meshsub.protocols.st.inbound import Inbound, Outcome
 from meshsub.protocols.st.messages import MAX_SUBS, PUBLISH, ST_KINDS, SUBS, Publish, Subs
 from meshsub.protocols.st.params import STParams
 
@@ -53,8 +54,15 @@ class ST(GroupTreeProtocol[int]):
         super().__init__(node, **kwargs)
         self.learned: dict[NodeId, dict[bytes, Subscription]] = {}
         """Per neighbour: the subscriptions it offered (reachable through it)."""
+        self._inbound: dict[NodeId, Inbound] = {}
+        """Per neighbour: its SUBS messages put back in order (``learned`` is its table)."""
         self._index: dict[NodeId, MatcherIndex] = {}
         self._sent: dict[NodeId, dict[bytes, Subscription]] = {}
+        self._gen = self.epoch << 32
+        """The generation of the last full table sent (on any link): increasing, across
+        reboots too (the boot epoch), so a neighbour never takes a new one for stale."""
+        self._out: dict[NodeId, tuple[int, int]] = {}
+        """Per neighbour: (generation, last delta number) of what we sent it."""
         self._full_due: set[NodeId] = set()
         self._dirty = False
         self._refresh_armed = False
@@ -109,11 +117,13 @@ class ST(GroupTreeProtocol[int]):
             self._full_due.add(node)
             return
         self._sent.pop(node, None)
+        self._out.pop(node, None)
         self._full_due.discard(node)
         self._forget(node)
 
     def _forget(self, node: NodeId) -> None:
         self.learned.pop(node, None)
+        self._inbound.pop(node, None)
         self._index.pop(node, None)
         self._versions.pop(node, None)
         self._offered.pop(node, None)
@@ -180,13 +190,22 @@ class ST(GroupTreeProtocol[int]):
 
     def _send_subs(self, node: NodeId, full: bool, adds: list[Subscription],
                    removes: list[Subscription], reliable: bool) -> None:
-        first = True
-        while first or adds or removes:
-            chunk = Subs(full and first, tuple(adds[:MAX_SUBS]),
-                         tuple(removes[:MAX_SUBS - min(len(adds), MAX_SUBS)]))
-            adds = adds[len(chunk.adds):]
-            removes = removes[len(chunk.removes):]
-            first = False
+        if full:
+            self._gen += 1
+            parts = [tuple(adds[i:i + MAX_SUBS]) for i in range(0, len(adds), MAX_SUBS)] or [()]
+            self._out[node] = (self._gen, 0)
+            chunks = [Subs(self._gen, 0, i, len(parts), part, ()) for i, part in enumerate(parts)]
+        else:
+            gen, seq = self._out.get(node, (self._gen, 0))
+            chunks = []
+            while adds or removes:
+                seq += 1
+                take_adds = adds[:MAX_SUBS]
+                take_removes = removes[:MAX_SUBS - len(take_adds)]
+                adds, removes = adds[len(take_adds):], removes[len(take_removes):]
+                chunks.append(Subs(gen, seq, 0, 0, tuple(take_adds), tuple(take_removes)))
+            self._out[node] = (gen, seq)
+        for chunk in chunks:
             message = Message(SUBS, self.new_message_id(), chunk.encode(), ttl=1)
             if reliable:
                 self.send_reliable(node, message)
@@ -197,22 +216,26 @@ class ST(GroupTreeProtocol[int]):
         if sender not in self.edges and sender not in self.neighbors:
             self.drop("not_tree_neighbor", message, peer=sender)
             return
-        table = self.learned.setdefault(sender, {})
+        inbound = self._inbound.get(sender)
+        if inbound is None:
+            inbound = self._inbound[sender] = Inbound(self.params.max_table)
+        before = dict(inbound.table)
+        outcome = inbound.receive(subs)
+        if outcome in (Outcome.STALE, Outcome.OVERFLOW):
+            self.drop("stale" if outcome is Outcome.STALE else "subs_backlog", message,
+                      peer=sender)
+            return
+        if outcome is Outcome.WAITING:
+            return
+        if outcome is Outcome.TABLE_FULL:
+            self.drop("table_full", message, peer=sender)
+        table = inbound.table
         index = self._index.setdefault(sender, MatcherIndex())
-        if subs.full:
-            table.clear()
-            index = self._index[sender] = MatcherIndex()
-        for s in subs.removes:
-            if table.pop(s.key, None) is not None:
-                index.remove(s.key.hex())
-        for s in subs.adds:
-            if s.key in table:
-                continue
-            if len(table) >= self.params.max_table:
-                self.drop("table_full", message, peer=sender)
-                break
-            table[s.key] = s
-            index.add(s.key.hex(), s)
+        for key in before.keys() - table.keys():
+            index.remove(key.hex())
+        for key in table.keys() - before.keys():
+            index.add(key.hex(), table[key])
+        self.learned[sender] = table
         self._versions[sender] = self._versions.get(sender, 0) + 1
         self._dirty = True
 
