@@ -62,7 +62,24 @@ near_valid = st.one_of(
 )
 
 DECODERS = [*cm.DECODERS.values(), cm.HelloGroup.decode, tm.Publish.decode, sm.Subs.decode,
-            sm.Publish.decode, lambda v: GatewayRecord.decode(v, 9), GroupId.decode]
+            sm.Publish.decode, lambda v: GatewayRecord.decode(v, 9), GroupId.decode,
+            lambda v: sm.Subs.decode(v, CACHE)]
+CACHE = sm.SubscriptionCache(limit=8)
+"""Shared across examples: a cached decode must refuse and accept exactly what a fresh one does."""
+
+
+def test_cached_subscription_decoding_is_exact() -> None:
+    cache = sm.SubscriptionCache(limit=2)
+    subs = [conjunction("t", [n]) for n in "abc"]
+    for _ in range(2):
+        for s in subs:
+            assert cache.decode(s.to_wire(), "s") == s
+    with contextlib.suppress(BodyError):
+        cache.decode(["t", ["no such predicate form"]], "s")
+        raise AssertionError("a malformed subscription was accepted")
+    with contextlib.suppress(BodyError):
+        cache.decode([{1, 2}], "s")  # not even packable
+        raise AssertionError("an unpackable subscription was accepted")
 
 
 @SETTINGS

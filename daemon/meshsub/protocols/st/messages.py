@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import msgpack
+
 from meshsub.core import bodies as b
 from meshsub.core.api import MsgKind
 from meshsub.core.cluster.messages import FIRST_OWN_TYPE, KINDS
@@ -29,6 +31,36 @@ MAX_SUBS = 32
 """Subscriptions per SUBS message (larger tables go in several)."""
 MAX_PARTS = 1 << 12
 """Parts of one full table (``max_table`` / ``MAX_SUBS`` at most)."""
+CACHE_ENTRIES = 4096
+
+
+class SubscriptionCache:
+    """Decoded subscriptions by their packed wire form, bounded.
+
+    A node hears the same subscriptions over and over (every refresh repeats a
+    whole table); validating each again was most of ST's CPU in the
+    simulator. Equal packed forms decode to equal subscriptions, so a hit is
+    exact. Full: emptied and refilled (no eviction order to keep).
+    """
+
+    __slots__ = ("_entries", "limit")
+
+    def __init__(self, limit: int = CACHE_ENTRIES) -> None:
+        self.limit = limit
+        self._entries: dict[bytes, Subscription] = {}
+
+    def decode(self, value: Any, what: str) -> Subscription:
+        try:
+            packed = msgpack.packb(value, use_bin_type=True)
+        except (TypeError, ValueError, OverflowError):
+            return b.subscription(value, what)  # raises the decoder's own error
+        hit = self._entries.get(packed)
+        if hit is None:
+            hit = b.subscription(value, what)
+            if len(self._entries) >= self.limit:
+                self._entries.clear()
+            self._entries[packed] = hit
+        return hit
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,13 +84,14 @@ class Subs:
                 [s.to_wire() for s in self.removes]]
 
     @classmethod
-    def decode(cls, body: Any) -> Subs:
+    def decode(cls, body: Any, cache: SubscriptionCache | None = None) -> Subs:
+        sub = cache.decode if cache is not None else b.subscription
         gen, seq, part, parts, adds, removes = b.fields(body, 6, "SUBS")
         out = cls(b.integer(gen, "gen"), b.integer(seq, "seq"),
                   b.integer(part, "part", 0, MAX_PARTS - 1),
                   b.integer(parts, "parts", 0, MAX_PARTS),
-                  tuple(b.subscription(s, "add") for s in b.items(adds, "adds", MAX_SUBS)),
-                  tuple(b.subscription(s, "remove") for s in b.items(removes, "removes", MAX_SUBS)))
+                  tuple(sub(s, "add") for s in b.items(adds, "adds", MAX_SUBS)),
+                  tuple(sub(s, "remove") for s in b.items(removes, "removes", MAX_SUBS)))
         if out.full and (out.seq != 0 or out.part >= out.parts or out.removes):
             raise b.BodyError("SUBS: a full table's part has seq 0, part < parts, no removes")
         if not out.full and (out.seq == 0 or out.part != 0):

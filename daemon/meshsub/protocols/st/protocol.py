@@ -33,7 +33,15 @@ from meshsub.core.cover_set import uncovered
 from meshsub.core.index import MatcherIndex
 from meshsub.core.params import ProtocolParams
 from meshsub.protocols.st.inbound import Inbound, Outcome
-from meshsub.protocols.st.messages import MAX_SUBS, PUBLISH, ST_KINDS, SUBS, Publish, Subs
+from meshsub.protocols.st.messages import (
+    MAX_SUBS,
+    PUBLISH,
+    ST_KINDS,
+    SUBS,
+    Publish,
+    Subs,
+    SubscriptionCache,
+)
 from meshsub.protocols.st.params import STParams
 
 T_TABLES = "st:tables"
@@ -54,6 +62,7 @@ class ST(GroupTreeProtocol[int]):
         super().__init__(node, **kwargs)
         self.learned: dict[NodeId, dict[bytes, Subscription]] = {}
         """Per neighbour: the subscriptions it offered (reachable through it)."""
+        self._decoded = SubscriptionCache()
         self._inbound: dict[NodeId, Inbound] = {}
         """Per neighbour: its SUBS messages put back in order (``learned`` is its table)."""
         self._index: dict[NodeId, MatcherIndex] = {}
@@ -251,7 +260,7 @@ class ST(GroupTreeProtocol[int]):
     def on_own_frame(self, sender: NodeId, message: Message) -> None:
         try:
             if message.type == SUBS:
-                self._on_subs(sender, message, Subs.decode(message.body))
+                self._on_subs(sender, message, Subs.decode(message.body, self._decoded))
                 return
             if message.type != PUBLISH:
                 self.drop("unknown_type", message, peer=sender)
