@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from meshsub.core.cluster.messages import MAX_CHILDREN, MAX_GROUPS, MAX_PATH
-from meshsub.core.params import ParameterError
+from meshsub.core.params import OUR_DECISION, ParamDoc, ParameterError
 from meshsub.core.reliable import ReliableParams
 
 
@@ -82,6 +84,38 @@ class ClusterParams(ReliableParams):
     T_MERGE_LOCK: float = 5.0
     repair_rounds: int = 2
     """Query rounds an orphan tries before its orphan policy applies."""
+
+    param_docs: ClassVar[Mapping[str, ParamDoc]] = {
+        "preferred_levels": ParamDoc("levels", "Liu 2011, Table 2 (preferred levels 1-9, 4)"),
+        "maximum_levels": ParamDoc("levels", "Liu 2011, Table 2 (maximum levels 9)"),
+        "max_groups": ParamDoc("groups", "Liu 2011, §3.1 (a gateway is in two groups)"),
+        "max_children": ParamDoc("children", OUR_DECISION),
+        "leader_capable": ParamDoc("", "Liu 2011, §3.1"),
+        "orphan_policy": ParamDoc("", "Liu 2011, §3.5 (`dissolve`); `promote` our decision",
+                                  "What an orphan that found no new parent does: lead its "
+                                  "fragment under a new group id, or dissolve it (the thesis)."),
+        "reliable_publish": ParamDoc("", OUR_DECISION),
+        "T_START_JITTER": ParamDoc("s", OUR_DECISION),
+        "T_QUERY": ParamDoc("s", OUR_DECISION),
+        "N_QUERY": ParamDoc("rounds", OUR_DECISION),
+        "W_MIN": ParamDoc("s", "Liu 2011, §3.3 (a random wait); value our decision",
+                          "Lower bound of the pre-match collection window."),
+        "W_MAX": ParamDoc("s", "Liu 2011, §3.3 (a random wait); value our decision"),
+        "T_REPLY_JITTER": ParamDoc("s", OUR_DECISION,
+                                   "Upper bound of the random wait before a join reply."),
+        "T_LEADER_BACKOFF": ParamDoc("s", "Liu 2011, §3.1 (a random period); value our decision"),
+        "T_RETRY": ParamDoc("s", OUR_DECISION),
+        "T_CONFIRM": ParamDoc("s", OUR_DECISION),
+        "T_HELLO": ParamDoc("s", "Liu 2011, §3.5 (periodic heartbeat); value our decision"),
+        "T_DEAD": ParamDoc("s", OUR_DECISION),
+        "T_DISCOVER": ParamDoc("s", OUR_DECISION),
+        "T_FILTER_MIN": ParamDoc("s", OUR_DECISION),
+        "T_FILTER_REFRESH": ParamDoc("s", OUR_DECISION),
+        "T_MERGE_LOCK": ParamDoc("s", OUR_DECISION,
+                                 "How long a leader holds a merge lock without the gateway "
+                                 "completing the merge."),
+        "repair_rounds": ParamDoc("rounds", OUR_DECISION),
+    }
 
     def validate(self) -> None:
         ReliableParams.validate(self)

@@ -8,19 +8,29 @@ comparison isolates the grouping (docs/protocols/st.md).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from meshsub.core.cluster.messages import MAX_PATH
 from meshsub.core.cluster.params import ClusterParams
-from meshsub.core.params import ParameterError
+from meshsub.core.params import OUR_DECISION, ParamDoc, ParameterError
 
 
 @dataclass(frozen=True, slots=True)
 class STParams(ClusterParams):
     preferred_levels: int = MAX_PATH
+    """No depth bound: every merge test passes, so adjacent trees merge into one."""
     maximum_levels: int = MAX_PATH
+    """Deepest level at all (the machine's path bound)."""
     max_table: int = 4096
     """Subscriptions kept per tree neighbour (more are a counted drop)."""
+
+    param_docs: ClassVar[Mapping[str, ParamDoc]] = {
+        "preferred_levels": ParamDoc("levels", "Liu 2011, §4.1 (one tree); our decision"),
+        "maximum_levels": ParamDoc("levels", OUR_DECISION),
+        "max_table": ParamDoc("subscriptions", OUR_DECISION),
+    }
 
     def validate(self) -> None:
         ClusterParams.validate(self)

@@ -6,10 +6,12 @@ values (its Fig. 1 uses 12 and 2), the defaults are docs/protocols/tg.md's.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from meshsub.core.cluster.params import ClusterParams
-from meshsub.core.params import ParameterError
+from meshsub.core.params import OUR_DECISION, ParamDoc, ParameterError
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +26,15 @@ class TGParams(ClusterParams):
     """Groups a local event may cross beyond the publisher's (0: its own groups only)."""
     seen_capacity: int = 65536
     """Publications remembered per group for duplicate suppression."""
+
+    param_docs: ClassVar[Mapping[str, ParamDoc]] = {
+        "m": ParamDoc("bits", "Liu 2011, §3.2 (symbol; no value given); value our decision"),
+        "k": ParamDoc("hashes", "Liu 2011, §3.2 (symbol; no value given); value our decision"),
+        "GLOBAL_GROUP_TTL": ParamDoc("groups", OUR_DECISION),
+        "LOCAL_GROUP_HOPS": ParamDoc("groups", "Liu 2011, §3.4 (\"a few adjacent groups\"); "
+                                     "0 our decision"),
+        "seen_capacity": ParamDoc("events", OUR_DECISION),
+    }
 
     def validate(self) -> None:
         ClusterParams.validate(self)
