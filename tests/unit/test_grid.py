@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 
@@ -128,3 +129,24 @@ def test_tracker_at_the_area_edge() -> None:
         CellTracker(g, margin=-1.0)
     with pytest.raises(GridError):
         t.update(math.inf, 0.0)
+
+
+@pytest.mark.parametrize(("side", "reach", "k"), [(100 / math.sqrt(2), 100.0, 1),
+                                                  (80.0, 60.0, 2), (49.0, 70.0, 1), (49.6, 70.0, 2),
+                                                  (300.0, 50.0, 9)])
+def test_probe_points_put_every_point_of_the_cell_within_half_the_reach(
+        side: float, reach: float, k: int) -> None:
+    g = Grid(10.0, 20.0, side, 4, 3)
+    probes = g.probe_points((2, 1), reach)
+    assert len(probes) == k * k
+    b = g.bounds((2, 1))
+    assert all(b.contains(x, y) for x, y in probes)
+    if k == 1:
+        assert probes[0] == pytest.approx(b.centre)
+    rng = random.Random(3)
+    corners = [(b.x_min, b.y_min), (b.x_max, b.y_max), (b.x_min, b.y_max), (b.x_max, b.y_min)]
+    for x, y in corners + [(rng.uniform(b.x_min, b.x_max), rng.uniform(b.y_min, b.y_max))
+                           for _ in range(2000)]:
+        assert min(math.dist((x, y), q) for q in probes) <= reach / 2 + 1e-9
+    with pytest.raises(GridError):
+        g.probe_points((2, 1), 0.0)

@@ -125,7 +125,8 @@ class DF(Protocol):
                      self.new_message_id(), 0)
 
     def on_unsubscribe(self, sub_id: str, subscription: Subscription) -> None:
-        self._on_unsub(f"{self.node:x}/{sub_id}", LOCAL, self.new_message_id(), 0)
+        self._on_unsub(f"{self.node:x}/{sub_id}", LOCAL, self.new_message_id(), 0,
+                       self.params.max_hops)
 
     def on_publish(self, event: Event, event_id: MessageId) -> None:
         if self.position is None:
@@ -140,7 +141,11 @@ class DF(Protocol):
                        Message(EVENT, event_id, None, hop=0, ttl=self.params.max_hops))
 
     def on_frame(self, sender: NodeId, message: Message) -> None:
-        msg = Message(message.type, message.id, message.body, message.hop + 1, message.ttl - 1)
+        hop = message.hop + 1
+        # max_hops is an end-to-end budget (at most the wire's one-byte hop field): a
+        # message goes no further than this node's own budget allows, whatever its TTL.
+        msg = Message(message.type, message.id, message.body, hop,
+                      min(message.ttl - 1, self.params.max_hops - hop))
         body = message.body
         try:
             if message.type == SUBSCRIBE:
@@ -161,7 +166,7 @@ class DF(Protocol):
                 (sid,) = _items(body, 1)
                 if not isinstance(sid, str):
                     raise ValueError("bad sub_id")
-                self._on_unsub(sid, sender, msg.id, msg.hop)
+                self._on_unsub(sid, sender, msg.id, msg.hop, msg.ttl)
             else:
                 self.drop("unknown_type", message, peer=sender)
         except (ValueError, ContentError, TypeError):
@@ -177,7 +182,7 @@ class DF(Protocol):
 
     def _send(self, node: NodeId, msg: Message) -> None:
         if msg.ttl <= 0:
-            self.drop("ttl_expired", msg)
+            self.drop("ttl_expired", msg, hop=msg.hop)
         elif self.params.reliable_control and msg.type != EVENT:
             self.send_reliable(node, msg)
         else:
@@ -190,22 +195,36 @@ class DF(Protocol):
 
     def _on_sub(self, sid: str, sub: Subscription, region: Cell, prev: int, header: GeoHeader,
                 mid: MessageId, hop: int, ttl: int | None = None) -> None:
-        """Keep the gradient to ``prev``; go on greedily towards the region's centre."""
+        """Keep the gradient to ``prev``; go on towards the region's centre (GPSR).
+
+        A subscription that comes back to a node it already passed (a perimeter walk
+        around a void, leaving a dead end or closing a loop) adds no downstream there,
+        and the node unsubscribes the loop behind it: its nodes would otherwise carry
+        every event round the loop once more and keep the gradient for ever.
+        """
         if self.position is None or not self.grid.in_grid(region):
             self.drop("no_position", sub_id=sid)
             return
         grad = self.gradients.get(sid)
+        loop: NodeId | None = None
         if grad is None:
             grad = self.gradients[sid] = Gradient(sub, region)
-        grad.downstream.add(prev)
+            grad.downstream.add(prev)
+        elif grad.upstream is not None:
+            loop = grad.upstream
+        else:
+            grad.downstream.add(prev)
         nxt, out = self._step(self._target(region), header)
+        grad.upstream = nxt  # None: home, the node closest to the region's centre (root)
+        if loop is not None and loop != nxt:
+            self._send(loop, Message(UNSUBSCRIBE, self.new_message_id(), [sid], 0,
+                                     self.params.max_hops))
         if nxt is None:
-            return  # home: the node closest to the region's centre holds the root
-        grad.upstream = nxt
+            return
         ttl = self.params.max_hops if ttl is None else ttl
         self._send(nxt, Message(SUBSCRIBE, mid, [sid, sub.to_wire(), out.to_wire()], hop, ttl))
 
-    def _on_unsub(self, sid: str, sender: int, mid: MessageId, hop: int) -> None:
+    def _on_unsub(self, sid: str, sender: int, mid: MessageId, hop: int, ttl: int) -> None:
         grad = self.gradients.get(sid)
         if grad is None:
             return
@@ -214,8 +233,7 @@ class DF(Protocol):
             return
         del self.gradients[sid]
         if grad.upstream is not None:
-            self._send(grad.upstream, Message(UNSUBSCRIBE, mid, [sid], hop,
-                                              self.params.max_hops))
+            self._send(grad.upstream, Message(UNSUBSCRIBE, mid, [sid], hop, ttl))
 
     def _on_event(self, event: Event, region: Cell, at: float, mode: int, header: GeoHeader,
                   msg: Message) -> None:

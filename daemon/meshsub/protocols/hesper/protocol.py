@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 from meshsub.core.api import Action, Message, MessageId, MsgKind, NeighborInfo, NodeId, Position
 from meshsub.core.content import Event, Subscription
-from meshsub.core.georouting import GeoHeader, GeoRoutingError, next_hop
+from meshsub.core.georouting import GeoHeader, GeoMode, GeoRoutingError, next_hop
 from meshsub.core.grid import Cell, CellTracker, Point, chebyshev
 from meshsub.core.hashpoint import topic_offset
 from meshsub.core.params import ProtocolParams
@@ -181,7 +181,11 @@ class Hesper(Protocol):
 
     def on_frame(self, sender: NodeId, message: Message) -> None:
         self.energy.charge_rx()
-        msg = replace(message, hop=message.hop + 1, ttl=message.ttl - 1, reliable_id=None)
+        hop = message.hop + 1
+        # The hop budget is end to end (max_hops, at most the wire's one-byte hop field):
+        # whatever the sender's budget, this node forwards no further than its own.
+        ttl = min(message.ttl - 1, self.params.max_hops - hop)
+        msg = replace(message, hop=hop, ttl=ttl, reliable_id=None)
         if message.type == m.BEACON:
             try:
                 beacon = m.Beacon.from_wire(message.body)
@@ -226,11 +230,7 @@ class Hesper(Protocol):
             self.set_timer(T_REFRESH, p.sub_refresh_s)
         elif name.startswith(T_PENDING):
             topic, sub_id = name[len(T_PENDING):].split(_SEP, 1)
-            st = self.topics.get(topic)
-            entry = st.entries.get(sub_id) if st is not None else None
-            if st is not None and entry is not None and not entry.active:
-                del st.entries[sub_id]  # HESPER-II branch not chosen (spec §4.5.5 step 4)
-                self.drops["pending_expired"] += 1
+            self._pending_expired(topic, sub_id)
         elif name.startswith(T_REPLY):
             topic, sub_id = name[len(T_REPLY):].split(_SEP, 1)
             self._close_reply_window(topic, sub_id)
@@ -405,19 +405,33 @@ class Hesper(Protocol):
 
     def _send_env(self, mtype: int, cell: Cell, topic: str, payload: list[Any], *,
                   dest: NodeId | None = None, msg_id: MessageId | None = None,
-                  hop: int = 0) -> None:
-        """Originate an enveloped message for ``cell``'s broker of ``topic`` (or ``dest``)."""
+                  hop: int = 0, ttl: int | None = None) -> None:
+        """Send an enveloped message to ``cell``'s broker of ``topic`` (or to ``dest``).
+
+        ``hop``/``ttl`` continue the end-to-end budget of the message this one carries
+        on (a SUBSCRIBE, REPLY, CONFIRM, EVENT or UNSUBSCRIBE going on to the next
+        broker); a message that starts here gets hop 0 and the full ``max_hops``.
+        """
         if dest is None:
             hint = self._hints.get((cell, topic))
             if hint is not None:
                 dest = hint[0]
         env = m.Envelope(cell, topic, dest, 0, GeoHeader(), payload)
         msg = Message(mtype, msg_id if msg_id is not None else self.new_message_id(),
-                      env.to_wire(), hop=hop, ttl=self.params.max_hops)
+                      env.to_wire(), hop=hop,
+                      ttl=self.params.max_hops - hop if ttl is None else ttl)
         self._route(msg, env)
 
     def _route(self, msg: Message, env: m.Envelope) -> None:
-        """One step of spec §4.5.3: process here, redirect in the cell, or GPSR onwards."""
+        """One step of §4.5.3 (our DECISION; see docs/protocols/hesper.md "Deviations").
+
+        Process here, redirect to the broker in this cell, or go on with GPSR: towards
+        the cell's hash point (stage BROKER), towards the cell's probe points (stage
+        PROBE, proving it empty) or, for a SUBSCRIBE whose next cell is empty, towards
+        the region (stage SKIP). A SUBSCRIBE that is skipping or detouring around a
+        void (GPSR perimeter mode) is taken over by the first node whose own cell is at
+        least as close to the region as the cell it was heading for.
+        """
         if env.dest == self.node:
             self._process(msg, env)
             return
@@ -425,43 +439,112 @@ class Hesper(Protocol):
             self.drop("no_position", msg)
             return
         if self.cell == env.cell:
-            if env.dest is not None:
-                if env.dest in self._npos:
-                    self._forward(env.dest, msg, replace(env, geo=GeoHeader()))
-                    return
-                if self._client_addressed(msg, env):
-                    self.drop("unreachable", msg, peer=env.dest)
-                    return
-            broker = self.broker_for(env.topic)
-            if broker is None or broker == self.node or env.redirects >= MAX_REDIRECTS \
-                    or broker not in self._npos:
-                self._process(msg, env)
-                return
-            self._forward(broker, msg, replace(env, dest=None, redirects=env.redirects + 1,
-                                               geo=GeoHeader()))
+            self._in_cell(msg, env)
             return
-        hint = self._hints.get((env.cell, env.topic))
-        if env.dest is not None and hint is not None and hint[0] == env.dest:
-            target = hint[1]
-        else:
-            target = self._point(env.cell, env.topic)
+        if env.stage == m.STAGE_SKIP and self._take_over(msg, env):
+            return
+        target = self._target(env)
         try:
             nxt, header = next_hop(self.node, (self.position.x, self.position.y), self._npos,
                                    target, env.geo, dest=env.dest, radio_range=self.params.TR)
         except GeoRoutingError:
             self.drop("no_route", msg)
             return
-        if nxt is not None:
-            self._forward(nxt, msg, replace(env, geo=header))
+        if nxt is None:
+            self._at_home(msg, env)
             return
-        # Home: no node is closer to the hash point. Hand over to a node of the cell if one
-        # is in range, otherwise the cell is empty (spec §4.5.3 empty-cell handling).
+        if header.mode is GeoMode.PERIMETER and msg.type == m.SUBSCRIBE \
+                and env.stage != m.STAGE_SKIP and self._take_over(msg, env):
+            return
+        self._forward(nxt, msg, replace(env, geo=header))
+
+    def _in_cell(self, msg: Message, env: m.Envelope) -> None:
+        """In the envelope's cell: to the addressed node, the topic's broker, or here."""
+        if env.dest is not None:
+            if env.dest in self._npos:
+                self._forward(env.dest, msg, replace(env, geo=GeoHeader()))
+                return
+            if self._client_addressed(msg, env):
+                self.drop("unreachable", msg, peer=env.dest)
+                return
+        broker = self.broker_for(env.topic)
+        if broker is None or broker == self.node or env.redirects >= MAX_REDIRECTS \
+                or broker not in self._npos:
+            self._process(msg, replace(env, stage=m.STAGE_BROKER))
+            return
+        self._forward(broker, msg, replace(env, dest=None, redirects=env.redirects + 1,
+                                           geo=GeoHeader(), stage=m.STAGE_BROKER))
+
+    def _target(self, env: m.Envelope) -> Point:
+        """Where GPSR takes the envelope in its stage."""
+        if env.stage == m.STAGE_SKIP:
+            region = _region_of(env)
+            if region is not None and self.grid.in_grid(region):
+                return self._point(region, env.topic)
+        elif env.stage >= m.STAGE_PROBE:
+            probes = self.grid.probe_points(env.cell, self.params.TR)
+            return probes[min(env.stage - m.STAGE_PROBE, len(probes) - 1)]
+        hint = self._hints.get((env.cell, env.topic))
+        if env.dest is not None and hint is not None and hint[0] == env.dest:
+            return hint[1]
+        return self._point(env.cell, env.topic)
+
+    def _at_home(self, msg: Message, env: m.Envelope) -> None:
+        """GPSR ended here: no reachable node is closer to the envelope's target.
+
+        A neighbour inside the cell takes the message. Otherwise the next probe point
+        of the cell is tried from here, and when the last one also ends without a
+        neighbour in the cell, the cell has no reachable node (exact under the unit
+        disk: ``Grid.probe_points``) and ``_empty_cell`` decides. A SUBSCRIBE skipping
+        towards its region that ends here looks for the region's nodes the same way.
+        """
+        if env.stage == m.STAGE_SKIP:
+            region = _region_of(env)
+            if region is None or not self.grid.in_grid(region):
+                self.drop("malformed", msg)
+                return
+            env = replace(env, cell=region, stage=m.STAGE_BROKER, dest=None)
+        assert self.position is not None
+        here = (self.position.x, self.position.y)
         inside = [n for n, pos in self._npos.items() if self.grid.locate(*pos) == env.cell]
         if inside:
+            target = self._target(env)
             best = min(inside, key=lambda n: (_d2(self._npos[n], target), n))
-            self._forward(best, msg, replace(env, geo=GeoHeader()))
-        else:
-            self._empty_cell(msg, env)
+            self._forward(best, msg, replace(env, geo=GeoHeader(), stage=m.STAGE_BROKER))
+            return
+        probes = self.grid.probe_points(env.cell, self.params.TR)
+        first = 0 if env.stage < m.STAGE_PROBE else env.stage - m.STAGE_PROBE + 1
+        for i in range(first, len(probes)):
+            try:
+                nxt, header = next_hop(self.node, here, self._npos, probes[i], GeoHeader(),
+                                       radio_range=self.params.TR)
+            except GeoRoutingError:
+                self.drop("no_route", msg)
+                return
+            if nxt is not None:
+                probing = replace(env, dest=None, geo=header, stage=m.STAGE_PROBE + i)
+                if header.mode is GeoMode.PERIMETER and msg.type == m.SUBSCRIBE \
+                        and self._take_over(msg, probing):
+                    return
+                self._forward(nxt, msg, probing)
+                return
+        self._empty_cell(msg, env)
+
+    def _take_over(self, msg: Message, env: m.Envelope) -> bool:
+        """Process a skipping or detouring SUBSCRIBE here if this node's cell is at least
+        as close (Chebyshev cell distance) to the region as the cell it was heading for.
+
+        Cells on the way so far are farther from the region than that cell, so a
+        subscription never returns to a cell it has been processed in.
+        """
+        region = _region_of(env, new_only=True)
+        if self.cell is None or region is None:
+            return False
+        if chebyshev(self.cell, region) > chebyshev(env.cell, region):
+            return False
+        self._in_cell(msg, replace(env, cell=self.cell, dest=None, redirects=0,
+                                   geo=GeoHeader(), stage=m.STAGE_BROKER))
+        return True
 
     def _client_addressed(self, msg: Message, env: m.Envelope) -> bool:
         if msg.type == m.BROKER_UPDATE:
@@ -470,7 +553,7 @@ class Hesper(Protocol):
 
     def _forward(self, nxt: NodeId, msg: Message, env: m.Envelope) -> None:
         if msg.ttl <= 0:
-            self.drop("ttl_expired", msg)
+            self.drop("ttl_expired", msg, hop=msg.hop)
             return
         out = Message(msg.type, msg.id, env.to_wire(), hop=msg.hop, ttl=msg.ttl)
         self.energy.charge_tx(self._dist(nxt))
@@ -482,24 +565,20 @@ class Hesper(Protocol):
             self.send(nxt, out)
 
     def _empty_cell(self, msg: Message, env: m.Envelope) -> None:
-        """A SUBSCRIBE skips an empty cell along the same rule; anything else is dropped."""
-        if msg.type != m.SUBSCRIBE:
-            self.drop("empty_cell", msg)
+        """``env.cell`` has no reachable node: a SUBSCRIBE skips it, anything else is lost.
+
+        The SUBSCRIBE goes on as one route towards its region (stage SKIP), with no
+        HESPER-II fork inside empty cells; an empty region means no publisher can be
+        there (``empty_phb_cell``).
+        """
+        region = _region_of(env, new_only=True) if msg.type == m.SUBSCRIBE else None
+        if region is None:  # an event, reply, refresh ... for a cell whose nodes are gone
+            self.drop("empty_cell", msg, cell=f"{env.cell[0]},{env.cell[1]}")
             return
-        try:
-            sub = m.Subscribe.from_wire(env.payload)
-        except ValueError:
-            self.drop("malformed", msg)
+        if env.cell == region:
+            self.drop("empty_phb_cell", msg, cell=f"{region[0]},{region[1]}")
             return
-        region = subscription_region(sub.filter)
-        if region is None or env.cell == region:
-            self.drop("empty_phb_cell", msg)
-            return
-        offsets = next_offsets(env.cell[0] - region[0], env.cell[1] - region[1], sub.variant)
-        for dx, dy in offsets:
-            nxt = Cell(region[0] + dx, region[1] + dy)
-            if self.grid.in_grid(nxt):
-                self._route(msg, replace(env, cell=nxt, dest=None, geo=GeoHeader()))
+        self._route(msg, replace(env, dest=None, geo=GeoHeader(), stage=m.STAGE_SKIP))
 
     def _dist(self, node: NodeId) -> float:
         pos = self._npos.get(node)
@@ -514,13 +593,13 @@ class Hesper(Protocol):
             if msg.type == m.SUBSCRIBE:
                 self._on_subscribe(m.Subscribe.from_wire(env.payload), env, msg)
             elif msg.type == m.REPLY:
-                self._on_reply(m.Reply.from_wire(env.payload), env)
+                self._on_reply(m.Reply.from_wire(env.payload), env, msg)
             elif msg.type == m.CONFIRM:
-                self._on_confirm(m.Confirm.from_wire(env.payload), env)
+                self._on_confirm(m.Confirm.from_wire(env.payload), env, msg)
             elif msg.type == m.EVENT:
                 self._on_event(m.EventMsg.from_wire(env.payload), env, msg)
             elif msg.type == m.UNSUBSCRIBE:
-                self._on_unsubscribe(m.Unsubscribe.from_wire(env.payload), env)
+                self._on_unsubscribe(m.Unsubscribe.from_wire(env.payload), env, msg)
             elif msg.type == m.BROKER_UPDATE:
                 self._on_broker_update(env, m.BrokerUpdate.from_wire(env.payload))
         except ValueError:
@@ -547,13 +626,14 @@ class Hesper(Protocol):
                               0, (), seq, refresh)
         self._send_env(m.SUBSCRIBE, self.cell, sub.topic, payload.to_wire())
 
+    # ---------------------------------------------------------------- timers
+
     def _reply_wait(self, shb_cell: Cell, region: Cell) -> float:
-        """The SHB's reply window: 2 x (hop estimate x per-hop RTT), at least 0.3 s.
+        """The SHB's first reply window: 2 x (hop estimate x per-hop RTT), at least 0.3 s.
 
         The hop estimate counts two radio hops per cell hop (Theorem 4.1 gives
-        1.21 and 1.56). Intermediate brokers compute the same value from the
-        SHB's cell (first in the route record), so that their PENDING entries
-        outlive the SHB's window.
+        1.21 and 1.56): right where cells are full. Around voids the window is
+        stretched by the hops replies actually took (``_on_reply``).
         """
         p = self.params
         if p.reply_wait_s > 0:
@@ -564,21 +644,71 @@ class Hesper(Protocol):
     def _hop_estimate(shb_cell: Cell, region: Cell) -> int:
         return 2 * max(1, chebyshev(shb_cell, region))
 
-    def _pending_ttl(self, shb_cell: Cell, region: Cell) -> float:
-        """3 x the reply window (spec); with per-hop ACKs also the reliable sender's
-        retransmissions on every hop of SUBSCRIBE and REPLY, so that a reply slowed by
-        loss still finds its PENDING entries and is decided late (``_on_reply``) rather
-        than waiting a refresh period: the vmesh at 10 % loss showed replies 3 s late."""
+    def _hops_time(self, hops: int) -> float:
+        """How long ``hops`` radio hops may take: ``per_hop_rtt_s`` each and, with per-hop
+        ACKs, every retransmission the reliable sender may make on each of them."""
+        p = self.params
+        per_hop = p.per_hop_rtt_s
+        if p.reliable_control:
+            policy = p.retransmit_policy()
+            per_hop += sum(min(policy.max_rto, policy.initial_rto * policy.factor ** i)
+                           for i in range(policy.max_attempts - 1))
+        return max(0, hops) * per_hop
+
+    def _pending_ttl(self, msg: Message, variant: str, shb_cell: Cell, region: Cell) -> float:
+        """Lifetime of a PENDING entry: as long as its REPLY (HESPER-II: CONFIRM) can come.
+
+        The SUBSCRIBE may take ``msg.ttl`` more hops (the end-to-end budget less the
+        hops it actually took to get here) and the REPLY back at most ``max_hops``;
+        HESPER-II adds the SHB's window after that reply (``_stretch_window``: at most
+        ``max_hops`` per-hop RTTs) and the CONFIRM's ``max_hops``. Past that every one
+        of them is dropped as ``ttl_expired``, so waiting longer is useless, and
+        expiring sooner loses a reply that took a detour around a void. At least 3 x
+        the first reply window (spec §4.5.8), at most the lease.
+        """
         p = self.params
         if p.pending_ttl_s:
             return p.pending_ttl_s
-        ttl = 3 * self._reply_wait(shb_cell, region)
-        if p.reliable_control:
-            policy = p.retransmit_policy()
-            retries = sum(min(policy.max_rto, policy.initial_rto * policy.factor ** i)
-                          for i in range(policy.max_attempts - 1))
-            ttl += 2 * self._hop_estimate(shb_cell, region) * retries
-        return ttl
+        hops = msg.ttl + (3 if variant == "II" else 1) * p.max_hops
+        return min(p.lease_s, max(3 * self._reply_wait(shb_cell, region), self._hops_time(hops)))
+
+    def _pending_expired(self, topic: str, sub_id: str) -> None:
+        """A PENDING entry that no REPLY (HESPER-I) or CONFIRM (HESPER-II) reached.
+
+        Always a drop record. ``pending_expired``: the subscription's path was not set
+        up (HESPER-I anywhere; HESPER-II at the SHB); the client's next refresh tries
+        again. ``branch_expired``: a HESPER-II branch the SHB did not choose, which is
+        how spec §4.5.5 step 4 prunes the branches.
+        """
+        st = self.topics.get(topic)
+        entry = st.entries.get(sub_id) if st is not None else None
+        if st is None or entry is None or entry.active:
+            return
+        deadline = st.reply_deadline.get(sub_id)
+        if deadline is not None and st.replies.get(sub_id):  # the SHB decides first
+            self.set_timer(f"{T_PENDING}{topic}{_SEP}{sub_id}", max(0.0, deadline - self.now))
+            return
+        del st.entries[sub_id]
+        at_shb = any(target[0] == 1 for target, _sid in entry.downstream)
+        reason = "branch_expired" if entry.variant == "II" and not at_shb else "pending_expired"
+        self.drop(reason, sub_id=sub_id, topic=topic)
+
+    def _stretch_window(self, st: TopicState, sub_id: str, round_trip: int) -> None:
+        """Keep the SHB's reply window open for comparable replies.
+
+        A reply whose SUBSCRIBE and REPLY took ``round_trip`` radio hops in all tells
+        how far replies are travelling; the window stays open as long again as that
+        round trip takes at ``per_hop_rtt_s / 2`` a hop, so that a branch about as long
+        as this one (a detour around a void) still counts. A reply after the window
+        closed without any opens a window this way (at least 0.3 s).
+        """
+        wait = round_trip * self.params.per_hop_rtt_s / 2
+        until = self.now + max(0.3 if sub_id not in st.reply_deadline else 0.0, wait)
+        if until > st.reply_deadline.get(sub_id, -math.inf):
+            st.reply_deadline[sub_id] = until
+            self.set_timer(f"{T_REPLY}{st.topic}{_SEP}{sub_id}", until - self.now)
+
+    # ---------------------------------------------------------- subscribing
 
     def _on_subscribe(self, s: m.Subscribe, env: m.Envelope, msg: Message) -> None:
         """Spec §4.5.2 at broker ``br``."""
@@ -595,7 +725,7 @@ class Hesper(Protocol):
         if s.refresh:
             holder = st.holding(prev, s.sub_id)
             if holder is not None:
-                self._renew(st, holder, prev, s, lease)
+                self._renew(st, holder, prev, s, lease, msg)
                 return
         elif self._seen_subs.check_and_add((topic, s.sub_id, s.seq), now):
             self.drops["duplicate_subscribe"] += 1  # step 2: the other HESPER-II branch
@@ -615,9 +745,8 @@ class Hesper(Protocol):
                 reply = m.Reply(s.sub_id, self.node, self.cell,
                                 m.KIND_PHB if is_phb else m.KIND_JOINED, new_links,
                                 new_links + chebyshev(self.cell, region), s.route_record,
-                                new_links - 1, s.seq)
-                self._send_env(m.REPLY, s.route_record[-1], topic, reply.to_wire(),
-                               hop=msg.hop)
+                                new_links - 1, s.seq, min(msg.hop, 255))
+                self._send_env(m.REPLY, s.route_record[-1], topic, reply.to_wire())
             return
         # Step 4: PENDING entry; step 5: forward by Algorithm 4.1 / 4.2.
         pending = st.entries.get(s.sub_id)
@@ -631,14 +760,17 @@ class Hesper(Protocol):
         for dx, dy in next_offsets(self.cell[0] - region[0], self.cell[1] - region[1], s.variant):
             nxt = Cell(region[0] + dx, region[1] + dy)
             if self.grid.in_grid(nxt):
-                self._send_env(m.SUBSCRIBE, nxt, topic, fwd.to_wire(), hop=msg.hop)
-        self.set_timer(f"{T_PENDING}{topic}{_SEP}{s.sub_id}", self._pending_ttl(route[0], region))
+                self._send_env(m.SUBSCRIBE, nxt, topic, fwd.to_wire(), hop=msg.hop, ttl=msg.ttl)
+        self.set_timer(f"{T_PENDING}{topic}{_SEP}{s.sub_id}",
+                       self._pending_ttl(msg, s.variant, route[0], region))
         if local and s.variant == "II":
             st.replies.setdefault(s.sub_id, [])
-            self.set_timer(f"{T_REPLY}{topic}{_SEP}{s.sub_id}", self._reply_wait(route[0], region))
+            wait = self._reply_wait(route[0], region)
+            st.reply_deadline[s.sub_id] = now + wait
+            self.set_timer(f"{T_REPLY}{topic}{_SEP}{s.sub_id}", wait)
 
     def _renew(self, st: TopicState, holder: Entry, prev: m.Target, s: m.Subscribe,
-               lease: float) -> None:
+               lease: float, msg: Message) -> None:
         """Soft state (§4.5.7): renew the lease, pass the refresh up the entry's own path.
 
         The refresh goes on upstream for the entry's owner when the refreshing
@@ -654,14 +786,20 @@ class Hesper(Protocol):
             return
         fwd = m.Subscribe(holder.owner, holder.filter, s.client, s.origin_shb, holder.variant,
                           s.hop_count + 1, (*s.route_record, self.cell), s.seq, True)
-        self._send_env(m.SUBSCRIBE, holder.upstream, st.topic, fwd.to_wire())
+        self._send_env(m.SUBSCRIBE, holder.upstream, st.topic, fwd.to_wire(), hop=msg.hop,
+                       ttl=msg.ttl)
 
-    def _on_reply(self, r: m.Reply, env: m.Envelope) -> None:
-        """Step 6: the REPLY retraces the route record; HESPER-I activates on the way."""
+    def _on_reply(self, r: m.Reply, env: m.Envelope, msg: Message) -> None:
+        """Step 6: the REPLY retraces the route record; HESPER-I activates on the way.
+
+        HESPER-II relays pass a REPLY on only if it ranks better than every one they
+        passed on before for the subscription (our DECISION: the SHB's choice, the
+        best rank, is unchanged, at far fewer REPLY messages; docs/protocols/hesper.md).
+        """
         st = self.topics.get(env.topic)
         entry = st.entries.get(r.sub_id) if st is not None else None
         if st is None or entry is None:
-            self.drop("reply_unknown_sub", sub_id=r.sub_id, topic=env.topic)
+            self.drop("reply_unknown_sub", msg, sub_id=r.sub_id, topic=env.topic)
             return
         up = r.route_record[r.index + 1] if r.index + 1 < len(r.route_record) \
             else r.replier_cell
@@ -669,15 +807,20 @@ class Hesper(Protocol):
             entry.active, entry.upstream = True, up
             self.cancel_timer(f"{T_PENDING}{env.topic}{_SEP}{r.sub_id}")
         if r.index > 0:
+            if entry.variant == "II":
+                rank = (r.new_links, r.total_hops)
+                if entry.relayed is not None and rank >= entry.relayed:
+                    self.drops["reply_superseded"] += 1
+                    return
+                entry.relayed = rank
             self._send_env(m.REPLY, r.route_record[r.index - 1], env.topic,
-                           replace(r, index=r.index - 1).to_wire())
+                           replace(r, index=r.index - 1).to_wire(), hop=msg.hop, ttl=msg.ttl)
             return
         if entry.variant == "II":
             window = st.replies.get(r.sub_id)
-            if window is None:  # a late reply (or one for a refresh): decide on it now
+            if window is None:  # a late reply (or one for a refresh): decide on it soon
                 window = st.replies[r.sub_id] = []
-                self.set_timer(f"{T_REPLY}{env.topic}{_SEP}{r.sub_id}",
-                               self._reply_wait(r.route_record[0], entry.region))
+            self._stretch_window(st, r.sub_id, r.sub_hops + msg.hop)
             self._arrivals += 1
             window.append(ReplyCandidate(r.new_links, r.total_hops, self._arrivals,
                                          r.route_record, r.replier_cell))
@@ -688,6 +831,7 @@ class Hesper(Protocol):
         if st is None:
             return
         candidates = st.replies.pop(sub_id, [])
+        st.reply_deadline.pop(sub_id, None)
         entry = st.entries.get(sub_id)
         if entry is None or entry.active:
             return
@@ -697,15 +841,15 @@ class Hesper(Protocol):
         confirm = m.Confirm(sub_id, best.route_record, best.replier_cell, 0, entry.filter)
         env = m.Envelope(best.route_record[0], topic, self.node, 0, GeoHeader(),
                          confirm.to_wire())
-        self._on_confirm(confirm, env)
+        self._on_confirm(confirm, env, None)
 
-    def _on_confirm(self, c: m.Confirm, env: m.Envelope) -> None:
+    def _on_confirm(self, c: m.Confirm, env: m.Envelope, msg: Message | None) -> None:
         topic = env.topic
         st = self._state(topic)
         lease = self.now + self.params.lease_s
         region = subscription_region(c.filter)
         if region is None:
-            self.drop("no_region", sub_id=c.sub_id, topic=topic)
+            self.drop("no_region", msg, sub_id=c.sub_id, topic=topic)
             return
         if c.index == len(c.route_record):  # the replier
             prev = m.cell_target(c.route_record[-1])
@@ -717,13 +861,13 @@ class Hesper(Protocol):
                 entry = st.entries[c.sub_id] = Entry(c.sub_id, c.filter, region, None, True,
                                                      lease, "II")
             if entry is None:
-                self.drop("confirm_unknown", sub_id=c.sub_id, topic=topic)
+                self.drop("confirm_unknown", msg, sub_id=c.sub_id, topic=topic)
                 return
             entry.downstream[(prev, c.sub_id)] = Downstream(c.filter, lease)
             return
         entry = st.entries.get(c.sub_id)
         if entry is None:
-            self.drop("confirm_unknown", sub_id=c.sub_id, topic=topic)
+            self.drop("confirm_unknown", msg, sub_id=c.sub_id, topic=topic)
             return
         up = c.route_record[c.index + 1] if c.index + 1 < len(c.route_record) \
             else c.replier_cell
@@ -736,7 +880,11 @@ class Hesper(Protocol):
             keep = m.cell_target(c.route_record[c.index - 1])
             for key in [k for k in entry.downstream if k[1] == c.sub_id and k[0] != keep]:
                 del entry.downstream[key]
-        self._send_env(m.CONFIRM, up, topic, replace(c, index=c.index + 1).to_wire())
+        hop, ttl = (0, None) if msg is None else (msg.hop, msg.ttl)
+        self._send_env(m.CONFIRM, up, topic, replace(c, index=c.index + 1).to_wire(), hop=hop,
+                       ttl=ttl)
+
+    # ------------------------------------------------------------- delivery
 
     def _on_event(self, ev: m.EventMsg, env: m.Envelope, msg: Message) -> None:
         """§4.5.4: one copy per distinct matching downstream; then the local clients."""
@@ -758,14 +906,17 @@ class Hesper(Protocol):
         for target in sorted(targets):
             if target[0] == 0:
                 self._send_env(m.EVENT, Cell(target[1], target[2]), env.topic, wire_cell,
-                               msg_id=msg.id, hop=msg.hop)
+                               msg_id=msg.id, hop=msg.hop, ttl=msg.ttl)
             elif target[1] == self.node:
                 self.deliver_local(ev.event, msg.id, msg.hop, ev.published_at)
             elif self.cell is not None:
                 self._send_env(m.EVENT, self.cell, env.topic, replace(ev, to_client=True)
-                               .to_wire(), dest=target[1], msg_id=msg.id, hop=msg.hop)
+                               .to_wire(), dest=target[1], msg_id=msg.id, hop=msg.hop,
+                               ttl=msg.ttl)
 
-    def _on_unsubscribe(self, u: m.Unsubscribe, env: m.Envelope) -> None:
+    # -------------------------------------------------------- unsubscribing
+
+    def _on_unsubscribe(self, u: m.Unsubscribe, env: m.Envelope, msg: Message) -> None:
         """§4.5.7: remove the pointer; an entry left without downstream goes, upstream too."""
         st = self.topics.get(env.topic)
         if st is None:
@@ -774,18 +925,22 @@ class Hesper(Protocol):
         st.awaiting_confirm.pop(u.sub_id, None)
         for entry in st.entries.values():
             entry.downstream.pop((u.sender, u.sub_id), None)
-        self._remove_empty(st)
+        self._remove_empty(st, msg)
 
-    def _remove_empty(self, st: TopicState) -> None:
+    def _remove_empty(self, st: TopicState, msg: Message | None = None) -> None:
+        """Drop entries without downstream; an active one's UNSUBSCRIBE goes upstream,
+        continuing the budget of ``msg`` (the UNSUBSCRIBE that emptied it), if any."""
         if self.cell is None:
             return
+        hop, ttl = (0, None) if msg is None else (msg.hop, msg.ttl)
         for owner, entry in list(st.entries.items()):
             if entry.downstream:
                 continue
             del st.entries[owner]
             if entry.active and entry.upstream is not None:
                 unsub = m.Unsubscribe(owner, entry.filter, m.cell_target(self.cell))
-                self._send_env(m.UNSUBSCRIBE, entry.upstream, st.topic, unsub.to_wire())
+                self._send_env(m.UNSUBSCRIBE, entry.upstream, st.topic, unsub.to_wire(),
+                               hop=hop, ttl=ttl)
 
     def _sweep_leases(self) -> None:
         now = self.now
@@ -794,7 +949,7 @@ class Hesper(Protocol):
                 expired = [k for k, d in entry.downstream.items() if d.expiry < now]
                 for key in expired:
                     del entry.downstream[key]
-                    self.drops["lease_expired"] += 1
+                    self.drop("lease_expired", sub_id=key[1], topic=topic)
             self._remove_empty(st)
             if not st.entries and not st.awaiting_confirm and not st.replies:
                 del self.topics[topic]
@@ -803,3 +958,16 @@ class Hesper(Protocol):
 
 def _d2(a: Point, b: Point) -> float:
     return (a[0] - b[0]) ** 2 + (a[1] - b[1]) ** 2
+
+
+def _region_of(env: m.Envelope, *, new_only: bool = False) -> Cell | None:
+    """The region a SUBSCRIBE envelope's payload names (``None`` if it names none, or,
+    with ``new_only``, if it is a refresh: a refresh renews an existing path and never
+    starts one elsewhere)."""
+    try:
+        s = m.Subscribe.from_wire(env.payload)
+    except ValueError:
+        return None
+    if new_only and s.refresh:
+        return None
+    return subscription_region(s.filter)

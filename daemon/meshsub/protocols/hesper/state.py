@@ -61,6 +61,9 @@ class Entry:
     expiry: float
     variant: str = "I"
     downstream: dict[tuple[Target, str], Downstream] = field(default_factory=dict)
+    relayed: tuple[int, int] | None = None
+    """HESPER-II relay: rank (new links, total hops) of the best REPLY passed on so far
+    for this subscription; worse ones are not passed on (local, not handed over)."""
 
     def covers(self, sub: Subscription, region: Cell) -> bool:
         return self.active and self.region == region and self.filter.covers(sub)
@@ -123,6 +126,9 @@ class TopicState:
     """HESPER-II replier: sub_id -> (covering entry owner, downstream to add, filter)."""
     replies: dict[str, list[ReplyCandidate]] = field(default_factory=dict)
     """HESPER-II SHB: reply windows open, by sub_id."""
+    reply_deadline: dict[str, float] = field(default_factory=dict)
+    """HESPER-II SHB: when each open reply window closes (stretched by the hops the
+    replies actually took)."""
 
     def covering(self, sub: Subscription, region: Cell) -> Entry | None:
         """An ACTIVE entry whose filter covers ``sub`` for the same region (spec H-h)."""
