@@ -35,6 +35,7 @@ from meshsub.protocols.hesper.state import (
     Downstream,
     Entry,
     ReplyCandidate,
+    TimedBest,
     TimedDedup,
     TopicState,
 )
@@ -52,6 +53,9 @@ T_REPLY = "reply:"
 _SEP = "\x1f"
 
 _CONTROL_TYPES = frozenset({m.SUBSCRIBE, m.REPLY, m.CONFIRM, m.UNSUBSCRIBE, m.BROKER_UPDATE})
+_BACKWARDS = frozenset({m.REPLY, m.EVENT})
+"""Messages that go from broker to broker against the SUBSCRIBE's direction: GPSR walks
+voids with the left hand for them, so they keep to the side the SUBSCRIBE took."""
 
 
 class Hesper(Protocol):
@@ -88,6 +92,9 @@ class Hesper(Protocol):
         self._handing: dict[int, tuple[str, NodeId]] = {}
         self._seen_subs = TimedDedup(p.dedup_size, p.dedup_s)
         self._seen_events = TimedDedup(p.dedup_size, p.dedup_s)
+        self._detours = TimedBest(p.dedup_size, p.dedup_s)
+        """HESPER-II: for each subscription, the best-ranked branch that went round a void
+        through this node (``_detour``)."""
         self._refresh_seq: dict[str, int] = {}
         self._waiting_position: list[str] = []
         self._arrivals = 0
@@ -441,12 +448,13 @@ class Hesper(Protocol):
         if self.cell == env.cell:
             self._in_cell(msg, env)
             return
-        if env.stage == m.STAGE_SKIP and self._take_over(msg, env):
+        if env.stage == m.STAGE_SKIP and self._detour(msg, env):
             return
         target = self._target(env)
         try:
             nxt, header = next_hop(self.node, (self.position.x, self.position.y), self._npos,
-                                   target, env.geo, dest=env.dest, radio_range=self.params.TR)
+                                   target, env.geo, dest=env.dest, radio_range=self.params.TR,
+                                   left_hand=msg.type in _BACKWARDS)
         except GeoRoutingError:
             self.drop("no_route", msg)
             return
@@ -454,7 +462,7 @@ class Hesper(Protocol):
             self._at_home(msg, env)
             return
         if header.mode is GeoMode.PERIMETER and msg.type == m.SUBSCRIBE \
-                and env.stage != m.STAGE_SKIP and self._take_over(msg, env):
+                and env.stage != m.STAGE_SKIP and self._detour(msg, env):
             return
         self._forward(nxt, msg, replace(env, geo=header))
 
@@ -517,34 +525,50 @@ class Hesper(Protocol):
         for i in range(first, len(probes)):
             try:
                 nxt, header = next_hop(self.node, here, self._npos, probes[i], GeoHeader(),
-                                       radio_range=self.params.TR)
+                                       radio_range=self.params.TR,
+                                       left_hand=msg.type in _BACKWARDS)
             except GeoRoutingError:
                 self.drop("no_route", msg)
                 return
             if nxt is not None:
                 probing = replace(env, dest=None, geo=header, stage=m.STAGE_PROBE + i)
                 if header.mode is GeoMode.PERIMETER and msg.type == m.SUBSCRIBE \
-                        and self._take_over(msg, probing):
+                        and self._detour(msg, probing):
                     return
                 self._forward(nxt, msg, probing)
                 return
         self._empty_cell(msg, env)
 
-    def _take_over(self, msg: Message, env: m.Envelope) -> bool:
-        """Process a skipping or detouring SUBSCRIBE here if this node's cell is at least
-        as close (Chebyshev cell distance) to the region as the cell it was heading for.
+    def _detour(self, msg: Message, env: m.Envelope) -> bool:
+        """A new SUBSCRIBE going round a void (skipping, or in GPSR perimeter mode) is at
+        this node; True if it ends here.
 
-        Cells on the way so far are farther from the region than that cell, so a
-        subscription never returns to a cell it has been processed in.
+        It is taken over here if this node's cell is at least as close (Chebyshev cell
+        distance) to the region as the cell it was heading for: cells on the way so far
+        are all farther, so a subscription never comes back to a cell it was processed
+        in. Otherwise, a HESPER-II copy is dropped (``duplicate_detour``) if a copy of a
+        better-ranked branch (sent to a cell nearer the region, ties by cell) already
+        went round a void through this node: both are on their way to the same region
+        and one walk round the void is enough. The best-ranked branch is dropped
+        nowhere, so one copy always goes on.
         """
-        region = _region_of(env, new_only=True)
-        if self.cell is None or region is None:
+        try:
+            s = m.Subscribe.from_wire(env.payload)
+        except ValueError:
             return False
-        if chebyshev(self.cell, region) > chebyshev(env.cell, region):
+        region = subscription_region(s.filter)
+        if self.cell is None or region is None or s.refresh:
             return False
-        self._in_cell(msg, replace(env, cell=self.cell, dest=None, redirects=0,
-                                   geo=GeoHeader(), stage=m.STAGE_BROKER))
-        return True
+        if chebyshev(self.cell, region) <= chebyshev(env.cell, region):
+            self._in_cell(msg, replace(env, cell=self.cell, dest=None, redirects=0,
+                                       geo=GeoHeader(), stage=m.STAGE_BROKER))
+            return True
+        rank = (chebyshev(env.cell, region), env.cell[0], env.cell[1])
+        if s.variant == "II" and \
+                not self._detours.offer((env.topic, s.sub_id, s.seq), rank, self.now):
+            self.drops["duplicate_detour"] += 1
+            return True
+        return False
 
     def _client_addressed(self, msg: Message, env: m.Envelope) -> bool:
         if msg.type == m.BROKER_UPDATE:

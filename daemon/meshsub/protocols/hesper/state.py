@@ -44,6 +44,32 @@ class TimedDedup:
         return len(self._seen)
 
 
+class TimedBest:
+    """The least value seen for each key, bounded by size and age like ``TimedDedup``."""
+
+    def __init__(self, capacity: int, max_age: float) -> None:
+        self.capacity = capacity
+        self.max_age = max_age
+        self._best: OrderedDict[Hashable, tuple[float, tuple[int, ...]]] = OrderedDict()
+
+    def offer(self, key: Hashable, value: tuple[int, ...], now: float) -> bool:
+        """True if ``value`` is no worse than every value offered for ``key`` within
+        ``max_age``; it is then the one kept."""
+        while self._best:
+            oldest_key, (t, _v) = next(iter(self._best.items()))
+            if now - t <= self.max_age and len(self._best) <= self.capacity:
+                break
+            del self._best[oldest_key]
+        seen = self._best.get(key)
+        if seen is not None and seen[1] < value:
+            return False
+        self._best[key] = (now if seen is None else seen[0], value)
+        return True
+
+    def __len__(self) -> int:
+        return len(self._best)
+
+
 @dataclass(slots=True)
 class Downstream:
     filter: Subscription
