@@ -29,7 +29,7 @@ from meshsub.core.params import parse_params
 from meshsub.core.syntax import parse_event
 from meshsub.protocols.hesper import Hesper, HesperParams
 from meshsub.protocols.hesper import messages as m
-from meshsub.protocols.hesper.state import Entry
+from meshsub.protocols.hesper.state import Entry, TimedBest
 
 WALL = frozenset((gx, gy) for gx in (3, 4) for gy in range(6))
 """Columns gx = 3, 4 empty except their top cells: a wall 99 m thick (radio range 70 m)
@@ -235,3 +235,26 @@ def test_a_refresh_is_not_taken_over_by_another_cell() -> None:
     dropped = net.drops("empty_cell")
     assert dropped and {e.attrs["msg_kind"] for _, e in dropped} == {"subscription"}
     assert {e.attrs["cell"] for _, e in dropped} == {"2,0"}
+
+
+def test_hesper_ii_branches_share_one_walk_round_a_void() -> None:
+    """From (7, 3) several HESPER-II branches run into the wall; a relay that carried a
+    better-ranked branch round it drops the others' copies, and the best goes on."""
+    net, cells = lattice(8, 7, skip=WALL, variant="II", reliable_control=False)
+    subscriber = cells[(7, 3)][0]
+    net.subscribe(subscriber, "s", sub("temp gx=0 gy=0"))
+    net.run(until=10.0)
+    assert sum(p.drops["duplicate_detour"] for p in net.nodes.values()) > 0
+    event = net.publish(cells[(0, 0)][4], parse_event("temp gx=0 gy=0"))
+    net.run(until=15.0)
+    assert net.deliveries(event) == [(subscriber, "s")]
+
+
+def test_timed_best_keeps_the_least_value_per_key() -> None:
+    best = TimedBest(capacity=2, max_age=10.0)
+    assert best.offer("a", (3, 1), 0.0) and best.offer("a", (2, 5), 1.0)
+    assert not best.offer("a", (3, 0), 2.0) and best.offer("a", (2, 5), 2.0)
+    assert best.offer("b", (9,), 3.0) and best.offer("c", (9,), 3.0)
+    assert len(best) == 2  # "a", the oldest, made room
+    assert best.offer("a", (7,), 3.0)
+    assert best.offer("b", (99,), 20.0)  # "b" aged out: any value is the best again

@@ -84,7 +84,9 @@ def test_every_subscriber_gets_every_matching_event_exactly_once(
                   for r in records if r["event"] == "deliver")
     assert set(got) == expected
     assert max(got.values()) == 1
-    assert not [r for r in records if r["event"] == "drop"]
+    # Nothing lost; the only records of discarded state are HESPER-II's branches that
+    # the subscribers' brokers did not choose (docs/protocols/hesper.md, "Deviations").
+    assert not [r for r in records if r["event"] == "drop" and r["reason"] != "branch_expired"]
 
 
 @pytest.mark.slow

@@ -34,7 +34,10 @@ class GridParams(ReliableParams):
     origin_x: float = 0.0
     origin_y: float = 0.0
     max_hops: int = 255
-    """Radio-hop budget of one message end to end (the frame TTL)."""
+    """Radio-hop budget of one message end to end (the frame TTL): a subscription from its
+    client to the broker that answers it, a reply back, an event from its publisher to a
+    subscriber, across every broker on the way; past it the message is dropped as
+    ``ttl_expired``. At most 255, the wire's one-byte hop field."""
 
     def validate(self) -> None:
         ReliableParams.validate(self)
@@ -79,11 +82,16 @@ class HesperParams(GridParams):
     TD: float = 75.0
     M_b: int = 320
     reply_wait_s: float = 0.0
-    """HESPER-II reply window; 0 = 2 x hop_estimate x per_hop_rtt_s (plus rto_initial per
-    hop with reliable_control), at least 0.3 s."""
+    """HESPER-II reply window; 0 = 2 x hop_estimate x per_hop_rtt_s with two radio hops per
+    cell hop, at least 0.3 s, kept open after each reply for as long again as that reply's
+    own round trip (radio hops x per_hop_rtt_s / 2)."""
     per_hop_rtt_s: float = 0.05
+    """Time to allow per radio hop in the timers (reply window, PENDING lifetime)."""
     pending_ttl_s: float = 0.0
-    """Lifetime of a PENDING entry; 0 = 3 x reply window."""
+    """Lifetime of a PENDING entry; 0 = as long as its reply (HESPER-II: its confirmation)
+    can still come within the hop budget (max_hops hops each way at per_hop_rtt_s, plus
+    retransmissions with reliable_control), at least 3 x the first reply window, at most
+    lease_s."""
     sub_refresh_s: float = 60.0
     lease_s: float = 180.0
     handover_grace_s: float = 10.0

@@ -688,7 +688,8 @@ class Hesper(Protocol):
         ``max_hops`` per-hop RTTs) and the CONFIRM's ``max_hops``. Past that every one
         of them is dropped as ``ttl_expired``, so waiting longer is useless, and
         expiring sooner loses a reply that took a detour around a void. At least 3 x
-        the first reply window (spec §4.5.8), at most the lease.
+        the first reply window (docs/protocols/hesper.md, "Deviations"), at most the
+        lease.
         """
         p = self.params
         if p.pending_ttl_s:
@@ -702,7 +703,7 @@ class Hesper(Protocol):
         Always a drop record. ``pending_expired``: the subscription's path was not set
         up (HESPER-I anywhere; HESPER-II at the SHB); the client's next refresh tries
         again. ``branch_expired``: a HESPER-II branch the SHB did not choose, which is
-        how spec §4.5.5 step 4 prunes the branches.
+        how HESPER-II prunes the branches (docs/protocols/hesper.md, "Deviations").
         """
         st = self.topics.get(topic)
         entry = st.entries.get(sub_id) if st is not None else None

@@ -57,13 +57,15 @@ class TimedBest:
         ``max_age``; it is then the one kept."""
         while self._best:
             oldest_key, (t, _v) = next(iter(self._best.items()))
-            if now - t <= self.max_age and len(self._best) <= self.capacity:
+            if now - t <= self.max_age:
                 break
             del self._best[oldest_key]
         seen = self._best.get(key)
         if seen is not None and seen[1] < value:
             return False
         self._best[key] = (now if seen is None else seen[0], value)
+        while len(self._best) > self.capacity:
+            self._best.popitem(last=False)
         return True
 
     def __len__(self) -> int:
