@@ -28,23 +28,26 @@ TR = 70.0
 SIDE = 300.0
 
 
+def _explicit_net(pos: dict[int, tuple[float, float]], tr: float, **params: object) -> Net:
+    p = parse_params(DFParams, {"TR": tr, **params})
+    net = Net.of(DF, list(pos), params=p, delay=0.001)
+    for i, (x, y) in pos.items():
+        net.feed(i, PositionChanged(0.0, Position(x, y)))
+    for a in pos:
+        for b in pos:
+            if a != b and math.dist(pos[a], pos[b]) <= tr:
+                net.adjacency.setdefault(a, set()).add(b)
+                net.feed(a, NeighborUp(0.0, NeighborInfo(b, Position(*pos[b]))))
+    return net
+
+
 def random_net(n: int = 150, seed: int = 1) -> tuple[Net, dict[int, tuple[float, float]]]:
     rng = random.Random(seed)
     s = TR / math.sqrt(2)
     pos = {1: (s / 2, s / 2)}  # the publisher at the centre of cell (0, 0)
     for i in range(2, n + 1):
         pos[i] = (rng.uniform(0, SIDE), rng.uniform(0, SIDE))
-    p = parse_params(DFParams, {"TR": TR, "area_width_m": SIDE, "area_height_m": SIDE})
-    net = Net.of(DF, list(pos), params=p, delay=0.001)
-    for i, (x, y) in pos.items():
-        net.feed(i, PositionChanged(0.0, Position(x, y)))
-    for a in pos:
-        for b in pos:
-            if a != b and math.dist(pos[a], pos[b]) <= TR:
-                net.adjacency.setdefault(a, set()).add(b)
-                x, y = pos[b]
-                net.feed(a, NeighborUp(0.0, NeighborInfo(b, Position(x, y))))
-    return net, pos
+    return _explicit_net(pos, TR, area_width_m=SIDE, area_height_m=SIDE), pos
 
 
 def test_registered_by_name_with_protocol_id_6() -> None:
@@ -106,19 +109,6 @@ def test_subscription_without_region_is_dropped() -> None:
     net, _ = random_net(20)
     net.subscribe(5, "s", parse_subscription("temp value>1"))
     assert len(net.drops("no_region")) == 1
-
-
-def _explicit_net(pos: dict[int, tuple[float, float]], tr: float, **params: object) -> Net:
-    p = parse_params(DFParams, {"TR": tr, **params})
-    net = Net.of(DF, list(pos), params=p, delay=0.001)
-    for i, (x, y) in pos.items():
-        net.feed(i, PositionChanged(0.0, Position(x, y)))
-    for a in pos:
-        for b in pos:
-            if a != b and math.dist(pos[a], pos[b]) <= tr:
-                net.adjacency.setdefault(a, set()).add(b)
-                net.feed(a, NeighborUp(0.0, NeighborInfo(b, Position(*pos[b]))))
-    return net
 
 
 def test_a_subscription_leaving_a_dead_end_leaves_no_loop_behind() -> None:
