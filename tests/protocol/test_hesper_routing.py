@@ -23,7 +23,7 @@ from meshsub.core.api import (
     PositionChanged,
     SendTo,
 )
-from meshsub.core.georouting import GeoHeader
+from meshsub.core.georouting import GeoHeader, GeoMode
 from meshsub.core.grid import Cell, chebyshev
 from meshsub.core.params import parse_params
 from meshsub.core.syntax import parse_event
@@ -258,3 +258,41 @@ def test_timed_best_keeps_the_least_value_per_key() -> None:
     assert len(best) == 2  # "a", the oldest, made room
     assert best.offer("a", (7,), 3.0)
     assert best.offer("b", (99,), 20.0)  # "b" aged out: any value is the best again
+
+
+def test_event_legs_round_a_void_share_their_common_hops() -> None:
+    """Six subscribers along the wall's east face are taken over west of it, so brokers
+    there have several downstream cells across the wall: one EVENT goes out for all of
+    them and is split where their GPSR next hops part. Everyone gets the event once."""
+    net, cells = lattice(8, 7, skip=WALL, variant="I", reliable_control=False)
+    subscribers = [cells[(5, gy)][0] for gy in range(6)]
+    for i, n in enumerate(subscribers):
+        net.subscribe(n, f"s{i}", sub("temp gx=0 gy=0"))
+        net.run(until=net.now + 3.0)
+    start = net.now
+    event = net.publish(cells[(0, 0)][4], parse_event("temp gx=0 gy=0"))
+    net.run(until=start + 5.0)
+    assert sorted(net.deliveries(event)) == sorted((n, f"s{i}") for i, n in enumerate(subscribers))
+    shared = [tx for tx in net.txs if tx.time >= start and tx.message.type == m.EVENT
+              and m.Envelope.from_wire(tx.message.body).also]
+    assert shared
+
+
+def test_envelopes_and_replies_round_trip_and_read_older_frames() -> None:
+    perimeter = GeoHeader(GeoMode.PERIMETER, lp=(1.0, 2.0), lf=(1.5, 2.5), e0=(3, 4),
+                          prev=(0.5, 0.5))
+    env = m.Envelope(Cell(2, 3), "temp", None, 1, perimeter, [1, "x"], m.STAGE_PROBE + 3,
+                     (m.Leg(Cell(5, 5), m.STAGE_BROKER, GeoHeader()),
+                      m.Leg(Cell(6, 1), m.STAGE_SKIP, perimeter)))
+    assert m.Envelope.from_wire(env.to_wire()) == env
+    old = env.to_wire()[:7]  # a node without stages or legs
+    assert m.Envelope.from_wire(old) == m.Envelope(Cell(2, 3), "temp", None, 1, perimeter,
+                                                   [1, "x"])
+    assert m.Envelope.from_wire(env.to_wire()[:8]).stage == m.STAGE_PROBE + 3
+    too_many = env.to_wire()
+    too_many[8] = [[1, 1, 0, [0]]] * (m.MAX_LEGS + 1)
+    with pytest.raises(ValueError):
+        m.Envelope.from_wire(too_many)
+    r = m.Reply("1/s", 9, Cell(0, 0), m.KIND_PHB, 2, 3, (Cell(1, 2), Cell(1, 1)), 1, 0, 40)
+    assert m.Reply.from_wire(r.to_wire()) == r
+    assert m.Reply.from_wire(r.to_wire()[:9]).sub_hops == 0

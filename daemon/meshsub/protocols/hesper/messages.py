@@ -146,9 +146,40 @@ cell empty. See ``meshsub.core.grid.Grid.probe_points``."""
 STAGE_MAX = 255
 
 
+MAX_LEGS = 64
+"""Most further destinations one envelope may carry (``Envelope.also``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Leg:
+    """One further destination cell of an envelope, with its own stage and GPSR state."""
+
+    cell: Cell
+    stage: int
+    geo: GeoHeader
+
+    def to_wire(self) -> list[Any]:
+        return [self.cell[0], self.cell[1], self.stage, self.geo.to_wire()]
+
+    @classmethod
+    def from_wire(cls, v: Any) -> Leg:
+        gx, gy, stage, geo = _list(v, 4, "leg")
+        try:
+            header = GeoHeader.from_wire(geo)
+        except GeoRoutingError as exc:
+            raise ValueError(f"leg routing header: {exc}") from None
+        return cls(Cell(_int(gx, "leg cell"), _int(gy, "leg cell")),
+                   _int(stage, "leg stage", 0, STAGE_MAX), header)
+
+
 @dataclass(frozen=True, slots=True)
 class Envelope:
-    """Addressing of a broker-to-broker (or broker-to-client) message."""
+    """Addressing of a broker-to-broker (or broker-to-client) message.
+
+    ``also`` lists further destination cells of the same message (an EVENT a broker
+    sends over several legs round a void at once); each relay splits the list by next
+    hop, so the legs share the radio hops they have in common.
+    """
 
     cell: Cell
     topic: str
@@ -157,25 +188,34 @@ class Envelope:
     geo: GeoHeader
     payload: list[Any] | tuple[Any, ...]
     stage: int = STAGE_BROKER
+    also: tuple[Leg, ...] = ()
 
     def to_wire(self) -> list[Any]:
         return [self.cell[0], self.cell[1], self.topic, self.dest, self.redirects,
-                self.geo.to_wire(), list(self.payload), self.stage]
+                self.geo.to_wire(), list(self.payload), self.stage,
+                [leg.to_wire() for leg in self.also]]
 
     @classmethod
     def from_wire(cls, body: Any) -> Envelope:
-        """Eight fields; seven (no stage: an older node's frame) are read as stage 0."""
+        """Nine fields; seven or eight (an older node's frame: no stage, no further legs)
+        are read as stage 0 and no further legs."""
         items = _list(body, None, "envelope")
         if len(items) == 7:
             items = [*items, STAGE_BROKER]
-        gx, gy, topic, dest, redirects, geo, payload, stage = _list(items, 8, "envelope")
+        if len(items) == 8:
+            items = [*items, []]
+        gx, gy, topic, dest, redirects, geo, payload, stage, also = _list(items, 9, "envelope")
         try:
             header = GeoHeader.from_wire(geo)
         except GeoRoutingError as exc:
             raise ValueError(f"envelope routing header: {exc}") from None
+        legs = _list(also, None, "legs")
+        if len(legs) > MAX_LEGS:
+            raise ValueError(f"envelope: more than {MAX_LEGS} further legs")
         return cls(Cell(_int(gx, "cell"), _int(gy, "cell")), _str(topic, "topic"),
                    _opt_node(dest, "dest"), _int(redirects, "redirects", 0, 255), header,
-                   _list(payload, None, "payload"), _int(stage, "stage", 0, STAGE_MAX))
+                   _list(payload, None, "payload"), _int(stage, "stage", 0, STAGE_MAX),
+                   tuple(Leg.from_wire(leg) for leg in legs))
 
 
 # ------------------------------------------------------------------ payloads

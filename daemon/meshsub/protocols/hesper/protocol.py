@@ -439,6 +439,9 @@ class Hesper(Protocol):
         void (GPSR perimeter mode) is taken over by the first node whose own cell is at
         least as close to the region as the cell it was heading for.
         """
+        if env.also:
+            self._route_legs(msg, env)
+            return
         if env.dest == self.node:
             self._process(msg, env)
             return
@@ -465,6 +468,35 @@ class Hesper(Protocol):
                 and env.stage != m.STAGE_SKIP and self._detour(msg, env):
             return
         self._forward(nxt, msg, replace(env, geo=header))
+
+    def _route_legs(self, msg: Message, env: m.Envelope) -> None:
+        """An envelope for several cells (an EVENT over legs round a void, ``_send_legs``).
+
+        Each leg takes its own GPSR next hop; legs whose next hop is the same go on as
+        one message, so legs walking the same stretch round a void share its hops. A
+        leg that ends here or is at its cell goes on alone.
+        """
+        groups: dict[NodeId, list[m.Leg]] = {}
+        for leg in (m.Leg(env.cell, env.stage, env.geo), *env.also):
+            one = replace(env, cell=leg.cell, stage=leg.stage, geo=leg.geo, also=())
+            if self.position is None or self.cell is None or self.cell == leg.cell:
+                self._route(msg, one)
+                continue
+            try:
+                nxt, header = next_hop(self.node, (self.position.x, self.position.y),
+                                       self._npos, self._target(one), leg.geo,
+                                       radio_range=self.params.TR,
+                                       left_hand=msg.type in _BACKWARDS)
+            except GeoRoutingError:
+                self.drop("no_route", msg)
+                continue
+            if nxt is None:
+                self._at_home(msg, one)
+            else:
+                groups.setdefault(nxt, []).append(m.Leg(leg.cell, leg.stage, header))
+        for nxt, (first, *rest) in groups.items():
+            self._forward(nxt, msg, replace(env, cell=first.cell, stage=first.stage,
+                                            geo=first.geo, also=tuple(rest)))
 
     def _in_cell(self, msg: Message, env: m.Envelope) -> None:
         """In the envelope's cell: to the addressed node, the topic's broker, or here."""
@@ -928,16 +960,37 @@ class Hesper(Protocol):
             if entry.active and entry.region == ev.region and entry.filter.matches(ev.event):
                 targets.update(entry.targets_for(ev.event))
         wire_cell = ev.to_wire()
+        far = [Cell(t[1], t[2]) for t in sorted(targets) if t[0] == 0 and self._far(t, env.topic)]
+        if len(far) > 1:
+            self._send_legs(m.EVENT, far, env.topic, wire_cell, msg_id=msg.id, hop=msg.hop,
+                            ttl=msg.ttl)
         for target in sorted(targets):
             if target[0] == 0:
-                self._send_env(m.EVENT, Cell(target[1], target[2]), env.topic, wire_cell,
-                               msg_id=msg.id, hop=msg.hop, ttl=msg.ttl)
+                if len(far) < 2 or not self._far(target, env.topic):
+                    self._send_env(m.EVENT, Cell(target[1], target[2]), env.topic, wire_cell,
+                                   msg_id=msg.id, hop=msg.hop, ttl=msg.ttl)
             elif target[1] == self.node:
                 self.deliver_local(ev.event, msg.id, msg.hop, ev.published_at)
             elif self.cell is not None:
                 self._send_env(m.EVENT, self.cell, env.topic, replace(ev, to_client=True)
                                .to_wire(), dest=target[1], msg_id=msg.id, hop=msg.hop,
                                ttl=msg.ttl)
+
+    def _far(self, target: m.Target, topic: str) -> bool:
+        """A downstream cell that is not next to this one: a leg round a void (a
+        subscription taken over across it), sent with the others of its kind at once."""
+        cell = Cell(target[1], target[2])
+        return self.cell is not None and chebyshev(self.cell, cell) > 1 \
+            and (cell, topic) not in self._hints
+
+    def _send_legs(self, mtype: int, cells: list[Cell], topic: str, payload: list[Any], *,
+                   msg_id: MessageId, hop: int, ttl: int) -> None:
+        """One message for several cells' brokers; relays split it where the legs part."""
+        for i in range(0, len(cells), m.MAX_LEGS + 1):
+            first, *rest = cells[i:i + m.MAX_LEGS + 1]
+            env = m.Envelope(first, topic, None, 0, GeoHeader(), payload, m.STAGE_BROKER,
+                             tuple(m.Leg(c, m.STAGE_BROKER, GeoHeader()) for c in rest))
+            self._route(Message(mtype, msg_id, env.to_wire(), hop=hop, ttl=ttl), env)
 
     # -------------------------------------------------------- unsubscribing
 
