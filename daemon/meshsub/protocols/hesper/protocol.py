@@ -430,7 +430,8 @@ class Hesper(Protocol):
         self._route(msg, env)
 
     def _route(self, msg: Message, env: m.Envelope) -> None:
-        """One step of §4.5.3 (our DECISION; see docs/protocols/hesper.md "Deviations").
+        """One step between brokers (the thesis counts only its hops, §4.3, Theorem 4.1;
+        our rules: docs/protocols/hesper.md, "Deviations").
 
         Process here, redirect to the broker in this cell, or go on with GPSR: towards
         the cell's hash point (stage BROKER), towards the cell's probe points (stage
