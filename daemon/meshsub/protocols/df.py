@@ -35,7 +35,12 @@ from meshsub.core.grid import Cell, Point
 from meshsub.core.params import ProtocolParams
 from meshsub.core.protocol import Protocol
 from meshsub.protocols.hesper.params import GridParams
-from meshsub.protocols.hesper.region import event_region, make_grid, subscription_region
+from meshsub.protocols.hesper.region import (
+    deployment_area,
+    event_region,
+    make_grid,
+    subscription_region,
+)
 
 SUBSCRIBE = FIRST_PROTOCOL_TYPE
 EVENT = FIRST_PROTOCOL_TYPE + 1
@@ -84,6 +89,7 @@ class DF(Protocol):
     def __init__(self, node: NodeId, **kwargs: Any) -> None:
         super().__init__(node, **kwargs)
         self.grid = make_grid(self.params)
+        self.area = deployment_area(self.params)
         self.gradients: dict[str, Gradient] = {}
         self._npos: dict[NodeId, Point] = {}
         self._waiting: list[str] = []
@@ -178,7 +184,8 @@ class DF(Protocol):
     # ------------------------------------------------------------- internals
 
     def _target(self, region: Cell) -> Point:
-        return self.grid.centre(region)
+        """The region's centre; of its part inside the area when the grid overhangs it."""
+        return self.grid.clipped(region, self.area).centre
 
     def _send(self, node: NodeId, msg: Message) -> None:
         if msg.ttl <= 0:

@@ -142,7 +142,7 @@ the first node whose own cell is at least as close to the region as ``cell``."""
 STAGE_PROBE = 2
 """``STAGE_PROBE + i``: looking for any node of ``cell`` at probe point ``i`` (a point
 every node of one part of the cell is within TR/2 of); the last one failing proves the
-cell empty. See ``meshsub.core.grid.Grid.probe_points``."""
+cell empty. See ``meshsub.core.grid.probe_points``."""
 STAGE_MAX = 255
 
 

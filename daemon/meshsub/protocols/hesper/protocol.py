@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from meshsub.core.api import Action, Message, MessageId, MsgKind, NeighborInfo, NodeId, Position
 from meshsub.core.content import Event, Subscription
 from meshsub.core.georouting import GeoHeader, GeoMode, GeoRoutingError, next_hop
-from meshsub.core.grid import Cell, CellTracker, Point, chebyshev
+from meshsub.core.grid import Bounds, Cell, CellTracker, Point, chebyshev, probe_points
 from meshsub.core.hashpoint import topic_offset
 from meshsub.core.params import ProtocolParams
 from meshsub.core.protocol import Protocol
@@ -29,7 +29,12 @@ from meshsub.protocols.hesper import messages as m
 from meshsub.protocols.hesper.election import Member, claim_rank, elect
 from meshsub.protocols.hesper.energy import EnergyMeter, RadioEnergyModel
 from meshsub.protocols.hesper.params import HesperParams
-from meshsub.protocols.hesper.region import event_region, make_grid, subscription_region
+from meshsub.protocols.hesper.region import (
+    deployment_area,
+    event_region,
+    make_grid,
+    subscription_region,
+)
 from meshsub.protocols.hesper.sectors import next_offsets
 from meshsub.protocols.hesper.state import (
     Downstream,
@@ -72,6 +77,7 @@ class Hesper(Protocol):
         super().__init__(node, **kwargs)
         p = self.params
         self.grid = make_grid(p)
+        self.area = deployment_area(p)
         self.tracker = CellTracker(self.grid, 0.0)
         self.energy = EnergyMeter(
             p.energy_source, p.energy_fraction, p.E_initial,
@@ -294,16 +300,21 @@ class Hesper(Protocol):
         return view
 
     def _point(self, cell: Cell, topic: str) -> Point:
-        """The topic's hash point in ``cell`` (spec §4.3.2, H = SHA-256, i/j from params)."""
+        """The topic's hash point in ``cell`` (§4.2: x <- H^i(topic), y <- H^j(topic), "inside
+        G"; H = SHA-256, i/j from params), at the same fraction of the cell's part inside
+        the deployment area: a point off the field would end every route to it with a
+        tour of the field's edge."""
         off = self._offsets.get(topic)
         if off is None:
             off = topic_offset(topic, self.params.hash_i, self.params.hash_j)
             if len(self._offsets) > 4096:
                 self._offsets.clear()
             self._offsets[topic] = off
-        b = self.grid.bounds(cell)
-        s = self.grid.cell_size
-        return b.x_min + off[0] * s, b.y_min + off[1] * s
+        b = self._rect(cell)
+        return b.x_min + off[0] * b.width, b.y_min + off[1] * b.height
+
+    def _rect(self, cell: Cell) -> Bounds:
+        return self.grid.clipped(cell, self.area)
 
     def broker_for(self, topic: str) -> NodeId | None:
         """This node's answer to "who is ``topic``'s broker in my cell?"."""
@@ -523,7 +534,7 @@ class Hesper(Protocol):
             if region is not None and self.grid.in_grid(region):
                 return self._point(region, env.topic)
         elif env.stage >= m.STAGE_PROBE:
-            probes = self.grid.probe_points(env.cell, self.params.TR)
+            probes = probe_points(self._rect(env.cell), self.params.TR)
             return probes[min(env.stage - m.STAGE_PROBE, len(probes) - 1)]
         hint = self._hints.get((env.cell, env.topic))
         if env.dest is not None and hint is not None and hint[0] == env.dest:
@@ -536,7 +547,7 @@ class Hesper(Protocol):
         A neighbour inside the cell takes the message. Otherwise the next probe point
         of the cell is tried from here, and when the last one also ends without a
         neighbour in the cell, the cell has no reachable node (exact under the unit
-        disk: ``Grid.probe_points``) and ``_empty_cell`` decides. A SUBSCRIBE skipping
+        disk: ``meshsub.core.grid.probe_points``) and ``_empty_cell`` decides. A SUBSCRIBE skipping
         towards its region that ends here looks for the region's nodes the same way.
         """
         if env.stage == m.STAGE_SKIP:
@@ -553,7 +564,7 @@ class Hesper(Protocol):
             best = min(inside, key=lambda n: (_d2(self._npos[n], target), n))
             self._forward(best, msg, replace(env, geo=GeoHeader(), stage=m.STAGE_BROKER))
             return
-        probes = self.grid.probe_points(env.cell, self.params.TR)
+        probes = probe_points(self._rect(env.cell), self.params.TR)
         first = 0 if env.stage < m.STAGE_PROBE else env.stage - m.STAGE_PROBE + 1
         for i in range(first, len(probes)):
             try:

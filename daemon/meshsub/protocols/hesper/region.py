@@ -12,7 +12,7 @@ region without any special case. The DF baseline uses the same convention.
 from __future__ import annotations
 
 from meshsub.core.content import Event, Subscription
-from meshsub.core.grid import Cell, Grid
+from meshsub.core.grid import Bounds, Cell, Grid
 from meshsub.core.predicates import Op
 from meshsub.protocols.hesper.params import GridParams
 
@@ -24,6 +24,14 @@ def make_grid(params: GridParams) -> Grid:
     """The deployment grid all nodes share (``ceil(W/s) x ceil(H/s)`` cells)."""
     return Grid.covering(params.area_width_m, params.area_height_m, params.cell_side,
                          (params.origin_x, params.origin_y))
+
+
+def deployment_area(params: GridParams) -> Bounds:
+    """The configured area: the grid covers it with whole cells, so its last column and
+    row may overhang it; hash points and probe points stay inside it
+    (``Grid.clipped``)."""
+    return Bounds(params.origin_x, params.origin_y, params.origin_x + params.area_width_m,
+                  params.origin_y + params.area_height_m)
 
 
 def subscription_region(sub: Subscription) -> Cell | None:
