@@ -147,7 +147,7 @@ def mean_ci(values: list[float]) -> tuple[float, float]:
     if len(values) < 2:
         return m, math.nan
     t = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776, 6: 2.571, 7: 2.447, 8: 2.365,
-         9: 2.306, 10: 2.262}.get(len(values), 2.0)
+         9: 2.306, 10: 2.262}.get(len(values), 2.262)  # beyond 10 values: df 9's t
     return m, t * statistics.stdev(values) / math.sqrt(len(values))
 
 

@@ -282,7 +282,7 @@ def t95(n: int) -> float:
     df = n - 1
     if df <= 0:
         return math.nan
-    return table.get(df) or table[min((k for k in table if k >= df), default=30)]
+    return table[max(k for k in table if k <= df)]  # the next smaller df: conservative
 
 
 def mean_ci(values: Sequence[float]) -> tuple[float, float]:
