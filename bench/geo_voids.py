@@ -330,7 +330,7 @@ def report(runs: list[Run], seeds: list[int], fields: list[str]) -> str:
         for field in fields:
             if field == "uniform":
                 continue
-            for protocol in ("HESPER-I", "HESPER-II"):
+            for protocol in [p for p, _ in PROTOCOLS if p.startswith("HESPER")]:
                 factors = []
                 for s in seeds:
                     void = getattr(by[(field, protocol, s)], metric)
