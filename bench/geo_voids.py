@@ -286,7 +286,12 @@ def t95(n: int) -> float:
 
 
 def mean_ci(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and half-width of its 95 % confidence interval (nan with one value)."""
+    """Mean and half-width of its 95 % confidence interval over the values that are
+    numbers (a run that delivered nothing has no mean hop count); nan if none, a nan
+    half-width with one."""
+    values = [v for v in values if not math.isnan(v)]
+    if not values:
+        return math.nan, math.nan
     m = statistics.fmean(values)
     if len(values) < 2:
         return m, math.nan
@@ -295,6 +300,8 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float]:
 
 def fmt(values: Sequence[float], digits: int = 1) -> str:
     m, h = mean_ci(values)
+    if math.isnan(m):
+        return "n/a"
     if math.isnan(h):
         return f"{m:.{digits}f}"
     return f"{m:.{digits}f} ± {h:.{digits}f}"
