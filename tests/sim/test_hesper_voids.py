@@ -41,6 +41,12 @@ protocol = {name = "hesper", params = {variant = "I", TR = 100.0, area_width_m =
 workload = {subscriptions = [{node = 6, expr = "temp gx=1 gy=1", t = 1.0}], publications = [{t = 10.0, node = 1, event = "temp gx=1 gy=1 value=1"}]}
 """  # noqa: E501
 
+HESPER_II_BRANCHES = {"duplicate_subscribe", "branch_expired", "reply_superseded",
+                      "duplicate_detour"}
+"""Drop records of HESPER-II's branching by design: a subscription met twice, a branch
+the subscriber's broker did not choose, a worse REPLY a relay does not pass on, a copy
+going round a void a better branch already went round (docs/protocols/hesper.md)."""
+
 DF_PARAMS = "protocol.df={TR=100.0, area_width_m=%s, area_height_m=%s}"
 
 
@@ -65,8 +71,9 @@ def test_ushore_subscription_crosses_the_lake_at_about_dfs_cost(
     records = _run(USHORE, tmp_path / variant, [f'protocol.hesper.variant="{variant}"'])
     delivered = [r for r in records if r["event"] == "deliver"]
     assert [(r["node"], r["sub_id"]) for r in delivered] == [(19, "s0")]
+    # Nothing lost; HESPER-II records the copies of its branches it does not take.
     drops = Counter(r["reason"] for r in records if r["event"] == "drop")
-    assert not drops, drops
+    assert set(drops) <= (HESPER_II_BRANCHES if variant == "II" else set()), drops
     df = _run(USHORE, tmp_path / "df", ["protocol.name=df", DF_PARAMS % (800.0, 560.0)])
     assert [r["node"] for r in df if r["event"] == "deliver"] == [19]
     # DF: 18 subscription hops along the shore. HESPER sends a SUBSCRIBE and a REPLY

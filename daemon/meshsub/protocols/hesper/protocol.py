@@ -18,23 +18,18 @@ import math
 from dataclasses import replace
 from typing import Any, ClassVar
 
-from meshsub.core.api import Action, Message, MessageId, MsgKind, NeighborInfo, NodeId, Position
+from meshsub.core.api import Message, MessageId, MsgKind, NeighborInfo, NodeId, Position
 from meshsub.core.content import Event, Subscription
 from meshsub.core.georouting import GeoHeader, GeoMode, GeoRoutingError, next_hop
 from meshsub.core.grid import Bounds, Cell, CellTracker, Point, chebyshev, probe_points
 from meshsub.core.hashpoint import topic_offset
 from meshsub.core.params import ProtocolParams
 from meshsub.core.protocol import Protocol
+from meshsub.core.region import deployment_area, event_region, make_grid, subscription_region
 from meshsub.protocols.hesper import messages as m
 from meshsub.protocols.hesper.election import Member, claim_rank, elect
 from meshsub.protocols.hesper.energy import EnergyMeter, RadioEnergyModel
 from meshsub.protocols.hesper.params import HesperParams
-from meshsub.protocols.hesper.region import (
-    deployment_area,
-    event_region,
-    make_grid,
-    subscription_region,
-)
 from meshsub.protocols.hesper.sectors import next_offsets
 from meshsub.protocols.hesper.state import (
     Downstream,
@@ -108,17 +103,13 @@ class Hesper(Protocol):
 
     # ================================================================ inputs
 
-    def feed_energy(self, now: float, fraction: float) -> list[Action]:
-        """Driver input for ``energy_source = "external"`` (e.g. /sys/class/power_supply).
-
-        Like ``handle``: returns the actions the reading caused (a retiring
-        beacon and hand-overs when the fraction fell below ``E_rot``).
-        """
-        self.now = now
-        self.energy.feed(fraction)
+    def on_energy(self, fraction: float | None, on_mains: bool) -> None:
+        """``energy_source = "external"``: the driver's reading (the daemon's power-supply
+        class, the simulator's energy model); a node on mains power never retires."""
+        if self.energy.source != "external" or (fraction is None and not on_mains):
+            return
+        self.energy.feed(1.0 if on_mains or fraction is None else fraction)
         self._energy_check()
-        actions, self._actions = self._actions, []
-        return actions
 
     def on_position(self, position: Position | None) -> None:
         if position is None:
@@ -610,7 +601,7 @@ class Hesper(Protocol):
         rank = (chebyshev(env.cell, region), env.cell[0], env.cell[1])
         if s.variant == "II" and \
                 not self._detours.offer((env.topic, s.sub_id, s.seq), rank, self.now):
-            self.drops["duplicate_detour"] += 1
+            self.drop("duplicate_detour", msg, sub_id=s.sub_id, topic=env.topic)
             return True
         return False
 
@@ -797,7 +788,8 @@ class Hesper(Protocol):
                 self._renew(st, holder, prev, s, lease, msg)
                 return
         elif self._seen_subs.check_and_add((topic, s.sub_id, s.seq), now):
-            self.drops["duplicate_subscribe"] += 1  # step 2: the other HESPER-II branch
+            # step 2: the other HESPER-II branch
+            self.drop("duplicate_subscribe", msg, sub_id=s.sub_id, topic=topic)
             return
         is_phb = self.cell == region
         entry = st.covering(s.filter, region)
@@ -879,7 +871,7 @@ class Hesper(Protocol):
             if entry.variant == "II":
                 rank = (r.new_links, r.total_hops)
                 if entry.relayed is not None and rank >= entry.relayed:
-                    self.drops["reply_superseded"] += 1
+                    self.drop("reply_superseded", msg, sub_id=r.sub_id, topic=env.topic)
                     return
                 entry.relayed = rank
             self._send_env(m.REPLY, r.route_record[r.index - 1], env.topic,
@@ -941,7 +933,8 @@ class Hesper(Protocol):
         up = c.route_record[c.index + 1] if c.index + 1 < len(c.route_record) \
             else c.replier_cell
         if entry.active and entry.upstream != up:
-            self.drops["confirm_conflict"] += 1  # step 5: one upstream; keep the first
+            # step 5: one upstream; keep the first
+            self.drop("confirm_conflict", sub_id=c.sub_id, topic=topic)
             return
         entry.active, entry.upstream = True, up
         self.cancel_timer(f"{T_PENDING}{topic}{_SEP}{c.sub_id}")
@@ -962,7 +955,7 @@ class Hesper(Protocol):
                 self.deliver_local(ev.event, msg.id, msg.hop, ev.published_at)
             return
         if self._seen_events.check_and_add((env.topic, msg.id), self.now):
-            self.drops["duplicate_event"] += 1
+            self.drop("duplicate_event", msg, topic=env.topic)
             return
         st = self.topics.get(env.topic)
         if st is None:
@@ -1010,7 +1003,7 @@ class Hesper(Protocol):
         """§4.5.7: remove the pointer; an entry left without downstream goes, upstream too."""
         st = self.topics.get(env.topic)
         if st is None:
-            self.drops["unsubscribe_unknown"] += 1
+            self.drop("unsubscribe_unknown", sub_id=u.sub_id, topic=env.topic)
             return
         st.awaiting_confirm.pop(u.sub_id, None)
         for entry in st.entries.values():
