@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import msgpack
+
 from meshsub.core.api import (
     FIRST_PROTOCOL_TYPE,
     Message,
@@ -32,7 +34,7 @@ from meshsub.core.api import (
 from meshsub.core.content import ContentError, Event, Subscription
 from meshsub.core.georouting import GeoHeader, GeoRoutingError, next_hop
 from meshsub.core.grid import Cell, Point
-from meshsub.core.params import ProtocolParams
+from meshsub.core.params import ParameterError, ProtocolParams
 from meshsub.core.protocol import Protocol
 from meshsub.core.region import (
     GridParams,
@@ -57,14 +59,32 @@ DOWN = 1
 class DFParams(GridParams):
     reliable_control: bool = False
     """Per-hop ACKs for SUBSCRIBE/UNSUBSCRIBE (off: the thesis's loss-free counts)."""
+    max_gradients: int = 16384
+    """Bound on a node's gradients and their downstream neighbours together; past it a
+    new subscription is dropped as ``gradients_full``."""
+    max_gradient_bytes: int = 4 * 1024 * 1024
+    """Bound on the bytes the gradients keep (sub_ids and filters msgpack-encoded, a fixed
+    part per downstream neighbour); past it as ``max_gradients``."""
+
+    def validate(self) -> None:
+        GridParams.validate(self)
+        for key in ("max_gradients", "max_gradient_bytes"):
+            if getattr(self, key) < 1:
+                raise ParameterError(key, "must be at least 1")
 
 
 @dataclass(slots=True)
 class Gradient:
     filter: Subscription
     region: Cell
+    nbytes: int
+    """What ``max_gradient_bytes`` counts for the gradient itself (sub_id and filter)."""
     downstream: set[int] = field(default_factory=set)
     upstream: NodeId | None = None
+
+
+DOWNSTREAM_BYTES = 8
+"""What ``max_gradient_bytes`` counts per downstream neighbour (a node id)."""
 
 
 def _geo(v: Any) -> GeoHeader:
@@ -91,6 +111,8 @@ class DF(Protocol):
         self.grid = make_grid(self.params)
         self.area = deployment_area(self.params)
         self.gradients: dict[str, Gradient] = {}
+        self._held = (0, 0)
+        """Entries and bytes ``gradients`` holds (``max_gradients``, ``max_gradient_bytes``)."""
         self._npos: dict[NodeId, Point] = {}
         self._waiting: list[str] = []
 
@@ -181,6 +203,9 @@ class DF(Protocol):
     def status(self) -> dict[str, Any]:
         return {**super().status(), "gradients": len(self.gradients)}
 
+    def state_sizes(self) -> dict[str, tuple[int, int]]:
+        return {**super().state_sizes(), "gradients": self._held}
+
     # ------------------------------------------------------------- internals
 
     def _target(self, region: Cell) -> Point:
@@ -215,12 +240,15 @@ class DF(Protocol):
         grad = self.gradients.get(sid)
         loop: NodeId | None = None
         if grad is None:
-            grad = self.gradients[sid] = Gradient(sub, region)
+            nbytes = len(sid.encode()) + len(msgpack.packb(sub.to_wire()))
+            if not self._hold(2, nbytes + DOWNSTREAM_BYTES, sid, sub.topic):
+                return
+            grad = self.gradients[sid] = Gradient(sub, region, nbytes)
             grad.downstream.add(prev)
         elif grad.upstream is not None:
             loop = grad.upstream
-        else:
-            grad.downstream.add(prev)
+        elif not self._add_downstream(grad, prev, sid):
+            return
         nxt, out = self._step(self._target(region), header)
         grad.upstream = nxt  # None: home, the node closest to the region's centre (root)
         if loop is not None and loop != nxt:
@@ -231,14 +259,36 @@ class DF(Protocol):
         ttl = self.params.max_hops if ttl is None else ttl
         self._send(nxt, Message(SUBSCRIBE, mid, [sid, sub.to_wire(), out.to_wire()], hop, ttl))
 
+    def _hold(self, entries: int, nbytes: int, sid: str, topic: str) -> bool:
+        """Count ``entries`` more of ``nbytes`` into the gradients if they fit; otherwise
+        the subscription is dropped as ``gradients_full``."""
+        held, held_bytes = self._held
+        p = self.params
+        if held + entries > p.max_gradients or held_bytes + nbytes > p.max_gradient_bytes:
+            self.drop("gradients_full", sub_id=sid, topic=topic)
+            return False
+        self._held = (held + entries, held_bytes + nbytes)
+        return True
+
+    def _add_downstream(self, grad: Gradient, prev: int, sid: str) -> bool:
+        if prev in grad.downstream:
+            return True
+        if not self._hold(1, DOWNSTREAM_BYTES, sid, grad.filter.topic):
+            return False
+        grad.downstream.add(prev)
+        return True
+
     def _on_unsub(self, sid: str, sender: int, mid: MessageId, hop: int, ttl: int) -> None:
         grad = self.gradients.get(sid)
         if grad is None:
             return
-        grad.downstream.discard(sender)
+        if sender in grad.downstream:
+            grad.downstream.discard(sender)
+            self._held = (self._held[0] - 1, self._held[1] - DOWNSTREAM_BYTES)
         if grad.downstream:
             return
         del self.gradients[sid]
+        self._held = (self._held[0] - 1, self._held[1] - grad.nbytes)
         if grad.upstream is not None:
             self._send(grad.upstream, Message(UNSUBSCRIBE, mid, [sid], hop, ttl))
 

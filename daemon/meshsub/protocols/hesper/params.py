@@ -55,6 +55,20 @@ class HesperParams(GridParams):
     handover_grace_s: float = 10.0
     dedup_size: int = 4096
     dedup_s: float = 120.0
+    max_routing_entries: int = 16384
+    """Bound on a broker's routing table over all its topics: topics, entries, downstream
+    pointers, subscriptions awaiting a CONFIRM, REPLYs collected. Past it a new one is
+    dropped as ``routing_full`` (the client's refresh tries again)."""
+    max_routing_bytes: int = 4 * 1024 * 1024
+    """Bound on the bytes the same table keeps (topics, filters, sub_ids, route records,
+    msgpack-encoded); past it as ``max_routing_entries``."""
+    max_hints: int = 4096
+    """Bound on the brokers remembered from BROKER_UPDATEs (by cell and topic); past it the
+    oldest is forgotten (``hint_evicted``: messages to its cell find the broker by the hash
+    point again)."""
+    max_hint_bytes: int = 1024 * 1024
+    """Bound on the bytes the remembered brokers keep (topic names and a fixed part);
+    past it as ``max_hints``."""
     reliable_control: bool = True
     """Per-hop ACKs for SUBSCRIBE, REPLY, CONFIRM, UNSUBSCRIBE, STATE_TRANSFER and
     BROKER_UPDATE; false reproduces the thesis's loss-free message counts."""
@@ -82,6 +96,9 @@ class HesperParams(GridParams):
             raise ParameterError("energy_source", f"must be one of {list(ENERGY_SOURCES)}")
         if self.M_b < 1:
             raise ParameterError("M_b", "must be a positive number of bits")
+        for key in ("max_routing_entries", "max_routing_bytes", "max_hints", "max_hint_bytes"):
+            if getattr(self, key) < 1:
+                raise ParameterError(key, "must be at least 1")
         if self.dedup_size < 1:
             raise ParameterError("dedup_size", "must be at least 1")
         if self.lease_s < self.sub_refresh_s:

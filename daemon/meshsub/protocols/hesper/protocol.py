@@ -15,6 +15,7 @@ unicast transmission; only the intra-cell BEACON is a broadcast.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from dataclasses import replace
 from typing import Any, ClassVar
 
@@ -32,12 +33,15 @@ from meshsub.protocols.hesper.energy import EnergyMeter, RadioEnergyModel
 from meshsub.protocols.hesper.params import HesperParams
 from meshsub.protocols.hesper.sectors import next_offsets
 from meshsub.protocols.hesper.state import (
+    CELL_BYTES,
+    Budget,
     Downstream,
     Entry,
     ReplyCandidate,
     TimedBest,
     TimedDedup,
     TopicState,
+    wire_size,
 )
 
 MAX_REDIRECTS = 2
@@ -82,12 +86,16 @@ class Hesper(Protocol):
         self.retiring = False
         self.topics: dict[str, TopicState] = {}
         """Broker state, one per topic this node is the broker of (in its cell)."""
+        self._routing = Budget(p.max_routing_entries, p.max_routing_bytes, self._routing_size)
+        """What ``topics`` may hold (``_admit``)."""
         self._npos: dict[NodeId, Point] = {}
         self._beacons: dict[NodeId, tuple[m.Beacon, float]] = {}
         self._view: dict[NodeId, Member] | None = None
         self._offsets: dict[str, Point] = {}
-        self._hints: dict[tuple[Cell, str], tuple[NodeId, Point]] = {}
-        """Brokers announced by BROKER_UPDATE, by (cell, topic)."""
+        self._hints: OrderedDict[tuple[Cell, str], tuple[NodeId, Point]] = OrderedDict()
+        """Brokers announced by BROKER_UPDATE, by (cell, topic), oldest first; at most
+        ``max_hints`` of ``max_hint_bytes`` (``_hint``)."""
+        self._hint_bytes = 0
         self._handed: dict[str, tuple[NodeId, float]] = {}
         """Topics handed over: new broker and end of ``handover_grace_s``."""
         self._handing: dict[int, tuple[str, NodeId]] = {}
@@ -226,6 +234,7 @@ class Hesper(Protocol):
             self.set_timer(T_ENERGY, p.energy_check_s)
         elif name == T_LEASE:
             self._sweep_leases()
+            self._routing.resync(self.now)
             self.set_timer(T_LEASE, p.sub_refresh_s)
         elif name == T_REFRESH:
             for sub_id, sub in list(self.subscriptions.items()):
@@ -399,16 +408,32 @@ class Hesper(Protocol):
         if transfer.cell != self.cell:
             self.drop("wrong_cell", message)
             return
-        bad = self._state(transfer.topic).merge(transfer.entries, self.now)
-        self._handed.pop(transfer.topic, None)
+        topic = transfer.topic
+        if not self._admit(message, topic, None, 0, 0):
+            return
+        bad, full = self._state(topic).merge(
+            transfer.entries, self.now,
+            lambda entries, nbytes: self._routing.admit(entries, nbytes, self.now))
+        self._handed.pop(topic, None)
         if bad:
             self.drop("malformed_entry", message, bytes=bad)
+        if full:
+            self.drop("routing_full", message, topic=topic, entries=full)
 
     def _on_broker_update(self, env: m.Envelope, update: m.BrokerUpdate) -> None:
+        key = (update.cell, env.topic)
+        if key in self._hints:
+            del self._hints[key]
+            self._hint_bytes -= _hint_size(env.topic)
         if update.new_broker == self.node:
-            self._hints.pop((update.cell, env.topic), None)
-        else:
-            self._hints[(update.cell, env.topic)] = (update.new_broker, update.new_pos)
+            return
+        p = self.params
+        self._hints[key] = (update.new_broker, update.new_pos)
+        self._hint_bytes += _hint_size(env.topic)
+        while len(self._hints) > p.max_hints or self._hint_bytes > p.max_hint_bytes:
+            (_cell, topic), (broker, _pos) = self._hints.popitem(last=False)
+            self._hint_bytes -= _hint_size(topic)
+            self.drop("hint_evicted", topic=topic, peer=broker)
 
     # ============================================================= transport
 
@@ -664,6 +689,32 @@ class Hesper(Protocol):
         except ValueError:
             self.drop("malformed", msg)
 
+    def _routing_size(self) -> tuple[int, int]:
+        """``(entries, bytes)`` the routing table holds (``Budget``'s exact measure)."""
+        entries = nbytes = 0
+        for st in self.topics.values():
+            e, b = st.size()
+            entries, nbytes = entries + e, nbytes + b
+        return entries, nbytes
+
+    def state_sizes(self) -> dict[str, tuple[int, int]]:
+        sizes = super().state_sizes()
+        sizes["routing"] = self._routing_size()
+        sizes["broker_hints"] = (len(self._hints), self._hint_bytes)
+        return sizes
+
+    def _admit(self, msg: Message | None, topic: str, sub_id: str | None, entries: int,
+               nbytes: int) -> bool:
+        """Room in the routing table for ``entries`` more of ``nbytes`` (and for the
+        topic, if it is new here); otherwise the message is dropped as ``routing_full``."""
+        if topic not in self.topics:
+            entries, nbytes = entries + 1, nbytes + len(topic.encode())
+        if self._routing.admit(entries, nbytes, self.now):
+            return True
+        self.drop("routing_full", msg, topic=topic,
+                  **({} if sub_id is None else {"sub_id": sub_id}))
+        return False
+
     def _state(self, topic: str) -> TopicState:
         st = self.topics.get(topic)
         if st is None:
@@ -779,18 +830,24 @@ class Hesper(Protocol):
         topic = s.filter.topic
         now = self.now
         lease = now + self.params.lease_s
-        st = self._state(topic)
         local = not s.route_record
         prev = m.client_target(s.client) if local else m.cell_target(s.route_record[-1])
-        if s.refresh:
-            holder = st.holding(prev, s.sub_id)
+        known = self.topics.get(topic)
+        if s.refresh and known is not None:
+            holder = known.holding(prev, s.sub_id)
             if holder is not None:
-                self._renew(st, holder, prev, s, lease, msg)
+                self._renew(known, holder, prev, s, lease, msg)
                 return
-        elif self._seen_subs.check_and_add((topic, s.sub_id, s.seq), now):
+        if not s.refresh and self._seen_subs.check_and_add((topic, s.sub_id, s.seq), now):
             # step 2: the other HESPER-II branch
             self.drop("duplicate_subscribe", msg, sub_id=s.sub_id, topic=topic)
             return
+        # At most an entry and a downstream pointer (or a subscription awaiting its
+        # CONFIRM) with the filter each.
+        if not self._admit(msg, topic, s.sub_id, 2,
+                           2 * (len(s.sub_id.encode()) + wire_size(s.filter.to_wire()))):
+            return
+        st = self._state(topic)
         is_phb = self.cell == region
         entry = st.covering(s.filter, region)
         if entry is None and is_phb:
@@ -881,6 +938,9 @@ class Hesper(Protocol):
             window = st.replies.get(r.sub_id)
             if window is None:  # a late reply (or one for a refresh): decide on it soon
                 window = st.replies[r.sub_id] = []
+            if not self._admit(msg, env.topic, r.sub_id, 1,
+                               CELL_BYTES * (len(r.route_record) + 1)):
+                return
             self._stretch_window(st, r.sub_id, r.sub_hops + msg.hop)
             self._arrivals += 1
             window.append(ReplyCandidate(r.new_links, r.total_hops, self._arrivals,
@@ -906,13 +966,16 @@ class Hesper(Protocol):
 
     def _on_confirm(self, c: m.Confirm, env: m.Envelope, msg: Message | None) -> None:
         topic = env.topic
-        st = self._state(topic)
         lease = self.now + self.params.lease_s
         region = subscription_region(c.filter)
         if region is None:
             self.drop("no_region", msg, sub_id=c.sub_id, topic=topic)
             return
         if c.index == len(c.route_record):  # the replier
+            if not self._admit(msg, topic, c.sub_id, 2,
+                               2 * (len(c.sub_id.encode()) + wire_size(c.filter.to_wire()))):
+                return
+            st = self._state(topic)
             prev = m.cell_target(c.route_record[-1])
             waiting = st.awaiting_confirm.pop(c.sub_id, None)
             entry = st.entries.get(waiting[0]) if waiting is not None else None
@@ -926,7 +989,8 @@ class Hesper(Protocol):
                 return
             entry.downstream[(prev, c.sub_id)] = Downstream(c.filter, lease)
             return
-        entry = st.entries.get(c.sub_id)
+        known = self.topics.get(topic)
+        entry = known.entries.get(c.sub_id) if known is not None else None
         if entry is None:
             self.drop("confirm_unknown", msg, sub_id=c.sub_id, topic=topic)
             return
@@ -1037,6 +1101,12 @@ class Hesper(Protocol):
             if not st.entries and not st.awaiting_confirm and not st.replies:
                 del self.topics[topic]
                 self.emit("broker", topic=topic, role="idle")
+
+
+def _hint_size(topic: str) -> int:
+    """Bytes ``max_hint_bytes`` counts for a remembered broker: its topic's name and a
+    fixed part (cell, node id, position)."""
+    return len(topic.encode()) + 32
 
 
 def _d2(a: Point, b: Point) -> float:
