@@ -104,6 +104,25 @@ def test_remembered_brokers_stay_within_their_bounds(updates: list[tuple[str, in
     assert node.drops.get("hint_evicted", 0) == fresh - len(node._hints)
 
 
+def test_beacons_of_new_neighbours_past_the_bound_are_counted_drops() -> None:
+    node = Hesper(1, params=HesperParams(beacon_s=2.0, member_timeout_s=6.0, max_beacons=4))
+    node.handle(PositionChanged(0.0, Position(10.0, 10.0)))
+    claims = tuple(f"topic/{i}" for i in range(50))
+
+    def beacon(t: float, sender: int) -> None:
+        b = m.Beacon((12.0, 12.0), node.cell or m.Cell(0, 0), 0.5, False, claims)
+        node.handle(FrameReceived(t, sender, Message(m.BEACON, MessageId(sender, 0, int(t)),
+                                                     b.to_wire())))
+
+    for sender in range(2, 12):
+        beacon(1.0, sender)
+    assert len(node._beacons) == 4 and node.drops["beacons_full"] == 6
+    assert all(b.claims == () for b, _t in node._beacons.values())
+    assert len(node._npos) == 4
+    beacon(10.0, 20)  # the first four are silent for longer than member_timeout_s
+    assert set(node._beacons) == {20} and set(node._npos) == {20}
+
+
 def _df_node(**params: object) -> DF:
     node = DF(1, params=DFParams(TR=70.0, area_width_m=300.0, area_height_m=300.0,
                                  **params))  # type: ignore[arg-type]

@@ -62,6 +62,10 @@ class HesperParams(GridParams):
     max_routing_bytes: int = 4 * 1024 * 1024
     """Bound on the bytes the same table keeps (topics, filters, sub_ids, route records,
     msgpack-encoded); past it as ``max_routing_entries``."""
+    max_beacons: int = 1024
+    """Bound on the neighbours whose last beacon is kept (the cell view); a beacon from
+    a new neighbour past it, when none has been silent for ``member_timeout_s``, is
+    dropped as ``beacons_full``."""
     max_hints: int = 4096
     """Bound on the brokers remembered from BROKER_UPDATEs (by cell and topic); past it the
     oldest is forgotten (``hint_evicted``: messages to its cell find the broker by the hash
@@ -96,7 +100,8 @@ class HesperParams(GridParams):
             raise ParameterError("energy_source", f"must be one of {list(ENERGY_SOURCES)}")
         if self.M_b < 1:
             raise ParameterError("M_b", "must be a positive number of bits")
-        for key in ("max_routing_entries", "max_routing_bytes", "max_hints", "max_hint_bytes"):
+        for key in ("max_routing_entries", "max_routing_bytes", "max_beacons", "max_hints",
+                    "max_hint_bytes"):
             if getattr(self, key) < 1:
                 raise ParameterError(key, "must be at least 1")
         if self.dedup_size < 1:

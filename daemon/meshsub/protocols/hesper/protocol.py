@@ -270,6 +270,17 @@ class Hesper(Protocol):
 
     # ============================================================ membership
 
+    def _forget_stale_beacons(self) -> None:
+        """Forget members not heard for ``member_timeout_s`` (they have left the view
+        already), with the positions only their beacons gave."""
+        timeout = self.params.member_timeout_s
+        for node, (_beacon, at) in list(self._beacons.items()):
+            if self.now - at > timeout:
+                del self._beacons[node]
+                if node not in self.neighbors:
+                    self._npos.pop(node, None)
+        self._view = None
+
     def _members(self) -> dict[NodeId, Member]:
         """The cell's membership view: this node, same-cell neighbours, beacon details.
 
@@ -328,7 +339,13 @@ class Hesper(Protocol):
         return elect(self._members(), self._point(self.cell, topic), self.params.E_rot)
 
     def _on_beacon(self, sender: NodeId, beacon: m.Beacon) -> None:
-        self._beacons[sender] = (beacon, self.now)
+        if sender not in self._beacons and len(self._beacons) >= self.params.max_beacons:
+            self._forget_stale_beacons()
+            if len(self._beacons) >= self.params.max_beacons:
+                self.drop("beacons_full", peer=sender)
+                return
+        # Kept without its claims (read here only), so every kept beacon is of one size.
+        self._beacons[sender] = (replace(beacon, claims=()), self.now)
         self._npos.setdefault(sender, beacon.pos)
         self._view = None
         if beacon.cell != self.cell or self.cell is None or self.position is None:
