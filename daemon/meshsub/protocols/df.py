@@ -17,6 +17,7 @@ DF defines no soft state; subscriptions stay until unsubscribed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -34,7 +35,7 @@ from meshsub.core.api import (
 from meshsub.core.content import ContentError, Event, Subscription
 from meshsub.core.georouting import GeoHeader, GeoRoutingError, next_hop
 from meshsub.core.grid import Cell, Point
-from meshsub.core.params import ParameterError, ProtocolParams
+from meshsub.core.params import OUR_DECISION, ParamDoc, ParameterError, ProtocolParams
 from meshsub.core.protocol import Protocol
 from meshsub.core.region import (
     GridParams,
@@ -71,6 +72,12 @@ class DFParams(GridParams):
         for key in ("max_gradients", "max_gradient_bytes"):
             if getattr(self, key) < 1:
                 raise ParameterError(key, "must be at least 1")
+
+    param_docs: ClassVar[Mapping[str, ParamDoc]] = {
+        "reliable_control": ParamDoc("", OUR_DECISION),
+        "max_gradients": ParamDoc("entries", OUR_DECISION),
+        "max_gradient_bytes": ParamDoc("bytes", OUR_DECISION),
+    }
 
 
 @dataclass(slots=True)
