@@ -245,6 +245,8 @@ class Run:
     events: int
     mean_hops: float
     wall_s: float
+    budget_drops: int = 0
+    """Messages dropped as ``ttl_expired`` (out of the end-to-end hop budget)."""
 
     @property
     def delivery(self) -> float:
@@ -256,20 +258,25 @@ class Run:
 
 
 def simulate(field: str, protocol: str, seed: int) -> Run:
-    from meshsim.des.run import run_scenario
+    from meshsim.des.engine import Simulation
     from meshsim.des.summary import outcomes, totals
     from meshsim.scenario import loads_scenario
+    from meshsim.scenario.plan import make_plan
 
     overrides = dict(PROTOCOLS)[protocol]
     scenario = loads_scenario(scenario_text(FIELDS[field], seed), overrides)
     started = time.perf_counter()
-    result = run_scenario(scenario, None)
-    events = outcomes(result.plan, result.stats)
+    plan = make_plan(scenario)
+    sim = Simulation(scenario, None, plan=plan)
+    stats = sim.run()
+    events = outcomes(plan, stats)
     t = totals(events)
     hops = [e.mean_hops for e in events if e.mean_hops is not None]
+    budget = sum(node.proto.drops.get("ttl_expired", 0) for node in sim.nodes.values())
     return Run(field, protocol, seed, t.expected, t.delivered, t.unexpected,
-               result.stats.tx["subscription"], result.stats.tx["data"], len(events),
-               statistics.fmean(hops) if hops else math.nan, time.perf_counter() - started)
+               stats.tx["subscription"], stats.tx["data"], len(events),
+               statistics.fmean(hops) if hops else math.nan, time.perf_counter() - started,
+               budget)
 
 
 # ------------------------------------------------------------------ statistics
@@ -310,20 +317,28 @@ def fmt(values: Sequence[float], digits: int = 1) -> str:
 # ------------------------------------------------------------------ report
 
 
+def _budget_column(rs: Sequence[Run]) -> str:
+    """Messages out of the hop budget over the seeds, and which seeds lost any."""
+    total = sum(r.budget_drops for r in rs)
+    seeds = [str(r.seed) for r in rs if r.budget_drops]
+    return f"{total} ({', '.join(seeds)})" if seeds else "0"
+
+
 def report(runs: list[Run], seeds: list[int], fields: list[str]) -> str:
     by = {(r.field, r.protocol, r.seed): r for r in runs}
     out = [f"seeds {seeds[0]}..{seeds[-1]} ({len(seeds)}); mean ± 95 % CI half-width",
            "",
            "| field | protocol | delivery ratio | subscription tx | data tx / event "
-           "| mean hops |",
-           "|---|---|---|---|---|---|"]
+           "| mean hops | ttl_expired drops (seeds with any) |",
+           "|---|---|---|---|---|---|---|"]
     for field in fields:
         for protocol, _ in PROTOCOLS:
             rs = [by[(field, protocol, s)] for s in seeds]
             out.append(f"| {field} | {protocol} | {fmt([r.delivery for r in rs], 3)} | "
                        f"{fmt([r.sub_tx for r in rs], 0)} | "
                        f"{fmt([r.data_per_event for r in rs], 1)} | "
-                       f"{fmt([r.mean_hops for r in rs], 2)} |")
+                       f"{fmt([r.mean_hops for r in rs], 2)} | "
+                       f"{_budget_column(rs)} |")
     out += ["", "Verdicts (computed from the figures above):", ""]
     out.append("| claim | field | protocol | figure | rule | verdict |")
     out.append("|---|---|---|---|---|---|")
@@ -389,6 +404,7 @@ def main() -> None:
     for r in runs:
         print(f"  {r.field:8s} {r.protocol:9s} seed {r.seed}: delivered {r.delivered}/"
               f"{r.expected}, subscription tx {r.sub_tx}, data tx {r.data_tx}, "
+              f"ttl_expired {r.budget_drops}, "
               f"{r.wall_s:.1f} s", file=sys.stderr)
     print(report(runs, seeds, fields))
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
