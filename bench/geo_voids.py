@@ -30,7 +30,10 @@ computed from the figures, rule and tolerance printed beside each:
 
 Run it under the shared CPU lock (long computation):
 
-    flock -s /tmp/msub-locks/cpu.lock nice .venv/bin/python bench/geo_voids.py [--quick]
+    flock -s /tmp/msub-locks/cpu.lock nice .venv/bin/python bench/geo_voids.py [--quick] \
+        [--jobs 2] [--page docs/results/hesper-voids.md]
+
+With ``--page`` it also writes the figures as that results page.
 """
 
 from __future__ import annotations
@@ -377,12 +380,27 @@ def report(runs: list[Run], seeds: list[int], fields: list[str]) -> str:
     return "\n".join(out)
 
 
+def page(table: str, footer: str, argv: Sequence[str]) -> str:
+    """The results page: how the figures were made, then the figures and verdicts."""
+    intro = __doc__.split("Run it under", 1)[0].strip()
+    command = " ".join(["python bench/geo_voids.py", *argv])
+    return "\n".join([
+        "# HESPER around voids: delivery and subscription cost (generated)", "",
+        f"Written by `{command}`; do not edit by hand. Section numbers are Zheng 2008's; "
+        "the rules these figures judge are in docs/protocols/hesper.md "
+        "(\"Cells without nodes\", \"Hop budget\").", "",
+        intro, "", "## Figures", "", table, "", footer, ""])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5, help="seeds 1..N (default 5)")
     parser.add_argument("--quick", action="store_true", help="2 seeds")
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--fields", default=",".join(FIELDS))
+    parser.add_argument("--page", type=Path, default=None,
+                        help="also write the figures as a results page (e.g. "
+                             "docs/results/hesper-voids.md)")
     parser.add_argument("--write-scenarios", action="store_true",
                         help="write seed 1 of every field into the scenarios folder, then stop")
     args = parser.parse_args()
@@ -406,10 +424,15 @@ def main() -> None:
               f"{r.expected}, subscription tx {r.sub_tx}, data tx {r.data_tx}, "
               f"ttl_expired {r.budget_drops}, "
               f"{r.wall_s:.1f} s", file=sys.stderr)
-    print(report(runs, seeds, fields))
-    load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    print(f"\n{len(runs)} runs in {time.perf_counter() - started:.0f} s on "
-          f"{os.cpu_count()} cores; load after: {load}")
+    table = report(runs, seeds, fields)
+    print(table)
+    after = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    footer = (f"{len(runs)} runs in {time.perf_counter() - started:.0f} s on "
+              f"{os.cpu_count()} cores; load before: {load}; load after: {after}")
+    print(f"\n{footer}")
+    if args.page is not None:
+        args.page.write_text(page(table, footer, sys.argv[1:]), encoding="utf-8")
+        print(f"wrote {args.page}")
 
 
 if __name__ == "__main__":
