@@ -8,7 +8,10 @@ Definitions (docs/evaluation.md has the prose, with sources):
   delivery_ratio = first deliveries / interested pairs.
 - latency: first ``deliver.ts - publish.ts`` per interested pair.
 - false positive: a (event, node) pair delivered to a node outside the set.
-- duplicates: ``deliver`` records beyond the first per (event, node).
+- duplicates: ``deliver`` records beyond the first per (event, node, subscription):
+  copies a subscription received more than once. A node with k matching subscriptions
+  gets k records of one event, which are not duplicates; ``duplicates_per_node``
+  (records beyond the first per (event, node)) keeps that older, coarser count, labelled.
 - overhead_ratio (the ONE simulator's MessageStatsReport, (relayed - delivered) /
   delivered): (data transmissions - first deliveries) / first deliveries.
 
@@ -223,10 +226,9 @@ def _delivery_stats(pairs: DataFrame) -> Runs:
         F.sum(_i(F.col("state") == "fp")).alias("fp_deliveries"),
         F.sum(_i(F.col("state") == "local")).alias("local_deliveries"),
         F.sum(F.when(_nonlocal(), F.col("n_records"))).alias("deliver_records"),
+        F.sum(F.when(_nonlocal(), F.col("n_records") - F.col("n_subs"))).alias("duplicates"),
         F.sum(F.when(_nonlocal() & (F.col("n_records") > 1), F.col("n_records") - 1))
-        .alias("duplicates"),
-        F.sum(F.when(_nonlocal(), F.col("n_records") - F.col("n_subs")))
-        .alias("duplicates_same_sub"),
+        .alias("duplicates_per_node"),
         F.avg(_lat()).alias("latency_mean_s"),
         F.avg(F.when(_hit(), F.col("first_hop"))).alias("hop_mean"),
         F.max(F.when(_hit(), F.col("first_hop"))).alias("hop_max"),
@@ -273,23 +275,26 @@ def _per_event(measured: DataFrame, pairs: DataFrame) -> DataFrame:
                 F.sum(_i(F.col("interested") & _nonlocal())).alias("interested"),
                 F.sum(_i(_hit())).alias("delivered"),
                 F.sum(_i(F.col("state") == "fp")).alias("false_positives"),
-                F.sum(F.when(_nonlocal() & (F.col("n_records") > 1), F.col("n_records") - 1))
+                F.sum(F.when(_nonlocal(), F.col("n_records") - F.col("n_subs")))
                 .alias("duplicates"),
+                F.sum(F.when(_nonlocal() & (F.col("n_records") > 1), F.col("n_records") - 1))
+                .alias("duplicates_per_node"),
                 F.avg(_lat()).alias("latency_mean_s"),
                 F.max(_lat()).alias("latency_max_s"),
             ),
             ["run", "event_id"],
             "left",
         )
-        .fillna(0, ["interested", "delivered", "false_positives", "duplicates"])
+        .fillna(0, ["interested", "delivered", "false_positives", "duplicates",
+                    "duplicates_per_node"])
         .withColumn("pub_time_s", (F.col("pub_ts") - F.col("t0_ns")) / 1e9)
         .withColumn(
             "delivery_ratio",
             F.when(F.col("interested") > 0, F.col("delivered") / F.col("interested")),
         )
         .select("run", "event_id", "topic", "pub_node", "pub_time_s", "interested", "delivered",
-                "delivery_ratio", "false_positives", "duplicates", "latency_mean_s",
-                "latency_max_s")
+                "delivery_ratio", "false_positives", "duplicates", "duplicates_per_node",
+                "latency_mean_s", "latency_max_s")
     )
 
 
@@ -429,7 +434,7 @@ def _derive(m: dict[str, Any]) -> None:
     """Ratios and totals from the counts of one run (in place); None where undefined."""
     for key in ("events", "events_warmup", "interested_pairs", "first_deliveries",
                 "fp_deliveries", "local_deliveries", "deliver_records", "duplicates",
-                "duplicates_same_sub", "fp_late_subscriber", "orphan_deliveries",
+                "duplicates_per_node", "fp_late_subscriber", "orphan_deliveries",
                 "publish_duplicates", "bad_event_content", "bad_subscription_content",
                 "events_with_interest", "events_fully_delivered", "subscribers"):
         m[key] = int(m.get(key) or 0)

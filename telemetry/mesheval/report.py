@@ -151,7 +151,10 @@ DEFINITIONS = [
     "(data transmissions - first deliveries) / first deliveries.",
     "FP: deliveries to nodes outside the interested set; FP fwd: forwarding false positives "
     "reported by the protocol (n/a when it does not report them).",
-    "Duplicates: deliver records beyond the first per (event, node).",
+    "Duplicates: deliver records beyond the first per (event, node, subscription), i.e. a "
+    "subscription that received the event more than once (a node with two matching "
+    "subscriptions gets two records: not a duplicate; duplicates_per_node in metrics.json "
+    "counts per node).",
     "Energy: first-order radio model, HESPER Table 4.1 constants; data energy of measured "
     "events per event.",
     "Cells: mean ± half-width of the 95% Student-t interval over seeds; events published in "

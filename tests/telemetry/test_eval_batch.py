@@ -52,9 +52,20 @@ def test_latency(m: dict[str, Any], result: Any) -> None:
 def test_false_positives_duplicates_and_local(m: dict[str, Any]) -> None:
     assert m["fp_deliveries"] == 2  # n4 (t<5 does not match t=20) and n6 (joined late)
     assert m["fp_late_subscriber"] == 1  # n6
-    assert m["duplicates"] == 1  # n2 got E1 twice
     assert m["local_deliveries"] == 1  # n2 delivered its own E2
-    assert m["deliver_records"] == 8  # E1: n2 twice, n3, n4, n6; E2: n3, n4; E3: n1
+    # E1: n2 twice (s2), n3 twice (s3, s3b), n4, n6; E2: n3 twice (s3, s3b), n4; E3: n1
+    assert m["deliver_records"] == 10
+
+
+def test_duplicates_per_subscription_not_per_node(m: dict[str, Any], result: Any) -> None:
+    """A duplicate is a subscription receiving an event again: n2's second E1 on s2.
+    Per node, n3's two subscriptions (s3, s3b) would add one record each for E1 and E2."""
+    assert m["duplicates"] == 1
+    assert m["duplicates_per_node"] == 1 + 2
+    assert m["duplicates_per_delivery"] == pytest.approx(1 / 5)
+    per_event = {r["event_id"]: (r["duplicates"], r["duplicates_per_node"])
+                 for r in result.evaluation.per_event.collect()}
+    assert per_event == {evaldata.E1: (1, 2), evaldata.E2: (0, 1), evaldata.E3: (0, 0)}
     assert m["fp_forward"] == 1  # the E0 one is in the warm-up
     assert m["orphan_deliveries"] == 0
 
