@@ -64,8 +64,12 @@ def eval_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("rundirs", nargs="*", type=Path, metavar="RUNDIR",
                    help="run directories (*.jsonl read recursively, manifest.json)")
-    p.add_argument("--out", type=Path, required=True, metavar="REPORTDIR",
-                   help="where metrics.json, report.md/html, plots and the Parquet cache go")
+    p.add_argument("--out", type=Path, metavar="REPORTDIR",
+                   help="where metrics.json, report.md/html, plots and the Parquet cache go "
+                   "(default for a sweep directory: DIR/eval)")
+    p.add_argument("--claims", type=Path, metavar="CLAIMS.toml",
+                   help="judge a paper's claims on the figures and write the results page "
+                   "(docs/experiments.md)")
     p.add_argument("--master", help="Spark master URL (default local[2], or spark-submit's)")
     p.add_argument("--warmup", type=_non_negative, metavar="S",
                    help="exclude events published in the first S seconds (overrides the "
@@ -78,6 +82,12 @@ def eval_parser() -> argparse.ArgumentParser:
     p.add_argument("--message-bits", type=_bits, metavar="N",
                    help="energy: charge every transmission as a message of N bits instead of "
                    "its frame's bytes (HESPER's Table 4.1: M_b = 320)")
+    p.add_argument("--deadline", type=_positive, metavar="S",
+                   help="an event's lifetime: deliveries later than S after the publish do "
+                   "not count, events whose deadline falls after the run are not judged "
+                   "(overrides the manifest's evaluate.deadline_s)")
+    p.add_argument("--no-optimum", action="store_true",
+                   help="skip the optimum (fewest transmissions) and path stretch per event")
     p.add_argument("--follow", type=Path, metavar="SPOOLDIR",
                    help="streaming mode over a JSON Lines spool directory")
     p.add_argument("--once", action="store_true",
@@ -104,6 +114,21 @@ def eval_main(argv: Sequence[str]) -> int:
     for rundir in args.rundirs:
         if not rundir.is_dir():
             return _fail(f"{rundir}: not a directory", 2)
+    from mesheval.sweep import SweepInputError, sweep_inputs
+
+    try:
+        sweep = sweep_inputs(args.rundirs)
+    except SweepInputError as exc:
+        return _fail(str(exc), 2)
+    if sweep is not None:
+        args.rundirs = sweep.rundirs
+        args.out = args.out or sweep.directory / "eval"
+        if args.message_bits is None and sweep.message_bits is not None:
+            args.message_bits = sweep.message_bits
+    if args.out is None:
+        return _fail("give --out REPORTDIR (only a sweep directory has a default)", 2)
+    if args.claims is not None and not args.claims.is_file():
+        return _fail(f"{args.claims}: no such claims file", 2)
     if args.follow is not None and not args.follow.is_dir():
         return _fail(f"{args.follow}: not a directory", 2)
     try:
@@ -137,9 +162,15 @@ def _batch(args: argparse.Namespace) -> int:
     spark = get_session(args.master)
     result = run_batch(spark, args.rundirs, args.out, warmup_s=args.warmup,
                        window_s=args.window, range_m=args.range_m,
-                       message_bits=args.message_bits)
+                       message_bits=args.message_bits, deadline_s=args.deadline,
+                       optimum=not args.no_optimum)
     if not args.no_report:
         write_report(result.document, args.out)
+    if args.claims is not None:
+        from mesheval.claims.page import write_page
+
+        page = write_page(args.claims, result.document, args.out)
+        print(f"results page: {page}")
     header, rows = headline(result.document)
     print(text_table(header, rows))
     quality = result.document["quality"]

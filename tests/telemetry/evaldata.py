@@ -16,6 +16,9 @@ Timeline (seconds; t0 = 0, warm-up 5 s, radio range 70 m -> free-space model):
 
 n2 moves from (30, 0) to (60, 50) at t=11, between its reception from n1 and its
 transmission to n3 (the energy model uses positions as of each transmission).
+``mobility.log`` has the same tracks (n2 jumps at t=11), so the optimum sees, with the
+70 m unit disk: at t=10 n1 next to n2, n3 and n4; at t=20 n2 next to n3, n4 and n5, n6
+alone.
 """
 
 from __future__ import annotations
@@ -127,4 +130,7 @@ def write_run(rundir: Path) -> Path:
     (rundir / "n1" / "1-0-2.jsonl").write_text("\n".join(MALFORMED) + "\n", encoding="utf-8")
     (rundir / "n1" / ".1-0-3.jsonl.tmp").write_text("half a line", encoding="utf-8")
     (rundir / "manifest.json").write_text(json.dumps(MANIFEST), encoding="utf-8")
+    track = ["0.0 1 0.0 0.0", "0.0 2 30.0 0.0", "0.0 3 60.0 0.0", "0.0 4 0.0 40.0",
+             "0.0 5 100.0 100.0", "0.0 6 200.0 200.0", "10.9 2 30.0 0.0", "11.0 2 60.0 50.0"]
+    (rundir / "mobility.log").write_text("# t node x y\n" + "\n".join(track) + "\n")
     return rundir

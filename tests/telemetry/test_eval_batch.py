@@ -106,12 +106,32 @@ def test_thesis_cost_metrics(m: dict[str, Any]) -> None:
     assert m["energy_subscription_per_subscriber_j"] * 1e6 == pytest.approx(31.68 / 6)
 
 
+def test_optimum_and_stretch(m: dict[str, Any], result: Any) -> None:
+    """Fewest transmissions at each publish time (evaldata's docstring has the links).
+
+    E1 (n1 -> n2, n3): one broadcast, two unicasts; its protocol sent 3 data frames.
+    E2 (n2 -> n3, n4; n6 unreachable): 1 and 2; sent 2. E3 (n3 -> n1): 1 and 1; sent 1.
+    """
+    assert (m["opt_events"], m["opt_exact_share"], m["opt_method"]) == (3, 1.0, "exact")
+    assert (m["opt_broadcast_lower"], m["opt_broadcast_upper"]) == (3, 3)
+    assert (m["opt_unicast_lower"], m["opt_unicast_upper"]) == (5, 5)
+    assert m["opt_unreachable"] == 1
+    assert m["optimum_ratio"] == m["optimum_ratio_high"] == pytest.approx(6 / 3)
+    assert m["optimum_ratio_unicast"] == pytest.approx(6 / 5)
+    # hops over shortest hops: n2 1/1, n3 2/1 (E1), n3 1/1, n4 2/1 (E2), n1 1/1 (E3)
+    assert m["hop_stretch_mean"] == pytest.approx(7 / 5) and m["hop_stretch_max"] == 2
+    assert m["geo_stretch_n"] == 0  # every subscriber within one range of its publisher
+    per_event = {r["event_id"]: r["data_tx"] for r in result.evaluation.per_event.collect()}
+    assert per_event == {evaldata.E1: 3, evaldata.E2: 2, evaldata.E3: 1}
+
+
 def handbuilt_settings(spark: Any) -> Any:
     """The settings row of evaldata's run, as mesheval.settings would derive it."""
     from mesheval.settings import SETTINGS_SCHEMA
 
     return spark.createDataFrame(
-        [(evaldata.RUN, "flooding", "handbuilt", "sim", "p", "v", 70.0, 0, 5 * evaldata.S)],
+        [(evaldata.RUN, "flooding", "handbuilt", "sim", "p", "v", 70.0, 0, 5 * evaldata.S,
+          None, None)],
         schema=SETTINGS_SCHEMA)
 
 
