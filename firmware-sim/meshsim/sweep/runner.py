@@ -86,11 +86,26 @@ def _worker(spec: SweepSpec, point: Point, out: Path) -> PointResult:
         return PointResult(point.id, "failed", 0.0, rundir_of(out, point), "", error=first)
 
 
+def _earlier(out: Path) -> dict[str, dict[str, Any]]:
+    """Rows of the previous sweep.json by point id (points this invocation does not run
+    keep their earlier status)."""
+    try:
+        doc = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+        return {str(r["id"]): r for r in doc.get("points", []) if isinstance(r, dict)}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
 def write_manifest(spec: SweepSpec, out: Path, points: Sequence[Point],
-                   results: dict[str, PointResult], started: str, done: bool) -> None:
+                   results: dict[str, PointResult], started: str, done: bool,
+                   earlier: dict[str, dict[str, Any]] | None = None) -> None:
     rows = []
-    for p in points:
+    for p in expand(spec):
         r = results.get(p.id)
+        if r is None and earlier and p.id in earlier and p.id not in {q.id for q in points}:
+            rows.append({**p.as_dict(), **{k: earlier[p.id].get(k) for k in (
+                "status", "wall_s", "rundir", "digest", "derived", "error")}})
+            continue
         rows.append({**p.as_dict(), "status": r.status if r else "pending",
                      "wall_s": round(r.wall_s, 3) if r else None,
                      "rundir": str((out / "runs" / p.id).relative_to(out)),
@@ -120,7 +135,8 @@ def run_sweep(spec: SweepSpec, out: Path, *, jobs: int = 1, log: Log = print,
     check_points(spec, points)
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     results: dict[str, PointResult] = {}
-    write_manifest(spec, out, points, results, started, False)
+    earlier = _earlier(out)
+    write_manifest(spec, out, points, results, started, False, earlier)
     sim = [p for p in points if p.tier == "simulation"]
     vmesh = [p for p in points if p.tier == "vmesh"]
     progress = Progress(len(points), max(1, jobs))
@@ -130,7 +146,7 @@ def run_sweep(spec: SweepSpec, out: Path, *, jobs: int = 1, log: Log = print,
     def record(result: PointResult) -> None:
         results[result.id] = result
         log(progress.line(result))
-        write_manifest(spec, out, points, results, started, False)
+        write_manifest(spec, out, points, results, started, False, earlier)
 
     if jobs <= 1:
         for p in sim:
@@ -147,7 +163,7 @@ def run_sweep(spec: SweepSpec, out: Path, *, jobs: int = 1, log: Log = print,
         except Exception as exc:  # a vmesh failure must not lose the manifest
             record(PointResult(p.id, "failed", 0.0, rundir_of(out, p), "",
                                error=str(exc).splitlines()[0] if str(exc) else repr(exc)))
-    write_manifest(spec, out, points, results, started, True)
+    write_manifest(spec, out, points, results, started, True, earlier)
     return results
 
 

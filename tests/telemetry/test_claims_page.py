@@ -1,0 +1,131 @@
+"""Claims files on a hand-made metrics document: selections, verdicts, templates, page."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mesheval.claims.page import render, write_page
+from mesheval.claims.spec import ClaimsError, load_claims
+
+
+def group(protocol: str, x: float, **metrics: float) -> dict[str, Any]:
+    return {"protocol": protocol.lower(), "scenario": "s", "tier": "simulation",
+            "varied": {"protocol": protocol, "x": x}, "runs": ["a", "b", "c"],
+            "seeds": [1, 2, 3],
+            "metrics": {k: {"mean": v, "half_width": v / 10, "n": 3, "min": v * 0.9,
+                            "max": v * 1.1} for k, v in metrics.items()}}
+
+
+DOC = {"runs": [{}] * 12, "groups": [
+    group("A", 1, cost=10.0, fpr=0.0), group("A", 2, cost=8.0, fpr=0.0),
+    group("B", 1, cost=5.0, fpr=0.0), group("B", 2, cost=6.0, fpr=0.0),
+]}
+
+CLAIMS = """
+[page]
+title = "Test page"
+out = "out/page.md"
+assets = "assets"
+paper = "Nobody 2000"
+intro = "A costs {{ cost | protocol=A, x=2 | .1f }} at x = 2; B {{ cost | protocol=B, x=1 | =.0f }}."
+
+[[table]]
+title = "Costs"
+metrics = [["cost", "cost"], ["fpr", "FPR", 1, ".2f"]]
+
+[[plot]]
+metric = "cost"
+x = "x"
+series = "protocol"
+
+[[claim]]
+id = "a-dearer"
+paper = "A costs more than B"
+section = "§1"
+kind = "order"
+metric = "cost"
+by = "protocol"
+levels = ["A", "B"]
+over = "x"
+
+[[claim]]
+id = "b-falls"
+paper = "B's cost falls along x"
+section = "§2"
+kind = "trend"
+metric = "cost"
+along = "x"
+where = { protocol = "B" }
+note = "B at x = 2: {{ cost | protocol=B, x=2 }}."
+
+[[claim]]
+id = "fpr-falls"
+paper = "FPR falls along x"
+section = "§3"
+kind = "trend"
+metric = "fpr"
+along = "x"
+series = "protocol"
+
+[[claim]]
+id = "saving"
+paper = "B saves up to 50 % of A's cost"
+section = "§4"
+kind = "ratio"
+metric = "cost"
+num = { protocol = "B" }
+den = { protocol = "A" }
+along = "x"
+form = "saving"
+stat = "max"
+near = 0.5
+tolerance = 0.05
+"""
+
+
+def test_page_verdicts_tables_and_templates(tmp_path: Path) -> None:
+    claims = tmp_path / "claims.toml"
+    claims.write_text(CLAIMS)
+    page = write_page(claims, DOC, tmp_path / "report")
+    text = page.read_text()
+    verdicts = {c["id"]: c["status"] for c in
+                json.loads((tmp_path / "report" / "claims.json").read_text())}
+    # A >= B at x=1 (10/5) and x=2 (8/6); B rises 5 -> 6; FPR all 0: n/a;
+    # savings 0.5 and 0.25: the largest is 0.5
+    assert verdicts == {"a-dearer": "holds", "b-falls": "differs", "fpr-falls": "n/a",
+                        "saving": "holds"}
+    assert "A costs 8.0 ± 0.8 at x = 2; B 5." in text
+    assert "B at x = 2: 6 ± 0.6." in text
+    assert "| A | 1 | 3 | 10 ± 1 | 0.00 |" in text
+    assert "2 hold, 1 differ, 1 cannot be tested" in text
+    assert (tmp_path / "out" / "assets").is_dir() and list((tmp_path / "out" / "assets").iterdir())
+
+
+def test_a_template_must_not_be_ambiguous() -> None:
+    with pytest.raises(ClaimsError, match="selects 2 configurations"):
+        render("{{ cost | protocol=A }}", DOC["groups"], {})
+    assert render("{{ cost | protocol=C, x=1 }}", DOC["groups"], {}) == "n/a"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('[[claim]]\nid = "x"\npaper = "p"\nsection = "s"\nkind = "guess"\nmetric = "m"',
+     "kind: must be one of"),
+    ('[[claim]]\nid = "x"\npaper = "p"\nsection = "s"\nkind = "trend"\nmetric = "m"',
+     "a trend needs along"),
+    ('[[claim]]\nid = "x"\npaper = "p"\nsection = "s"\nkind = "order"\nmetric = "m"\n'
+     'by = "protocol"\nlevels = ["A"]', "two or more levels"),
+    ('[[claim]]\nid = "x"\npaper = "p"\nsection = "s"\nkind = "bound"\nmetric = "m"',
+     "at_most and/or at_least"),
+    ('[[claim]]\nid = "x"\npaper = "p"\nsection = "s"\nkind = "bound"\nmetric = "m"\n'
+     'at_most = 1\ncolour = 3', "unknown key"),
+    ("[page]\ntitel = 'x'", "page.titel: unknown key"),
+])
+def test_bad_claims_files_name_the_key(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    with pytest.raises(ClaimsError, match=message):
+        load_claims(path)
