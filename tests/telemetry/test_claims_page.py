@@ -31,7 +31,8 @@ title = "Test page"
 out = "out/page.md"
 assets = "assets"
 paper = "Nobody 2000"
-intro = "A costs {{ cost | protocol=A, x=2 | .1f }} at x = 2; B {{ cost | protocol=B, x=1 | =.0f }}."
+intro = '''A costs {{ cost | protocol=A, x=2 | .1f }} at x = 2;
+B {{ cost | protocol=B, x=1 | =.0f }}.'''
 
 [[table]]
 title = "Costs"
@@ -98,7 +99,7 @@ def test_page_verdicts_tables_and_templates(tmp_path: Path) -> None:
     # savings 0.5 and 0.25: the largest is 0.5
     assert verdicts == {"a-dearer": "holds", "b-falls": "differs", "fpr-falls": "n/a",
                         "saving": "holds"}
-    assert "A costs 8.0 ± 0.8 at x = 2; B 5." in text
+    assert "A costs 8.0 ± 0.8 at x = 2;\nB 5." in text
     assert "B at x = 2: 6 ± 0.6." in text
     assert "| A | 1 | 3 | 10 ± 1 | 0.00 |" in text
     assert "2 hold, 1 differ, 1 cannot be tested" in text
