@@ -130,3 +130,36 @@ def test_bad_claims_files_name_the_key(tmp_path: Path, text: str, message: str) 
     path.write_text(text)
     with pytest.raises(ClaimsError, match=message):
         load_claims(path)
+
+
+def test_ratio_over_a_baseline(tmp_path: Path) -> None:
+    """(HESPER / DF on a void field) over (HESPER / DF on the full field): 1.2 and 1.5."""
+    def g(field: str, protocol: str, cost: float) -> dict[str, Any]:
+        return {**group(protocol, 1, cost=cost), "varied": {"field": field, "protocol": protocol}}
+
+    doc = {"runs": [], "groups": [g("uniform", "H", 100.0), g("uniform", "DF", 100.0),
+                                  g("hole", "H", 120.0), g("hole", "DF", 100.0),
+                                  g("river", "H", 150.0), g("river", "DF", 100.0)]}
+    claims = tmp_path / "c.toml"
+    claims.write_text("""
+[page]
+title = "t"
+out = "p.md"
+[[claim]]
+id = "void-cost"
+paper = "a void costs HESPER what it costs DF"
+section = "-"
+kind = "ratio"
+metric = "cost"
+num = { protocol = "H" }
+den = { protocol = "DF" }
+baseline = { field = "uniform" }
+along = "field"
+where = { field = ["hole", "river"] }
+at_most = 1.25
+""")
+    write_page(claims, doc, tmp_path / "r")
+    (verdict,) = json.loads((tmp_path / "r" / "claims.json").read_text())
+    assert verdict["status"] == "differs"  # 1.2 passes, 1.5 does not
+    assert "field=hole: 1.2" in verdict["ours"] and "field=river: 1.5" in verdict["ours"]
+    assert "over the same at field=uniform" in verdict["rule"]

@@ -6,12 +6,12 @@ import itertools
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from meshsim.sweep.expr import ExpressionError, evaluate
-from meshsim.sweep.spec import EVALUATE, Scalar, SweepError, SweepSpec
+from meshsim.sweep.spec import EVALUATE, Scalar, SweepError, SweepSpec, same_value
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_+-]+")
 
@@ -29,6 +29,8 @@ class Point:
     overrides: tuple[str, ...]
     """``key.path=value`` (TOML values), applied as ``--set`` would be."""
     evaluate: Mapping[str, Any]
+    vars: Mapping[str, float] = field(default_factory=dict)
+    """The ``vars`` of the point's levels (names for expressions and the derive hook)."""
 
     @property
     def id(self) -> str:
@@ -45,7 +47,8 @@ class Point:
     def as_dict(self) -> dict[str, Any]:
         return {"id": self.id, "block": self.block, "values": dict(self.values),
                 "seed": self.seed, "scenario": str(self.scenario), "tier": self.tier,
-                "overrides": list(self.overrides), "evaluate": dict(self.evaluate)}
+                "overrides": list(self.overrides), "evaluate": dict(self.evaluate),
+                "vars": dict(self.vars)}
 
 
 def _text(value: Scalar) -> str:
@@ -80,6 +83,8 @@ def _combos(spec: SweepSpec, block_index: int) -> list[dict[str, Scalar]]:
         levels = [[lv.value for lv in spec.axes[a].levels] for a in block.axes]
         combos = [dict(zip(block.axes, values, strict=True))
                   for values in itertools.product(*levels)]
+        combos = [c for c in combos if not any(
+            all(same_value(c.get(a), v) for a, v in s.items()) for s in block.skip)]
     return [{**c, **block.pin} for c in combos]
 
 
@@ -101,9 +106,12 @@ def _point(spec: SweepSpec, block_name: str, combo: Mapping[str, Scalar], seed: 
            block_index: int) -> Point:
     block = spec.blocks[block_index]
     sets: dict[str, Any] = dict(block.sets)
+    names: dict[str, float] = {}
     for axis, value in combo.items():
-        sets.update(spec.axes[axis].level(value).sets)
-    env = {**combo, "seed": seed}
+        level = spec.axes[axis].level(value)
+        sets.update(level.sets)
+        names.update(level.vars)
+    env = {**names, **combo, "seed": seed}
     overrides: list[str] = []
     evaluation: dict[str, Any] = dict(spec.evaluate)
     for key, raw in sets.items():
@@ -119,4 +127,4 @@ def _point(spec: SweepSpec, block_name: str, combo: Mapping[str, Scalar], seed: 
             overrides.append(f"{key}={toml_value(value)}")
     overrides += [f"{key}={seed}" for key in spec.seed_keys]
     return Point(block_name, dict(combo), seed, block.scenario, block.tier, tuple(overrides),
-                 evaluation)
+                 evaluation, names)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from meshsim.scenario import ScenarioError, load_scenario
-from meshsim.sweep.point import PointResult, resolve, run_point, rundir_of
+from meshsim.sweep.point import PointResult, run_point, rundir_of
 from meshsim.sweep.points import Point, expand
 from meshsim.sweep.spec import SweepError, SweepSpec
 from meshsim.telemetry_files import atomic_write_text
@@ -168,12 +168,18 @@ def run_sweep(spec: SweepSpec, out: Path, *, jobs: int = 1, log: Log = print,
 
 
 def plan_lines(spec: SweepSpec, out: Path) -> list[str]:
-    """What a dry run prints: every point, and whether its input changed since it ran."""
-    from meshsim.sweep.point import finished, input_digest
+    """What a dry run prints: every point with its overrides, and whether a finished run
+    of the same overrides is there (the full input, derived values and all, is checked
+    when the sweep runs; a dry run does not build the points' scenarios)."""
+    from meshsim.sweep.point import STAMP
 
     lines = []
     for p in expand(spec):
-        scenario, _ = resolve(spec, p)
-        state = "kept" if finished(rundir_of(out, p), input_digest(scenario, p)) else "to run"
+        try:
+            stamp = json.loads((rundir_of(out, p) / STAMP).read_text(encoding="utf-8"))
+            same = stamp.get("point", {}).get("overrides") == list(p.overrides)
+        except (OSError, ValueError, AttributeError):
+            same = False
+        state = "finished earlier" if same else "to run"
         lines.append(f"{p.id}  [{p.tier}] {state}: {' '.join(p.overrides)}")
     return lines

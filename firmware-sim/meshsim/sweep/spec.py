@@ -62,6 +62,9 @@ class Level:
     value: Scalar
     sets: Mapping[str, Any]
     """key path -> value, or ``"= expression"`` over the point's axis values."""
+    vars: Mapping[str, float] = field(default_factory=dict)
+    """Numbers this level names for expressions (and the derive hook), e.g. a trace's
+    length: ``vars = { days = 1.5 }`` makes ``"= days * 86400"`` work."""
 
 
 @dataclass(frozen=True)
@@ -91,11 +94,14 @@ class Block:
     axes: tuple[str, ...]
     points: tuple[Mapping[str, Scalar], ...]
     """An explicit list of combinations (empty: the product of ``axes``)."""
+
     pin: Mapping[str, Scalar]
     scenario: Path
     sets: Mapping[str, Any]
     tier: str
     seeds: tuple[int, ...]
+    skip: tuple[Mapping[str, Scalar], ...] = ()
+    """Combinations of the product left out (a combination matching every value of one)."""
 
 
 @dataclass(frozen=True)
@@ -167,7 +173,8 @@ def _spec(doc: dict[str, Any], path: Path, digest: str) -> SweepSpec:
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup is not None:
         raise SweepError("grid", f"block name {dup!r} appears twice")
-    known = set(axes) | {"seed"}
+    known = set(axes) | {"seed"} | {v for a in axes.values() for lv in a.levels
+                                    for v in lv.vars}
     for where, sets in _all_sets(axes, blocks):
         for key, value in sets.items():
             if isinstance(value, str) and value.startswith("="):
@@ -217,6 +224,18 @@ def _sets(t: Table, key: str) -> dict[str, Any]:
     return sets
 
 
+def _vars(t: Table) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for key, value in t.table("vars").data.items():
+        if not str(key).isidentifier() or key == "seed":
+            raise t.err("vars", f"{key!r} must be an identifier other than 'seed'")
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise SweepError(f"{t.path}.vars.{key}", f"expected a number, got "
+                                                      f"{type_name(value)}")
+        out[str(key)] = value
+    return out
+
+
 def _scalar(value: Any, where: str) -> Scalar:
     if isinstance(value, bool | int | float | str):
         return value
@@ -232,7 +251,7 @@ def _axis(t: Table) -> Axis:
     if t.has("levels"):
         for lt in t.tables("levels"):
             value = _scalar(lt.raw("value"), f"{lt.path}.value")
-            levels.append(Level(value, {**common, **_sets(lt, "set")}))
+            levels.append(Level(value, {**common, **_sets(lt, "set")}, _vars(lt)))
             lt.done()
         if t.has("values") or t.has("keys"):
             raise t.err("values", "give either levels or values (with keys), not both")
@@ -268,11 +287,20 @@ def _block(t: Table, i: int, axes: Mapping[str, Axis], base: Path, scenario: str
         if not isinstance(raw, Mapping):
             raise SweepError(f"{t.path}.points[{j}]", "expected a table {axis = value, ...}")
         points.append({str(k): _scalar(v, f"{t.path}.points[{j}].{k}") for k, v in raw.items()})
+    skip: list[Mapping[str, Scalar]] = []
+    for j, raw in enumerate(t.array("skip", [])):
+        if not isinstance(raw, Mapping):
+            raise SweepError(f"{t.path}.skip[{j}]", "expected a table {axis = value, ...}")
+        skip.append({str(k): _scalar(v, f"{t.path}.skip[{j}].{k}") for k, v in raw.items()})
+    if skip and not names:
+        raise t.err("skip", "skip leaves combinations out of a product (axes)")
     if points and names:
         raise t.err("points", "give either axes (a product) or points (a list), not both")
     if not points and not names:
         raise t.err("axes", "a block needs axes or points")
-    for where, combo in [("pin", pin)] + [(f"points[{j}]", p) for j, p in enumerate(points)]:
+    combos = [("pin", pin)] + [(f"points[{j}]", p) for j, p in enumerate(points)]
+    combos += [(f"skip[{j}]", p) for j, p in enumerate(skip)]
+    for where, combo in combos:
         for a, v in combo.items():
             if a not in axes:
                 raise SweepError(f"{t.path}.{where}.{a}", "unknown axis")
@@ -288,7 +316,7 @@ def _block(t: Table, i: int, axes: Mapping[str, Axis], base: Path, scenario: str
     if sc is None:
         raise t.err("scenario", "no scenario: set sweep.scenario or this block's scenario")
     block = Block(
-        name=name, axes=names, points=tuple(points), pin=pin,
+        name=name, axes=names, points=tuple(points), pin=pin, skip=tuple(skip),
         scenario=(base / sc) if not Path(sc).is_absolute() else Path(sc),
         sets={**common, **_sets(t, "set")},
         tier=t.string("tier", tier, choices=TIERS),

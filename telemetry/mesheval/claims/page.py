@@ -37,13 +37,11 @@ def judge(c: Claim, groups: Sequence[Group], figures: Mapping[str, Mapping[str, 
             fig = figure(groups, metric, c.where, c.scale)
         return rules.agree(fig, float(c.value or 0.0), c.tolerance)
     if c.kind == "order":
-        overs = levels(groups, c.over, c.where) if c.over else [None]
         points = []
-        for ov in overs:
-            sel = {**c.where, **({c.over: ov} if c.over else {})}
+        for at in combinations(groups, c.over, c.where):
+            sel = {**c.where, **at}
             points.append([figure(groups, metric, {**sel, c.by: lv}, c.scale,
-                                  name=label({c.by: lv, **({c.over: ov} if c.over else {})}))
-                           for lv in c.levels])
+                                  name=label({c.by: lv, **at})) for lv in c.levels])
         return rules.order(points, descending=c.descending, tolerance=c.tolerance,
                            names=[str(x) for x in c.levels])
     if c.kind == "trend":
@@ -64,11 +62,18 @@ def judge(c: Claim, groups: Sequence[Group], figures: Mapping[str, Mapping[str, 
         pairs = []
         for x in alongs:
             at = {c.along: x} if c.along else {}
-            pairs.append((figure(groups, metric, {**c.where, **c.num, **at}, c.scale,
-                                 name=label(at) if at else label(c.num)),
-                          figure(groups, metric, {**c.where, **c.den, **at}, c.scale)))
+            num = figure(groups, metric, {**c.where, **c.num, **at}, c.scale,
+                         name=label(at) if at else label(c.num))
+            den = figure(groups, metric, {**c.where, **c.den, **at}, c.scale)
+            if c.baseline:
+                base = {**c.where, **at, **c.baseline}
+                num, den = _over_baseline(num, den, figure(groups, metric, {**base, **c.num}),
+                                          figure(groups, metric, {**base, **c.den}))
+            pairs.append((num, den))
         what = (f"1 - {label(c.num)} / {label(c.den)}" if c.form == "saving"
                 else f"{label(c.num)} / {label(c.den)}")
+        if c.baseline:
+            what = f"({what}) over the same at {label(c.baseline)}"
         return rules.ratio(pairs, c.expect, stat=c.stat, what=what, saving=c.form == "saving")
     # bound
     figs = []
@@ -76,6 +81,25 @@ def judge(c: Claim, groups: Sequence[Group], figures: Mapping[str, Mapping[str, 
         name = label({k: v for k, v in (g.get("varied") or {}).items() if k not in c.where})
         figs.append(figure([g], metric, {}, c.scale, name=name))
     return rules.bound(figs, c.expect, stat=c.stat, use=c.use)
+
+
+def _over_baseline(num: Figure, den: Figure, bnum: Figure, bden: Figure
+                   ) -> tuple[Figure, Figure]:
+    """(num/den) / (bnum/bden) as a pair whose ratio is that: (num * bden, den * bnum)."""
+    if None in (num.mean, den.mean, bnum.mean, bden.mean):
+        missing = next(f for f in (num, den, bnum, bden) if f.mean is None)
+        return Figure(missing.label, None), den
+    return (Figure(num.label, float(num.mean) * float(bden.mean)),  # type: ignore[arg-type]
+            Figure(den.label, float(den.mean) * float(bnum.mean)))  # type: ignore[arg-type]
+
+
+def combinations(groups: Sequence[Group], axes: Sequence[str], where: Mapping[str, Any]
+                 ) -> list[dict[str, Any]]:
+    """Every combination of the listed axes' levels that some selected group has."""
+    out: list[dict[str, Any]] = [{}]
+    for axis in axes:
+        out = [{**at, axis: v} for at in out for v in levels(groups, axis, {**where, **at})]
+    return out
 
 
 def combine(verdicts: Sequence[tuple[Any, Verdict]], axis: str | None) -> Verdict:

@@ -35,9 +35,16 @@ def value_of(g: Group, axis: str) -> Any:
     return g.get(axis)
 
 
+def matches(value: Any, wanted: Any) -> bool:
+    """A selection value is one value, or a list of the values allowed."""
+    if isinstance(wanted, list):
+        return any(same(value, w) for w in wanted)
+    return same(value, wanted)
+
+
 def pick(groups: Sequence[Group], where: Mapping[str, Any]) -> list[Group]:
     return [g for g in groups if all(
-        (k in (g.get("varied") or {}) or k in FIELDS) and same(value_of(g, k), v)
+        (k in (g.get("varied") or {}) or k in FIELDS) and matches(value_of(g, k), v)
         for k, v in where.items())]
 
 
@@ -46,6 +53,8 @@ def label(where: Mapping[str, Any]) -> str:
 
 
 def _fmt(v: Any) -> str:
+    if isinstance(v, list):
+        return "{" + ", ".join(_fmt(x) for x in v) + "}"
     if isinstance(v, float) and v.is_integer():
         return str(int(v))
     return str(v)

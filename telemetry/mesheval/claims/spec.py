@@ -71,7 +71,8 @@ class Claim:
     # order
     by: str = ""
     levels: tuple[Any, ...] = ()
-    over: str | None = None
+    over: tuple[str, ...] = ()
+    """Axes at every combination of whose levels an order is checked."""
     descending: bool = True
     # trend
     along: str = ""
@@ -81,6 +82,9 @@ class Claim:
     # ratio
     num: Where = field(default_factory=dict)
     den: Where = field(default_factory=dict)
+    baseline: Where = field(default_factory=dict)
+    """If given, the ratio is divided by the same ratio at this selection (a ratio of
+    ratios: e.g. HESPER's cost relative to DF's on a void field over the same on a full one)."""
     form: str = "ratio"
     # ratio, bound, order, trend
     tolerance: float = 0.0
@@ -164,7 +168,7 @@ def _num(t: Mapping[str, Any], key: str, where: str, default: float | None = Non
 CLAIM_KEYS = {"id", "paper", "section", "kind", "where", "metric", "figure", "scale", "note",
               "by", "levels", "over", "direction", "along", "series", "min_change", "num",
               "den", "form", "tolerance", "stat", "use", "at_most", "at_least", "near",
-              "value"}
+              "value", "baseline"}
 
 
 def _claim(t: Mapping[str, Any], where: str) -> Claim:
@@ -194,16 +198,27 @@ def _claim(t: Mapping[str, Any], where: str) -> Claim:
         kind=kind, where=dict(_table(t, "where", where)), metric=metric, figure=figure,
         scale=_num(t, "scale", where, 1.0) or 1.0, note=_str(t, "note", where, ""),
         by=_str(t, "by", where, ""), levels=tuple(t.get("levels", ())),
-        over=t.get("over"), descending=direction != "asc",
+        over=_axes(t.get("over"), f"{where}.over"), descending=direction != "asc",
         along=_str(t, "along", where, ""),
         direction=direction if kind == "trend" else "falls",
         series=t.get("series"), min_change=_num(t, "min_change", where, 0.0) or 0.0,
         num=dict(_table(t, "num", where)), den=dict(_table(t, "den", where)),
+        baseline=dict(_table(t, "baseline", where)),
         form=_str(t, "form", where, "ratio"), tolerance=expect.tolerance, stat=stat, use=use,
         expect=expect, value=_num(t, "value", where),
     )
     _check_kind(claim, where)
     return claim
+
+
+def _axes(raw: Any, where: str) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if isinstance(raw, str):
+        return (raw,)
+    if isinstance(raw, list) and all(isinstance(x, str) for x in raw):
+        return tuple(raw)
+    raise ClaimsError(f"{where}: expected an axis or a list of axes")
 
 
 def _check_kind(c: Claim, where: str) -> None:

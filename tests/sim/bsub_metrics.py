@@ -1,11 +1,11 @@
-"""The B-SUB paper's metrics (Zhao & Wu 2010, §VII) from a run's telemetry records.
+"""The B-SUB paper's metrics (Zhao & Wu 2010, §VII) from a run's records, in memory.
 
-One function, ``metrics``, turns the records every driver writes (``publish``,
-``subscribe``, ``deliver``, ``drop``, ``tx``, ``broker``) into the figures of
-the results page. It is deliberately written against the record schema only,
-so that mesheval's Spark job can compute the same figures from the same
-records and be checked against this one (definitions: spec 001 §7.1, §9
-#27-28):
+For the simulator's B-SUB tests, which need the figures without a Spark job: one
+function, ``metrics``, turns the records every driver writes (``publish``,
+``subscribe``, ``deliver``, ``drop``, ``tx``, ``broker``) into the paper's figures,
+with the definitions mesheval uses for the results page (docs/evaluation.md:
+``evaluate.deadline_s``, ``event_any_delivery_ratio``, ``tx_data_per_delivery``,
+``fp_forward_share``, ``broker_share``; the broker share here is sampled hourly):
 
 - **judged messages**: published at or after ``since`` (the broker election's
   warm-up: every node starts as a user) and whose lifetime ended within the
