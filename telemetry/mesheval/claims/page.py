@@ -45,23 +45,21 @@ def judge(c: Claim, groups: Sequence[Group], figures: Mapping[str, Mapping[str, 
         return rules.order(points, descending=c.descending, tolerance=c.tolerance,
                            names=[str(x) for x in c.levels])
     if c.kind == "trend":
-        series = levels(groups, c.series, c.where) if c.series else [None]
+        (along,) = c.along
         verdicts = []
-        for sv in series:
-            sel = {**c.where, **({c.series: sv} if c.series else {})}
-            xs = list(c.levels) or [x for x in levels(groups, c.along, sel)
+        for at in combinations(groups, c.series, c.where):
+            sel = {**c.where, **at}
+            xs = list(c.levels) or [x for x in levels(groups, along, sel)
                                     if isinstance(x, int | float)]
-            figs = [figure(groups, metric, {**sel, c.along: x}, c.scale,
-                           name=label({c.along: x})) for x in xs]
+            figs = [figure(groups, metric, {**sel, along: x}, c.scale,
+                           name=label({along: x})) for x in xs]
             v = rules.trend(figs, direction=c.direction, tolerance=c.tolerance,
                             min_change=c.min_change)
-            verdicts.append((sv, v))
-        return combine(verdicts, c.series)
+            verdicts.append((label(at), v))
+        return combine(verdicts, ", ".join(c.series))
     if c.kind == "ratio":
-        alongs = levels(groups, c.along, {**c.where, **c.num}) if c.along else [None]
         pairs = []
-        for x in alongs:
-            at = {c.along: x} if c.along else {}
+        for at in combinations(groups, c.along, {**c.where, **c.num}):
             num = figure(groups, metric, {**c.where, **c.num, **at}, c.scale,
                          name=label(at) if at else label(c.num))
             den = figure(groups, metric, {**c.where, **c.den, **at}, c.scale)
@@ -102,14 +100,13 @@ def combinations(groups: Sequence[Group], axes: Sequence[str], where: Mapping[st
     return out
 
 
-def combine(verdicts: Sequence[tuple[Any, Verdict]], axis: str | None) -> Verdict:
+def combine(verdicts: Sequence[tuple[str, Verdict]], axis: str) -> Verdict:
     """One verdict over several series: differs if any differs, n/a if none could be
     tested, else holds."""
     if len(verdicts) == 1:
         return verdicts[0][1]
     rule = verdicts[0][1].rule + f", for every {axis}"
-    ours = "; ".join(f"{axis}={sv}: {v.ours}" + ("" if v.status != rules.DIFFERS
-                                                  else " (differs)")
+    ours = "; ".join(f"{sv}: {v.ours}" + ("" if v.status != rules.DIFFERS else " (differs)")
                      for sv, v in verdicts)
     statuses = {v.status for _, v in verdicts}
     if rules.DIFFERS in statuses:

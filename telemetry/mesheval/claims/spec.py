@@ -75,9 +75,11 @@ class Claim:
     """Axes at every combination of whose levels an order is checked."""
     descending: bool = True
     # trend
-    along: str = ""
+    along: tuple[str, ...] = ()
+    """Trend: one axis; ratio: one ratio per combination of these axes' levels."""
     direction: str = "falls"
-    series: str | None = None
+    series: tuple[str, ...] = ()
+    """Trend: one trend per combination of these axes' levels."""
     min_change: float = 0.0
     # ratio
     num: Where = field(default_factory=dict)
@@ -199,9 +201,10 @@ def _claim(t: Mapping[str, Any], where: str) -> Claim:
         scale=_num(t, "scale", where, 1.0) or 1.0, note=_str(t, "note", where, ""),
         by=_str(t, "by", where, ""), levels=tuple(t.get("levels", ())),
         over=_axes(t.get("over"), f"{where}.over"), descending=direction != "asc",
-        along=_str(t, "along", where, ""),
+        along=_axes(t.get("along"), f"{where}.along"),
         direction=direction if kind == "trend" else "falls",
-        series=t.get("series"), min_change=_num(t, "min_change", where, 0.0) or 0.0,
+        series=_axes(t.get("series"), f"{where}.series"),
+        min_change=_num(t, "min_change", where, 0.0) or 0.0,
         num=dict(_table(t, "num", where)), den=dict(_table(t, "den", where)),
         baseline=dict(_table(t, "baseline", where)),
         form=_str(t, "form", where, "ratio"), tolerance=expect.tolerance, stat=stat, use=use,
@@ -228,8 +231,8 @@ def _check_kind(c: Claim, where: str) -> None:
         if c.direction not in ("falls",):  # direction parsed as desc/asc for orders
             pass
     elif c.kind == "trend":
-        if not c.along:
-            raise ClaimsError(f"{where}: a trend needs along (an axis)")
+        if len(c.along) != 1:
+            raise ClaimsError(f"{where}: a trend needs along (one axis)")
         if c.direction not in DIRECTIONS:
             raise ClaimsError(f"{where}.direction: must be one of {', '.join(DIRECTIONS)}")
     elif c.kind == "ratio":
