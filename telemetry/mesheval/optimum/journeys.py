@@ -62,21 +62,21 @@ def journeys(contacts: Contacts, source: int, t0: float, deadline: float) -> Jou
     while True:
         level += 1
         when = np.maximum(arrival[snd], lo)
-        ok = when <= hi
-        if not ok.any():
+        ok = np.flatnonzero(when <= hi)
+        if len(ok) == 0:
             break
-        cand = np.full(len(nodes), INF)
-        np.minimum.at(cand, rcv[ok], when[ok])
-        improved = np.flatnonzero(cand < arrival)
-        if len(improved) == 0:
+        # the earliest arrival at each receiver over this level, and the sender giving it
+        order = ok[np.lexsort((when[ok], rcv[ok]))]
+        receivers, first = np.unique(rcv[order], return_index=True)
+        best = order[first]
+        better = when[best] < arrival[receivers]
+        if not better.any():
             break
-        for v in improved.tolist():
-            mask = ok & (rcv == v) & (when == cand[v])
-            parent = int(snd[np.flatnonzero(mask)[0]])
-            history.setdefault(v, []).append((level, float(cand[v]), parent))
-            node = int(nodes[v])
-            hops.setdefault(node, level)
-        arrival = np.minimum(arrival, cand)
+        for v, t, parent in zip(receivers[better].tolist(), when[best][better].tolist(),
+                                snd[best][better].tolist(), strict=True):
+            history.setdefault(v, []).append((level, t, parent))
+            hops.setdefault(int(nodes[v]), level)
+        arrival[receivers[better]] = when[best][better]
     transfers: dict[int, list[tuple[int, int]]] = {}
     for node in hops:
         path: list[tuple[int, int]] = []
