@@ -45,6 +45,14 @@ def _non_negative(text: str) -> float:
     return value
 
 
+def _memory(text: str) -> str:
+    import re
+
+    if not re.fullmatch(r"[1-9][0-9]*[kmgt]", text.lower()):
+        raise argparse.ArgumentTypeError(f"expected a size such as 8g, not {text!r}")
+    return text.lower()
+
+
 def _bits(text: str) -> int:
     try:
         value = int(text)
@@ -71,6 +79,9 @@ def eval_parser() -> argparse.ArgumentParser:
                    help="judge a paper's claims on the figures and write the results page "
                    "(docs/experiments.md)")
     p.add_argument("--master", help="Spark master URL (default local[2], or spark-submit's)")
+    p.add_argument("--driver-memory", metavar="SIZE", type=_memory,
+                   help="memory of a local Spark driver, e.g. 8g (default 2g; a sweep of "
+                   "hundreds of runs needs more)")
     p.add_argument("--warmup", type=_non_negative, metavar="S",
                    help="exclude events published in the first S seconds (overrides the "
                    "manifest's scenario.warmup_s)")
@@ -98,6 +109,15 @@ def eval_parser() -> argparse.ArgumentParser:
                    help="with --follow: longest publish-to-deliver delay joined (default 300)")
     p.add_argument("--no-report", action="store_true", help="metrics.json and tables only")
     return p
+
+
+def _first_line(exc: BaseException) -> str:
+    """The cause's first line: a JVM failure's message, not its stack trace."""
+    text = str(getattr(exc, "java_exception", None) or exc).strip()
+    for line in text.splitlines():
+        if line.strip() and not line.lstrip().startswith("at "):
+            return line.strip()[:300]
+    return type(exc).__name__
 
 
 def _fail(message: str, status: int) -> int:
@@ -136,6 +156,7 @@ def eval_main(argv: Sequence[str]) -> int:
     except OSError as exc:
         return _fail(f"{args.out}: {exc.strerror or exc}", 2)
 
+    from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
 
     from mesheval.load import InputError
@@ -147,9 +168,8 @@ def eval_main(argv: Sequence[str]) -> int:
         return _batch(args)
     except (InputError, ManifestError) as exc:
         return _fail(str(exc), 2)
-    except PySparkException as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return _fail(f"Spark failed: {first}", 1)
+    except (PySparkException, Py4JError) as exc:
+        return _fail(f"Spark failed: {_first_line(exc)}", 1)
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
 
@@ -159,7 +179,7 @@ def _batch(args: argparse.Namespace) -> int:
     from mesheval.report import headline, text_table, write_report
     from mesheval.session import get_session
 
-    spark = get_session(args.master)
+    spark = get_session(args.master, driver_memory=args.driver_memory)
     result = run_batch(spark, args.rundirs, args.out, warmup_s=args.warmup,
                        window_s=args.window, range_m=args.range_m,
                        message_bits=args.message_bits, deadline_s=args.deadline,
@@ -187,7 +207,7 @@ def _follow(args: argparse.Namespace) -> int:
     from mesheval.session import get_session
     from mesheval.stream import follow, format_summary
 
-    spark = get_session(args.master)
+    spark = get_session(args.master, driver_memory=args.driver_memory)
     summary = follow(spark, args.follow, args.out, once=args.once, interval_s=args.interval,
                      ttl_s=args.ttl, window_s=args.window, warmup_s=args.warmup or 0.0)
     print(format_summary(summary))

@@ -257,3 +257,27 @@ def test_the_manifest_t0_starts_the_warm_up(spark: Any) -> None:
     assert (s.t0_ns, s.cutoff_ns) == (150 * evaldata.S, 155 * evaldata.S)
     (s,) = run_settings(records, {0: without}, warmup_override=None, default_range_m=100.0)
     assert (s.t0_ns, s.cutoff_ns) == (100 * evaldata.S, 105 * evaldata.S)
+
+
+def test_a_failure_inside_the_jvm_is_one_line_and_status_1(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A JVM error (here: a driver out of memory) reaches Python as a Py4J error, which
+    is no PySparkException: still one line, exit status 1, no traceback."""
+    from py4j.protocol import Py4JError
+
+    import mesheval.batch
+    from mesheval.cli import main
+
+    def fail(*_a: Any, **_k: Any) -> None:
+        raise Py4JError("Could not allocate memory to grow BytesToBytesMap.\n\tat org.x.Y")
+
+    monkeypatch.setattr(mesheval.batch, "run_batch", fail)
+    rundir = evaldata.write_run(tmp_path / "run")
+    assert main([str(rundir), "--out", str(tmp_path / "out"), "--driver-memory", "3g"]) == 1
+    err = capsys.readouterr().err
+    assert err.strip() == ("mesheval: error: Spark failed: Could not allocate memory to grow "
+                           "BytesToBytesMap.")
+    with pytest.raises(SystemExit) as bad:  # argparse's one line and status 2
+        main([str(rundir), "--out", str(tmp_path / "out"), "--driver-memory", "lots"])
+    assert bad.value.code == 2
