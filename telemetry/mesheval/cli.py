@@ -147,8 +147,13 @@ def eval_main(argv: Sequence[str]) -> int:
             args.message_bits = sweep.message_bits
     if args.out is None:
         return _fail("give --out REPORTDIR (only a sweep directory has a default)", 2)
-    if args.claims is not None and not args.claims.is_file():
-        return _fail(f"{args.claims}: no such claims file", 2)
+    if args.claims is not None:
+        from mesheval.claims.spec import ClaimsError, load_claims
+
+        try:  # a bad claims file stops before Spark starts
+            load_claims(args.claims)
+        except ClaimsError as exc:
+            return _fail(str(exc), 2)
     if args.follow is not None and not args.follow.is_dir():
         return _fail(f"{args.follow}: not a directory", 2)
     try:
@@ -159,6 +164,7 @@ def eval_main(argv: Sequence[str]) -> int:
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
 
+    from mesheval.claims.spec import ClaimsError
     from mesheval.load import InputError
     from mesheval.manifest import ManifestError
 
@@ -166,7 +172,7 @@ def eval_main(argv: Sequence[str]) -> int:
         if args.follow is not None:
             return _follow(args)
         return _batch(args)
-    except (InputError, ManifestError) as exc:
+    except (InputError, ManifestError, ClaimsError) as exc:
         return _fail(str(exc), 2)
     except (PySparkException, Py4JError) as exc:
         return _fail(f"Spark failed: {_first_line(exc)}", 1)

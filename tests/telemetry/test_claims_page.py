@@ -163,3 +163,15 @@ at_most = 1.25
     assert verdict["status"] == "differs"  # 1.2 passes, 1.5 does not
     assert "field=hole: 1.2" in verdict["ours"] and "field=river: 1.5" in verdict["ours"]
     assert "over the same at field=uniform" in verdict["rule"]
+
+
+def test_a_bad_claims_file_stops_mesheval_in_one_line(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from mesheval.cli import main
+
+    (tmp_path / "run").mkdir()
+    bad = tmp_path / "c.toml"
+    bad.write_text('claim = "not a table"\n')
+    assert main([str(tmp_path / "run"), "--out", str(tmp_path / "o"), "--claims", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == "mesheval: error: claim: expected [[claim]] tables"

@@ -249,6 +249,14 @@ def _check_kind(c: Claim, where: str) -> None:
         raise ClaimsError(f"{where}: agree needs value (the paper's figure)")
 
 
+def _tables(doc: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
+    """An array of tables (``[[key]]``); anything else is one clear error."""
+    value = doc.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
+        raise ClaimsError(f"{key}: expected [[{key}]] tables")
+    return value
+
+
 def load_claims(path: Path) -> ClaimsSpec:
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -262,11 +270,11 @@ def load_claims(path: Path) -> ClaimsSpec:
     base = path.parent
     out = base / _str(page, "out", "page", "results.md")
     figures = []
-    for i, f in enumerate(doc.get("figures", [])):
+    for i, f in enumerate(_tables(doc, "figures")):
         _take(f, f"figures[{i}]", {"file", "title"})
         figures.append((base / _str(f, "file", f"figures[{i}]"), _str(f, "title", "", "")))
     tables = []
-    for i, t in enumerate(doc.get("table", [])):
+    for i, t in enumerate(_tables(doc, "table")):
         w = f"table[{i}]"
         _take(t, w, {"title", "where", "metrics", "caption"})
         metrics = []
@@ -278,7 +286,7 @@ def load_claims(path: Path) -> ClaimsSpec:
         tables.append(Table(_str(t, "title", w), dict(_table(t, "where", w)), tuple(metrics),
                             _str(t, "caption", w, "")))
     plots = []
-    for i, p in enumerate(doc.get("plot", [])):
+    for i, p in enumerate(_tables(doc, "plot")):
         w = f"plot[{i}]"
         _take(p, w, {"metric", "x", "where", "series", "label", "scale", "log", "title",
                      "caption"})
@@ -286,7 +294,7 @@ def load_claims(path: Path) -> ClaimsSpec:
                           p.get("series"), _str(p, "label", w, _str(p, "metric", w)),
                           _num(p, "scale", w, 1.0) or 1.0, bool(p.get("log", False)),
                           _str(p, "title", w, ""), _str(p, "caption", w, "")))
-    claims = [_claim(c, f"claim[{i}]") for i, c in enumerate(doc.get("claim", []))]
+    claims = [_claim(c, f"claim[{i}]") for i, c in enumerate(_tables(doc, "claim"))]
     ids = [c.id for c in claims]
     dup = next((x for x in ids if ids.count(x) > 1), None)
     if dup is not None:
