@@ -38,6 +38,8 @@ CAPTIONS = {
     "load_map": "Transmissions per node over the area (marker size and colour).",
     "protocols": "Per-configuration comparison of four headline metrics.",
     "timeline": "Delivery ratio per window of publish time.",
+    "state_size": "State a node holds (state records, summed over its stores): mean per node "
+                  "over time by run and role, and the mean per configuration (95% CI).",
 }
 
 
@@ -182,6 +184,11 @@ DEFINITIONS = [
     "subscription that received the event more than once (a node with two matching "
     "subscriptions gets two records: not a duplicate; duplicates_per_node in metrics.json "
     "counts per node).",
+    "Cache window (--cache-window S): subscriptions starting up to S after a publication "
+    "count as interested; their latency runs from the subscription. Scoped events (_scope): "
+    "only members of the scope at publish time are interested.",
+    "State: entries and bytes (msgpack-encoded) a node holds, from the protocols' state "
+    "records; mean over nodes of each node's mean over the measurement.",
     "Energy: first-order radio model, HESPER Table 4.1 constants; data energy of measured "
     "events per event.",
     "tx/opt (optimum_ratio): data transmissions / the fewest broadcast transmissions that "

@@ -13,14 +13,14 @@ with the definitions mesheval uses for the results page (docs/evaluation.md:
 - **delivery ratio**: delivered (message, interested consumer) pairs / all
   such pairs, over judged messages; a consumer is a node subscribed to the
   message's key, other than its producer; delivered means a ``deliver``
-  record within the TTL (spec §9 #27);
+  record within the TTL;
 - **delivered to >= 1**: judged messages delivered to at least one interested
   consumer / judged messages that have one (the per-message view of #27);
 - **delay**: publication to delivery of the delivered pairs only, in hours
   (mean and median; the paper plots it on a log axis);
 - **forwardings per delivered message**: every DATA transmission of a judged
   message (any mode: direct, copy, handoff; PUSH and PULL DATA) / delivered
-  pairs (spec §9 #28). Control traffic (filters, offers, summary vectors)
+  pairs. Control traffic (filters, offers, summary vectors)
   is counted apart, in bytes, by the caller;
 - **FPR**: false deliveries / (deliveries + false deliveries) of judged
   messages, a false delivery being a DATA that passed a consumer's Bloom
