@@ -124,3 +124,20 @@ def test_cli_runs_reports_progress_and_answers_bad_input_in_one_line(tmp_path: P
     assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
     assert "protocol.epidemic.ttl: unknown parameter" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_the_digest_follows_the_files_a_scenario_names(tmp_path: Path) -> None:
+    from meshsim.sweep.point import input_digest, resolve
+
+    (tmp_path / "trace.one").write_text("0 CONN 1 2 up\n50 CONN 1 2 down\n")
+    text = (SCENARIOS / "epidemic-partition.toml").read_text()
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(text.replace("[contacts]", '[contacts]\nfile = "trace.one"', 1))
+    sweep = write(tmp_path, SWEEP.replace(str(SCENARIOS / "epidemic-partition.toml"),
+                                          str(scenario)))
+    spec = load_sweep(sweep)
+    point = expand(spec)[0]
+    before = input_digest(resolve(spec, point)[0], point)
+    assert before == input_digest(resolve(spec, point)[0], point)
+    (tmp_path / "trace.one").write_text("0 CONN 1 2 up\n60 CONN 1 2 down\n")
+    assert input_digest(resolve(spec, point)[0], point) != before

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from meshsim.scenario import Scenario, load_scenario, to_plain
+from meshsim.scenario import Scenario, load_scenario
 from meshsim.sweep.points import Point
 from meshsim.sweep.spec import SweepError, SweepSpec
 from meshsim.telemetry_files import MANIFEST, atomic_write_text
@@ -83,11 +83,38 @@ def resolve(spec: SweepSpec, point: Point) -> tuple[Scenario, tuple[str, ...]]:
 
 
 def input_digest(scenario: Scenario, point: Point) -> str:
-    """What decides a run's outcome: the resolved scenario, tier and evaluation settings."""
-    doc = {"scenario": to_plain(scenario), "tier": point.tier,
-           "evaluate": dict(point.evaluate), "values": dict(point.values)}
+    """What decides a run's outcome, as the user wrote it: the scenario document after
+    every override (the derive hook's included), the bytes of every file it names (a
+    contact trace, a mobility script), the tier, the evaluation settings and the axis
+    values. Not the code: a new default field of the scenario model changes nothing here,
+    and a change to a protocol needs the affected runs deleted (docs/experiments.md)."""
+    doc = {"scenario": scenario.source, "files": _files(scenario.source, point.scenario.parent),
+           "tier": point.tier, "evaluate": dict(point.evaluate), "values": dict(point.values)}
     text = json.dumps(doc, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _files(doc: Any, base: Path) -> dict[str, str]:
+    """sha256 of every file a ``file`` key of the document names (missing: "missing")."""
+    out: dict[str, str] = {}
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "file" and isinstance(value, str):
+                    path = Path(value) if Path(value).is_absolute() else base / value
+                    try:
+                        out[value] = hashlib.sha256(path.read_bytes()).hexdigest()
+                    except OSError:
+                        out[value] = "missing"
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(doc)
+    return out
 
 
 def finished(rundir: Path, digest: str) -> dict[str, Any] | None:
