@@ -279,3 +279,18 @@ def test_a_sweeps_report_has_a_column_per_axis_and_plots_over_the_numeric_one() 
         ("subscribers", 20.0, "protocol=A nodes=4000"), ("subscribers", 80.0,
                                                          "protocol=A nodes=4000"),
         ("subscribers", 20.0, "protocol=B nodes=8000")]
+
+
+def test_the_parquet_cache_stamp_follows_the_record_schema(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cache written before a field was added must not be reused (it lacks the column)."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    import mesheval.load as load
+
+    (tmp_path / "n.jsonl").write_text("{}\n")
+    files = [tmp_path / "n.jsonl"]
+    now = load._fingerprint(tmp_path, files)
+    monkeypatch.setattr(load, "record_schema",
+                        lambda *a, **k: StructType([StructField("run", StringType())]))
+    assert load._fingerprint(tmp_path, files) != now
