@@ -76,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--jobs", type=int, default=1, metavar="N",
                     help="simulations in parallel (processes; default 1)")
     sw.add_argument("--only", metavar="TEXT", help="run only the points whose id contains TEXT")
+    sw.add_argument("--seeds", type=int, metavar="N",
+                    help="run only the first N seeds of every block (a quick plan; the "
+                         "others stay pending and a later run adds them)")
     sw.add_argument("--dry-run", action="store_true",
                     help="list the points and whether each would run, run nothing")
     sw.add_argument("--name", default="sw", metavar="RUN",
@@ -163,12 +166,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     if args.jobs < 1:
         raise UsageError("meshsim sweep: --jobs must be at least 1")
+    if args.seeds is not None and args.seeds < 1:
+        raise UsageError("meshsim sweep: --seeds must be at least 1")
     spec = load_sweep(args.sweep)
     if args.dry_run:
         for line in plan_lines(spec, args.out):
             print(line)
         return 0
-    results = run_sweep(spec, args.out, jobs=args.jobs, only=args.only, vmesh_name=args.name,
+    results = run_sweep(spec, args.out, jobs=args.jobs, only=args.only, seeds=args.seeds,
+                        vmesh_name=args.name,
                         log=lambda m: print(m, flush=True))
     failed = [r for r in results.values() if r.status == "failed"]
     print(f"sweep {spec.name}: {len(results) - len(failed)} of {len(results)} points finished; "

@@ -13,7 +13,7 @@ from simhelpers import SCENARIOS
 
 from meshsim.sweep import SweepError, expand, load_sweep
 from meshsim.sweep.point import run_point
-from meshsim.sweep.runner import run_sweep
+from meshsim.sweep.runner import first_seeds, run_sweep
 
 SWEEP = f"""
 [sweep]
@@ -66,6 +66,14 @@ def test_points_values_overrides_and_evaluate(tmp_path: Path) -> None:
     extra = points[-1]
     assert (extra.id, extra.seed, extra.values) == (
         "extra.protocol-epidemic.ttl-600.s7", 7, {"protocol": "epidemic", "ttl": 600})
+
+
+def test_a_quick_plan_takes_the_first_seeds_of_every_block(tmp_path: Path) -> None:
+    spec = load_sweep(write(tmp_path, SWEEP.replace("seeds = [1, 2]", "seeds = [5, 3, 9]")))
+    quick = first_seeds(spec, expand(spec), 2)
+    assert sorted({(p.block, p.seed) for p in quick}) == [("extra", 7), ("main", 3), ("main", 5)]
+    assert len(quick) == 2 * 2 * 2 + 1
+    assert len(first_seeds(spec, expand(spec), 3)) == 2 * 2 * 3 + 1
 
 
 @pytest.mark.parametrize(("change", "message"), [
@@ -124,6 +132,9 @@ def test_cli_runs_reports_progress_and_answers_bad_input_in_one_line(tmp_path: P
     assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
     assert "protocol.epidemic.ttl: unknown parameter" in proc.stderr
     assert "Traceback" not in proc.stderr
+    zero = meshsim("sweep", str(path), "--out", str(tmp_path / "o3"), "--seeds", "0")
+    assert zero.returncode == 2 and zero.stderr.strip() == (
+        "meshsim sweep: --seeds must be at least 1"), zero.stderr
 
 
 def test_the_digest_follows_the_files_a_scenario_names(tmp_path: Path) -> None:

@@ -126,12 +126,23 @@ def write_manifest(spec: SweepSpec, out: Path, points: Sequence[Point],
     atomic_write_text(out / MANIFEST, json.dumps(doc, indent=1, default=str) + "\n")
 
 
+def first_seeds(spec: SweepSpec, points: Sequence[Point], count: int) -> list[Point]:
+    """The points of the first ``count`` seeds of their block: a quick plan of the same
+    sweep (a later run without the limit keeps these and adds the other seeds)."""
+    keep = {b.name: set(b.seeds[:count]) for b in spec.blocks}
+    return [p for p in points if p.seed in keep[p.block]]
+
+
 def run_sweep(spec: SweepSpec, out: Path, *, jobs: int = 1, log: Log = print,
-              only: str | None = None, vmesh_name: str = "sw") -> dict[str, PointResult]:
-    """Run every point not already finished with the same input; return the results."""
+              only: str | None = None, seeds: int | None = None,
+              vmesh_name: str = "sw") -> dict[str, PointResult]:
+    """Run every point not already finished with the same input; return the results.
+    ``only`` and ``seeds`` run a subset; the others keep their earlier status."""
     points = expand(spec)
     if only:
         points = [p for p in points if only in p.id]
+    if seeds is not None:
+        points = first_seeds(spec, points, seeds)
     check_points(spec, points)
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     results: dict[str, PointResult] = {}
