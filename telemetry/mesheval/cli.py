@@ -144,6 +144,7 @@ def eval_main(argv: Sequence[str]) -> int:
         sweep = sweep_inputs(args.rundirs)
     except SweepInputError as exc:
         return _fail(str(exc), 2)
+    args.sweep_document = sweep.document if sweep is not None else None
     if sweep is not None:
         args.rundirs = sweep.rundirs
         args.out = args.out or sweep.directory / "eval"
@@ -199,7 +200,8 @@ def _batch(args: argparse.Namespace) -> int:
     if args.claims is not None:
         from mesheval.claims.page import write_page
 
-        page = write_page(args.claims, result.document, args.out)
+        page = write_page(args.claims, result.document, args.out,
+                          args.sweep_document)
         print(f"results page: {page}")
     header, rows = headline(result.document)
     print(text_table(header, rows))

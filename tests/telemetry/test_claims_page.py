@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from mesheval.claims.page import render, write_page
+from mesheval.claims.page import plan_text, render, write_page
 from mesheval.claims.spec import ClaimsError, load_claims
 
 
@@ -175,3 +175,22 @@ def test_a_bad_claims_file_stops_mesheval_in_one_line(tmp_path: Path,
     assert main([str(tmp_path / "run"), "--out", str(tmp_path / "o"), "--claims", str(bad)]) == 2
     err = capsys.readouterr().err
     assert err.strip() == "mesheval: error: claim: expected [[claim]] tables"
+
+
+def test_the_page_says_when_it_stands_on_a_part_of_the_sweep(tmp_path: Path) -> None:
+    def sweep(statuses: list[str]) -> dict[str, Any]:
+        return {"file": "/x/my.sweep.toml", "blocks": [{"name": "main", "seeds": [1, 2, 3]}],
+                "points": [{"block": "main", "seed": i % 3 + 1, "status": st}
+                           for i, st in enumerate(statuses)]}
+
+    part = sweep(["done", "kept", "pending", "done", "failed", "pending"])
+    assert plan_text(part) == (
+        "Plan: **a part of the sweep** `my.sweep.toml`: 3 of its 6 points finished (seeds "
+        "per block: main 2 of 3); the figures and verdicts below are that part's. Running "
+        "the page's command without `--seeds`/`--only` completes it.")
+    assert plan_text(sweep(["done", "kept", "done"])) == (
+        "Plan: the whole sweep `my.sweep.toml`, 3 points.")
+    assert plan_text(None) == ""
+    claims = tmp_path / "claims.toml"
+    claims.write_text(CLAIMS)
+    assert "**a part of the sweep**" in write_page(claims, DOC, tmp_path / "r", part).read_text()

@@ -264,9 +264,31 @@ def verdicts(spec: ClaimsSpec, groups: Sequence[Group],
     return [(c, judge(c, groups, figures)) for c in spec.claims]
 
 
+def plan_text(sweep: Mapping[str, Any] | None) -> str:
+    """What part of the sweep the page stands on: a quick plan (``meshsim sweep --seeds``,
+    ``--only``) leaves points pending, and the reader must know the page is not the full
+    plan's."""
+    if not sweep:
+        return ""
+    points = [p for p in sweep.get("points") or [] if isinstance(p, dict)]
+    finished = [p for p in points if p.get("status") in ("done", "kept")]
+    blocks = []
+    for b in sweep.get("blocks") or []:
+        mine = [p for p in points if p.get("block") == b.get("name")]
+        ran = sorted({p.get("seed") for p in mine if p in finished}, key=str)
+        blocks.append(f"{b.get('name')} {len(ran)} of {len(b.get('seeds') or [])}")
+    if points and len(finished) == len(points):
+        return (f"Plan: the whole sweep `{Path(str(sweep.get('file', ''))).name}`, "
+                f"{len(points)} points.")
+    return (f"Plan: **a part of the sweep** `{Path(str(sweep.get('file', ''))).name}`: "
+            f"{len(finished)} of its {len(points)} points finished (seeds per block: "
+            f"{', '.join(blocks)}); the figures and verdicts below are that part's. "
+            "Running the page's command without `--seeds`/`--only` completes it.")
+
+
 def page_text(spec: ClaimsSpec, doc: Mapping[str, Any], judged: Sequence[tuple[Claim, Verdict]],
-              figures: Mapping[str, Mapping[str, Any]], plots: Sequence[tuple[Plot, Path]]
-              ) -> str:
+              figures: Mapping[str, Mapping[str, Any]], plots: Sequence[tuple[Plot, Path]],
+              sweep: Mapping[str, Any] | None = None) -> str:
     groups = doc.get("groups", [])
     runs = doc.get("runs", [])
     seeds = sorted({len(g.get("runs") or []) for g in groups})
@@ -279,6 +301,8 @@ def page_text(spec: ClaimsSpec, doc: Mapping[str, Any], judged: Sequence[tuple[C
         f"Paper: {spec.paper}. {len(runs)} runs in {len(groups)} configurations, "
         f"{'/'.join(str(s) for s in seeds)} seeds per configuration; figures are means over "
         "seeds ± the half-width of the 95 % Student-t interval.", ""]
+    if plan := plan_text(sweep):
+        lines += [plan, ""]
     if spec.intro:
         lines += [render(spec.intro, groups, figures).strip(), ""]
     counts = {s: sum(1 for _, v in judged if v.status == s)
@@ -315,9 +339,11 @@ def page_text(spec: ClaimsSpec, doc: Mapping[str, Any], judged: Sequence[tuple[C
     return "\n".join(lines).rstrip() + "\n"
 
 
-def write_page(claims_file: Path, doc: Mapping[str, Any], report_dir: Path) -> Path:
+def write_page(claims_file: Path, doc: Mapping[str, Any], report_dir: Path,
+               sweep: Mapping[str, Any] | None = None) -> Path:
     """Judge the claims on ``doc`` (mesheval's metrics.json), write the page and
-    ``report_dir/claims.json``; return the page's path."""
+    ``report_dir/claims.json``; return the page's path. ``sweep`` is the sweep's manifest
+    (sweep.json), if the runs are a sweep's: the page says how much of it ran."""
     spec = load_claims(claims_file)
     groups = doc.get("groups", [])
     figures = script_figures(spec.figures)
@@ -330,7 +356,7 @@ def write_page(claims_file: Path, doc: Mapping[str, Any], report_dir: Path) -> P
         if drawn is not None:
             plots.append((p, drawn))
     spec.out.parent.mkdir(parents=True, exist_ok=True)
-    spec.out.write_text(page_text(spec, doc, judged, figures, plots), encoding="utf-8")
+    spec.out.write_text(page_text(spec, doc, judged, figures, plots, sweep), encoding="utf-8")
     report_dir.mkdir(parents=True, exist_ok=True)
     (report_dir / "claims.json").write_text(json.dumps(
         [{"id": c.id, "kind": c.kind, "paper": c.paper, "section": c.section,
