@@ -75,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="sweep directory: runs/<point>/ per point, sweep.json (resumable)")
     sw.add_argument("--jobs", type=int, default=1, metavar="N",
                     help="simulations in parallel (processes; default 1)")
-    sw.add_argument("--only", metavar="TEXT", help="run only the points whose id contains TEXT")
+    sw.add_argument("--only", metavar="TEXT", action="append",
+                    help="run only the points whose id contains TEXT (repeatable: any of them)")
     sw.add_argument("--seeds", type=int, metavar="N",
                     help="run only the first N seeds of every block (a quick plan; the "
                          "others stay pending and a later run adds them)")

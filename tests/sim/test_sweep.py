@@ -103,7 +103,9 @@ def test_resume_keeps_finished_points_and_reruns_changed_ones(tmp_path: Path) ->
     assert manifest["varied"] == {"protocol": "epidemic", "ttl": 60}
     assert manifest["evaluate"] == {"deadline_s": 120}
     assert manifest["sweep"]["point"] == "main.protocol-epidemic.ttl-60.s1"
-    again = run_sweep(spec, out, jobs=1, only="main.protocol-epidemic.ttl-60.s", log=lambda m: None)
+    again = run_sweep(spec, out, jobs=1, only=["main.protocol-epidemic.ttl-60.s1",
+                                               "main.protocol-epidemic.ttl-60.s2"],
+                      log=lambda m: None)
     assert [r.status for r in again.values()] == ["kept", "kept"]
     # a changed input (here the scenario's duration) runs the point again
     changed = load_sweep(write(tmp_path, SWEEP.replace("200.0", "190.0")))

@@ -134,13 +134,15 @@ def first_seeds(spec: SweepSpec, points: Sequence[Point], count: int) -> list[Po
 
 
 def run_sweep(spec: SweepSpec, out: Path, *, jobs: int = 1, log: Log = print,
-              only: str | None = None, seeds: int | None = None,
+              only: str | Sequence[str] | None = None, seeds: int | None = None,
               vmesh_name: str = "sw") -> dict[str, PointResult]:
     """Run every point not already finished with the same input; return the results.
-    ``only`` and ``seeds`` run a subset; the others keep their earlier status."""
+    ``only`` (the points whose id contains one of these texts) and ``seeds`` run a subset;
+    the others keep their earlier status."""
     points = expand(spec)
     if only:
-        points = [p for p in points if only in p.id]
+        texts = [only] if isinstance(only, str) else list(only)
+        points = [p for p in points if any(t in p.id for t in texts)]
     if seeds is not None:
         points = first_seeds(spec, points, seeds)
     check_points(spec, points)
