@@ -4,7 +4,7 @@ The simulator and the virtual mesh both leave in a RUNDIR the resolved scenario 
 ``manifest.json`` (radio model, per-pair link overrides, a contact trace if any) and
 every node's track in ``mobility.log`` (``t node x y``; a track is piecewise linear and
 holds its last point). From these the connectivity graph at any instant follows with
-the radio model of ``meshsim.medium.radio`` (the one both drivers use): a link exists
+the radio model of ``meshsim.radio`` (the one both drivers use): a link exists
 where the model gives a loss below 1, and overrides win. A run with a contact trace
 has links only while a contact is up; its optimum is taken over the contact history
 (``mesheval.optimum.journeys``) instead of one instant.
@@ -121,8 +121,8 @@ def link_graph(ids: tuple[int, ...], pos: NDArray[np.float64], radio: Mapping[st
 
 
 def _model(radio: Mapping[str, Any]) -> Any:
-    """``meshsim.medium.radio``'s model for the manifest's ``scenario.radio``."""
-    from meshsim.medium.radio import make_model
+    """``meshsim.radio``'s model for the manifest's ``scenario.radio``."""
+    from meshsim.radio import make_model
     from meshsim.scenario.model import LinkOverride, Radio
 
     names = {f.name for f in dataclasses.fields(Radio)}
