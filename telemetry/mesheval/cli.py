@@ -75,6 +75,11 @@ def eval_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, metavar="REPORTDIR",
                    help="where metrics.json, report.md/html, plots and the Parquet cache go "
                    "(default for a sweep directory: DIR/eval)")
+    p.add_argument("--only", action="append", default=[], metavar="TEXT",
+                   help="a sweep directory: evaluate only the points whose id contains TEXT "
+                        "(repeatable: any of them)")
+    p.add_argument("--seeds", type=int, metavar="N",
+                   help="a sweep directory: evaluate only the first N seeds of every block")
     p.add_argument("--claims", type=Path, metavar="CLAIMS.toml",
                    help="judge a paper's claims on the figures and write the results page "
                    "(docs/experiments.md)")
@@ -141,7 +146,11 @@ def eval_main(argv: Sequence[str]) -> int:
     from mesheval.sweep import SweepInputError, sweep_inputs
 
     try:
-        sweep = sweep_inputs(args.rundirs)
+        if args.seeds is not None and args.seeds < 1:
+            raise SweepInputError("--seeds must be at least 1")
+        sweep = sweep_inputs(args.rundirs, args.only, args.seeds)
+        if sweep is None and (args.only or args.seeds is not None):
+            raise SweepInputError("--only and --seeds need a sweep directory")
     except SweepInputError as exc:
         return _fail(str(exc), 2)
     args.sweep_document = sweep.document if sweep is not None else None

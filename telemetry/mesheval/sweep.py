@@ -30,8 +30,12 @@ class SweepInput:
     document: dict[str, Any]
 
 
-def sweep_inputs(rundirs: Sequence[Path]) -> SweepInput | None:
-    """The sweep behind a single directory argument, or None for plain run directories."""
+def sweep_inputs(rundirs: Sequence[Path], only: Sequence[str] = (),
+                 seeds: int | None = None) -> SweepInput | None:
+    """The sweep behind a single directory argument, or None for plain run directories.
+    ``only`` (point ids containing one of these texts) and ``seeds`` (the first N seeds of
+    every block) evaluate a part of the finished points, as ``meshsim sweep`` runs one;
+    the document's points outside that part are marked ``not evaluated``."""
     if len(rundirs) != 1 or not (rundirs[0] / MANIFEST).is_file():
         return None
     directory = rundirs[0]
@@ -42,8 +46,19 @@ def sweep_inputs(rundirs: Sequence[Path]) -> SweepInput | None:
     points = doc.get("points") if isinstance(doc, dict) else None
     if not isinstance(points, list):
         raise SweepInputError(f"{directory / MANIFEST}: no list of points")
+    blocks = {str(b.get("name")): list(b.get("seeds") or []) for b in doc.get("blocks") or []
+              if isinstance(b, dict)}
+
+    def chosen(p: dict[str, Any]) -> bool:
+        if only and not any(t in str(p.get("id", "")) for t in only):
+            return False
+        return seeds is None or p.get("seed") in blocks.get(str(p.get("block")), [])[:seeds]
+
+    points = [p if chosen(p) or p.get("status") not in ("done", "kept")
+              else {**p, "status": "not evaluated"} for p in points if isinstance(p, dict)]
+    doc = {**doc, "points": points}
     found = [directory / str(p["rundir"]) for p in points
-             if isinstance(p, dict) and p.get("status") in ("done", "kept") and p.get("rundir")]
+             if p.get("status") in ("done", "kept") and p.get("rundir")]
     if not found:
         raise SweepInputError(f"{directory}: no finished point yet (run meshsim sweep)")
     bits = (doc.get("evaluate") or {}).get("message_bits")

@@ -185,7 +185,7 @@ def test_the_page_says_when_it_stands_on_a_part_of_the_sweep(tmp_path: Path) -> 
 
     part = sweep(["done", "kept", "pending", "done", "failed", "pending"])
     assert plan_text(part) == (
-        "Plan: **a part of the sweep** `my.sweep.toml`: 3 of its 6 points finished (seeds "
+        "Plan: **a part of the sweep** `my.sweep.toml`: 3 of its 6 points evaluated (seeds "
         "per block: main 2 of 3); the figures and verdicts below are that part's. Running "
         "the page's command without `--seeds`/`--only` completes it.")
     assert plan_text(sweep(["done", "kept", "done"])) == (
@@ -194,3 +194,22 @@ def test_the_page_says_when_it_stands_on_a_part_of_the_sweep(tmp_path: Path) -> 
     claims = tmp_path / "claims.toml"
     claims.write_text(CLAIMS)
     assert "**a part of the sweep**" in write_page(claims, DOC, tmp_path / "r", part).read_text()
+
+
+def test_a_part_of_a_sweep_is_evaluated_and_the_page_says_so(tmp_path: Path) -> None:
+    from mesheval.sweep import sweep_inputs
+
+    points = [{"id": f"main.p-{p}.s{s}", "block": "main", "seed": s, "status": "done",
+               "rundir": f"runs/main.p-{p}.s{s}"} for p in ("a", "b") for s in (1, 2, 3)]
+    points[-1]["status"] = "pending"
+    (tmp_path / "sweep.json").write_text(json.dumps(
+        {"file": "x.sweep.toml", "blocks": [{"name": "main", "seeds": [1, 2, 3]}],
+         "points": points}))
+    part = sweep_inputs([tmp_path], only=["p-b."], seeds=2)
+    assert part is not None
+    assert [d.name for d in part.rundirs] == ["main.p-b.s1", "main.p-b.s2"]
+    assert plan_text(part.document).startswith(
+        "Plan: **a part of the sweep** `x.sweep.toml`: 2 of its 6 points evaluated, 3 more "
+        "finished but not evaluated here (seeds per block: main 2 of 3)")
+    whole = sweep_inputs([tmp_path])
+    assert whole is not None and len(whole.rundirs) == 5

@@ -280,8 +280,10 @@ def plan_text(sweep: Mapping[str, Any] | None) -> str:
     if points and len(finished) == len(points):
         return (f"Plan: the whole sweep `{Path(str(sweep.get('file', ''))).name}`, "
                 f"{len(points)} points.")
+    skipped = sum(1 for p in points if p.get("status") == "not evaluated")
+    more = f", {skipped} more finished but not evaluated here" if skipped else ""
     return (f"Plan: **a part of the sweep** `{Path(str(sweep.get('file', ''))).name}`: "
-            f"{len(finished)} of its {len(points)} points finished (seeds per block: "
+            f"{len(finished)} of its {len(points)} points evaluated{more} (seeds per block: "
             f"{', '.join(blocks)}); the figures and verdicts below are that part's. "
             "Running the page's command without `--seeds`/`--only` completes it.")
 
