@@ -1,7 +1,7 @@
 """HESPER-I, HESPER-II and DF on the 4000-node Table 4.1 scenario, asserted from telemetry.
 
 One run of each (800 random subscribers joining in turn, two events); the
-sweeps live in bench/hesper_experiments.py. Everything is checked from the
+sweeps live in experiments/hesper.sweep.toml. Everything is checked from the
 run directories' records with the exact matcher, as the evaluation does.
 """
 
