@@ -161,7 +161,8 @@ class Epidemic(Protocol):
     def __init__(self, node: NodeId, *, store: BufferStore | None = None, **kwargs: Any) -> None:
         """``store`` backs the buffer (the daemon passes a persistent one)."""
         super().__init__(node, **kwargs)
-        self.buffer = ScfBuffer(self.params.buffer_size, self.params.drop_policy, store)
+        self.buffer = ScfBuffer(self.params.buffer_size, self.params.drop_policy, store,
+                                max_lifetime=self.params.ttl_s, local=node)
         self.dedup.extend(self.buffer.summary_vector())  # carried over a restart
         self._peers: dict[NodeId, _Peer] = {}
         self._requested: dict[MessageId, tuple[NodeId, float]] = {}
@@ -226,6 +227,8 @@ class Epidemic(Protocol):
 
     def on_reliable_acked(self, node: NodeId, message: Message) -> None:
         peer = self._peers.get(node)
+        if message.type == DATA:
+            self.buffer.handed_on(message.id)  # a copy exists elsewhere: evictable now
         if message.type == DATA and peer is not None:
             peer.inflight.discard(message.id)
             peer.has.add(message.id)

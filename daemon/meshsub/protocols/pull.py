@@ -112,7 +112,8 @@ class Pull(Protocol):
 
     def __init__(self, node: NodeId, *, store: BufferStore | None = None, **kwargs: Any) -> None:
         super().__init__(node, **kwargs)
-        self.buffer = ScfBuffer(self.params.buffer_size, self.params.drop_policy, store)
+        self.buffer = ScfBuffer(self.params.buffer_size, self.params.drop_policy, store,
+                                max_lifetime=self.params.TTL, local=node)
         self._peers: dict[NodeId, _Peer] = {}
         self._told: dict[MessageId, set[NodeId]] = {}
         """Per own message: neighbours that acknowledged it (never sent twice)."""

@@ -213,6 +213,11 @@ class Link:
         """Return once the socket is bound (e.g. to gate systemd readiness)."""
         await self._up.wait()
 
+    @property
+    def sock(self) -> Any:
+        """The bound socket (asyncio's wrapper; for socket options such as a filter)."""
+        return None if self._transport is None else self._transport.get_extra_info("socket")
+
     def _set_state(self, state: LinkState) -> None:
         if state == self.state:
             return

@@ -61,6 +61,7 @@ from meshsub.core.params import params_to_dict
 from meshsub.core.protocol import Protocol
 from meshsub.core.registry import get_protocol
 from meshsub.core.syntax import format_subscription
+from meshsub.runtime.admission import Admission
 from meshsub.runtime.batman import BatmanCandidate, BatmanPoller, candidate_addresses
 from meshsub.runtime.config import Config, ConfigError, diff_configs, load_config
 from meshsub.runtime.control import SOCKET_NAME, ControlError, ControlHandlers, ControlServer
@@ -74,7 +75,7 @@ from meshsub.runtime.mqtt import MqttBridge, MqttSettings, delivery_payload
 from meshsub.runtime.neighbors import EventKind, NeighborEvent, NeighborTable, to_input
 from meshsub.runtime.sdnotify import SignalHandlers, SystemdNotifier
 from meshsub.runtime.spool import TelemetrySpool
-from meshsub.runtime.store import LocalPublisher, Store, StoreError
+from meshsub.runtime.store import LocalPublisher, ReplayKeeper, Store, StoreError
 from meshsub.runtime.timers import Timers
 from meshsub.wire import FrameCodec, KeyRing
 
@@ -82,6 +83,8 @@ log = get_logger("meshsub.node")
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
+PLAUSIBLE_CLOCK_S = 1_735_689_600
+"""2025-01-01: a real-time clock before this has never been set (epochs seed from it)."""
 HOUSEKEEPING_S = 1.0
 STATUS_EVERY_S = 10.0
 
@@ -171,6 +174,16 @@ class Node:
             raise StartupError(str(exc)) from None
         keys = KeyRing(cfg.security.keys, cfg.security.current_key)
         self.codec = FrameCodec(self.node, self.epoch, keys, payload_size=cfg.link.payload_size)
+        self.replay = ReplayKeeper(self.store, self.codec.replay)
+        try:
+            restored = self.replay.load()
+        except StoreError as exc:
+            raise StartupError(str(exc)) from None
+        if self.clock() < PLAUSIBLE_CLOCK_S:
+            log.warning("the real-time clock is not set: a node that lost its state gets an "
+                        "epoch from it that neighbours may refuse as a replay",
+                        clock=int(self.clock()), epoch=self.epoch)
+        self.admission = Admission(keys.key_ids, record=self.record)
         self.protocol = _make_protocol(cfg, self.epoch, self.store)
         self.timers = Timers(self._on_timer, self.clock)
         await self._start_spool()
@@ -188,6 +201,9 @@ class Node:
         )
         self.frames = FrameIO(codec=self.codec, link=self.link, protocol=self.protocol,
                               record=self.record)
+        self._source = ""
+        self.frames.on_refused = lambda reason: self.admission.refused(
+            reason, self._source, self.clock())
         self.table = NeighborTable(timeout_beacons=cfg.discovery.neighbor_timeout,
                                    move_threshold=cfg.location.movement_threshold)
         d = cfg.discovery
@@ -254,7 +270,7 @@ class Node:
         self.notifier.ready(self._status_line())
         log.info("meshsubd running", node=self.node, epoch=self.epoch,
                  protocol=self.protocol.name, link=self.link.state.value,
-                 outbox=self.store.outbox_len())
+                 outbox=self.store.outbox_len(), replay_restored=restored)
 
     async def _link_settled(self, guard_s: float = 5.0) -> None:
         """Until the link is bound or knows it must wait (readiness means one of them)."""
@@ -315,6 +331,7 @@ class Node:
             ("timers", lambda: self.timers.cancel_all() if hasattr(self, "timers") else None),
             ("link", lambda: self.link.stop() if self.link else None),  # no input after this
             ("mqtt", lambda: self.bridge.stop() if self.bridge else None),  # drains deliveries
+            ("replay state", lambda: self.replay.save() if hasattr(self, "replay") else None),
             # the last loss account goes into the spool's last file
             ("telemetry losses", lambda: self.feed.note_losses() if self.feed else None),
             ("spool", lambda: self.spool.stop() if self.spool else None),
@@ -350,13 +367,25 @@ class Node:
         while True:
             await asyncio.sleep(HOUSEKEEPING_S)
             self._last_tick = time.monotonic()
-            self.codec.expire(self.clock())
+            now = self.clock()
+            self.codec.expire(now)
+            self.admission.tick(now)
+            self.replay.tick(now)
+            self._forget_addresses()
             if self.feed is not None:
                 self.feed.note_losses()
             line = self._status_line()
             if line != self._last_status or self._last_tick - last_status >= STATUS_EVERY_S:
                 self.notifier.status(line)
                 self._last_status, last_status = line, self._last_tick
+
+    def _forget_addresses(self) -> None:
+        """The link learns an address per transmitter; keep only those the replay table
+        still tracks, so that ids an insider makes up do not pile up there."""
+        link = self.link
+        if link is not None and len(link.addresses) > len(self.codec.replay):
+            for node in [n for n in link.addresses if n not in self.codec.replay]:
+                link.forget(node)
 
     def _status_line(self) -> str:
         link = self.link.state.value if self.link else "-"
@@ -480,10 +509,13 @@ class Node:
 
     def _on_datagram(self, data: bytes, addr: Address) -> None:
         now = self.clock()
+        if not self.admission.admit(data, addr[0], now):
+            return
+        self._source = addr[0]
         decoded = self.frames.decode(data, now)
         if decoded is None:
             return
-        if self.link is not None:
+        if self.link is not None and decoded.newest:  # a late frame never moves an address
             self.link.learn(decoded.transmitter, addr)
         message = decoded.message
         if decoded.protocol_id == LINK_PROTOCOL_ID:
@@ -499,6 +531,8 @@ class Node:
 
     def _on_link_state(self, state: LinkState) -> None:
         if state == LinkState.UP:
+            if self.link is not None and self.link.sock is not None:
+                self.admission.attach(self.link.sock)
             asyncio.get_running_loop().call_soon(self._on_link_up)
 
     def _on_link_up(self) -> None:
@@ -629,6 +663,9 @@ class Node:
             "outbox": outbox,
             "held_publications": self.publisher.held if hasattr(self, "publisher") else 0,
             "frames": self.codec.status(),
+            "admission": self.admission.status(self.clock()),
+            "replay": {"saves": self.replay.saves, "save_errors": self.replay.errors,
+                       "refused_transmitters": self.codec.replay.refused},
             "transmissions": dict(self.frames.counters),
             "drops": {"frame": self.frames.frame_drops(), "node": dict(self.frames.drops),
                       "protocol": dict(self.protocol.drops)},

@@ -63,6 +63,9 @@ class Decoded:
     frame_bytes: int
     """Bytes of every frame that carried it (all fragments for a segmented message)."""
     frames: int = 1
+    newest: bool = True
+    """The last frame was the newest of its transmitter (not a late one inside the
+    replay window): only such a frame may teach the driver the transmitter's address."""
 
 
 class FrameCodec:
@@ -211,7 +214,10 @@ class FrameCodec:
         why = self.replay.check(frame.transmitter, frame.transmitter_epoch, frame.transmitter_seq)
         if why is not None:
             raise FrameError("replay", f"from {frame.transmitter:x}: {why}")
-        self.replay.accept(frame.transmitter, frame.transmitter_epoch, frame.transmitter_seq)
+        if not self.replay.has_room(frame.transmitter, now):
+            raise FrameError("transmitters_full", f"from {frame.transmitter:x}")
+        newest = self.replay.accept(frame.transmitter, frame.transmitter_epoch,
+                                    frame.transmitter_seq, now)
         if frame.message is not None:
             self.counters["messages_in"] += 1
             return Decoded(
@@ -220,6 +226,7 @@ class FrameCodec:
                 frame.protocol_id,
                 frame.message,
                 frame.size,
+                newest=newest,
             )
         if frame.fragment is None:  # decode_frame returns one or the other
             raise FrameError("malformed", "frame carries neither message nor fragment")
@@ -237,6 +244,7 @@ class FrameCodec:
             message,
             done.frame_bytes,
             done.frames,
+            newest,
         )
 
     def expire(self, now: float) -> int:
@@ -248,6 +256,7 @@ class FrameCodec:
         return {
             "counters": dict(self.counters),
             "transmitters": len(self.replay),
+            "transmitters_evicted": self.replay.evicted,
             "reassemblies": len(self.reassembly),
             "reassembly_bytes": self.reassembly.charged_bytes,
             "key_ids": sorted(self.keys.key_ids),

@@ -139,7 +139,8 @@ class BSub(Protocol):
         p = self.params
         self.df = p.decay_per_s()
         self.digest = params_digest(p.m, p.k, p.I, C_MAX)
-        self.buffer = ScfBuffer(p.buffer_size, p.drop_policy, store)
+        self.buffer = ScfBuffer(p.buffer_size, p.drop_policy, store, max_lifetime=p.TTL,
+                                local=node)
         self.genuine = TCBF(p.m, p.k, initial=p.I)
         self.relay_filter = TCBF(p.m, p.k, initial=p.I, df=self.df)
         self.broker = p.role_mode is RoleMode.PINNED_BROKER
@@ -609,6 +610,7 @@ class BSub(Protocol):
     def _transferred(self, mid: MessageId, node: NodeId, mode: Mode) -> None:
         """``node`` now holds ``mid`` because we sent it in ``mode``: do the bookkeeping."""
         self.unconfirmed.pop(mid, None)
+        self.buffer.handed_on(mid)  # a copy exists elsewhere: evictable now
         entry = self.buffer.entry(mid)
         if entry is None:
             return
