@@ -65,7 +65,7 @@ from meshsub.runtime.admission import Admission
 from meshsub.runtime.batman import BatmanCandidate, BatmanPoller, candidate_addresses
 from meshsub.runtime.config import Config, ConfigError, diff_configs, load_config
 from meshsub.runtime.control import SOCKET_NAME, ControlError, ControlHandlers, ControlServer
-from meshsub.runtime.discovery import BeaconTiming, Discovery, DnsSd
+from meshsub.runtime.discovery import BeaconTiming, Discovery, DnsSd, interface_network
 from meshsub.runtime.frameio import LINK_PROTOCOL_ID, FrameIO
 from meshsub.runtime.link import Address, Link, LinkError, LinkState
 from meshsub.runtime.livefeed import FeedSettings, TelemetryFeed
@@ -520,7 +520,8 @@ class Node:
         message = decoded.message
         if decoded.protocol_id == LINK_PROTOCOL_ID:
             if message.type == CoreType.BEACON and self.discovery is not None:
-                self.discovery.on_beacon(message, decoded.transmitter, addr, now)
+                self.discovery.on_beacon(message, decoded.transmitter, addr, now,
+                                         epoch=decoded.transmitter_epoch)
             else:
                 self.frames.drops["link_unknown_type"] += 1
                 self.record("drop", {"reason": "link_unknown_type", "msg_type": message.type,
@@ -568,7 +569,9 @@ class Node:
                 dnssd = DnsSd(node=self.node, name=self.config.node.name,
                               port=self.config.link.port, protocol=self.protocol.name,
                               addresses=[addr], on_peer=self._on_dnssd_peer,
-                              interfaces=[addr] if link.family == "ipv4" else None)
+                              interfaces=[addr] if link.family == "ipv4" else None,
+                              network=(interface_network(link.info.name, addr)
+                                       if link.family == "ipv4" else None))
                 await dnssd.start()
                 self.dnssd = dnssd
             else:
