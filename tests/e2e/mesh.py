@@ -35,7 +35,7 @@ MEDIUM = f"{PREFIX}-m"
 BRIDGE = f"{PREFIX}-br"
 NFT_TABLE = "msub_e2e"
 IFACE = "msub0"
-KEY = "5a" * 32
+KEY = "7fbbf3463e9adb8738c57d35e9034c9be7767ce118980601034669bbeb5b9221"  # a test key
 NAMES = ("a", "b", "c")
 ORIGIN = (52.52, 13.405)
 

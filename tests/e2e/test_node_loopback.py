@@ -27,7 +27,7 @@ from meshsub.runtime.node import Node
 from meshsub.runtime.sdnotify import SystemdNotifier
 from meshsub.wire import FrameCodec, KeyRing
 
-KEY = "11" * 32
+KEY = "071634b1e493c4a893be58547237e9cb25ee65c9c0a3a2db3f22fae24988d055"  # a test key
 
 
 def free_udp_port() -> int:

@@ -228,9 +228,12 @@ class Node:
             node=self.node, store=self.store, publisher=self.publisher,
             on_subscribe=self._local_subscribe, on_unsubscribe=self._local_unsubscribe,
         )
+        self.bridge.check_broker_queue(Path(cfg.mqtt.broker_config))
+        for warning in cfg.security.warnings:
+            log.warning("weak fleet key", problem=warning)
         self.feed = self._make_feed(settings)
         self.control = ControlServer(
-            Path(cfg.storage.state_dir) / SOCKET_NAME,
+            Path(cfg.storage.control_dir) / SOCKET_NAME,
             ControlHandlers(status=self.status, neighbors=self.neighbors,
                             subscriptions=self.subscriptions, publish=self._ctl_publish,
                             subscribe=self._local_subscribe,
