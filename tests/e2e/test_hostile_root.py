@@ -144,16 +144,22 @@ def test_1_a_nested_message_stops_nothing_also_across_a_restart(mesh: Mesh) -> N
 # ------------------------------------------------------------------ item 3
 
 
-def capture(node: NodeProc, seconds: float) -> list[bytes]:
-    """UDP payloads arriving at ``node`` from 10.99.0.0/24 for ``seconds`` (tcpdump)."""
-    pcap = node.workdir / f"capture-{time.monotonic_ns()}.pcap"
-    proc = subprocess.Popen(["ip", "netns", "exec", node.ns, "tcpdump", "-i", IFACE, "-U",
-                             "-w", str(pcap), "udp", "port", str(node.udp_port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(seconds)
-    proc.send_signal(signal.SIGINT)
-    proc.wait(10)
-    return udp_payloads(pcap.read_bytes())
+class Capture:
+    """tcpdump of the UDP frames arriving at ``node``'s mesh port, until ``stop``."""
+
+    def __init__(self, node: NodeProc) -> None:
+        self.pcap = node.workdir / f"capture-{time.monotonic_ns()}.pcap"
+        self.proc = subprocess.Popen(
+            ["ip", "netns", "exec", node.ns, "tcpdump", "-i", IFACE, "-U", "-w",
+             str(self.pcap), "udp", "port", str(node.udp_port)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        assert self.proc.stderr is not None
+        self.proc.stderr.readline()  # "listening on msub0 ...": capturing from now on
+
+    def stop(self) -> list[bytes]:
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(10)
+        return udp_payloads(self.pcap.read_bytes())
 
 
 def udp_payloads(data: bytes) -> list[bytes]:
@@ -204,10 +210,12 @@ def frame_counters(node: NodeProc) -> dict[str, int]:
 def test_3_replays_after_a_restart_and_a_reimaged_sender(mesh: Mesh) -> None:
     a, b, c = mesh.nodes["a"], mesh.nodes["b"], mesh.nodes["c"]
     sub = subscribe(b, "replay", "replay/#")
-    # capture A's beacons and a data frame on their way to B
+    # capture A's beacons and data frames on their way to B
+    cap = Capture(b)
     a.mqtt_pub("meshsub/pub/replay/x", '{"n": 1}')
-    got = frames_of(capture(b, 3.0), transmitter=1)
     wait_for(lambda: sub.events(n=1), "the event on B")
+    time.sleep(2.0)  # and a beacon or two
+    got = frames_of(cap.stop(), transmitter=1)
     assert got["beacon"] and got["data"], {k: len(v) for k, v in got.items()}
     # B restarts (SIGTERM saves its replay state); A leaves the mesh
     assert b.kill_daemon(signal.SIGTERM) == 0
@@ -215,12 +223,13 @@ def test_3_replays_after_a_restart_and_a_reimaged_sender(mesh: Mesh) -> None:
     b.start_daemon()
     before = frame_counters(b)
     # the attacker (C's address) replays A's data frames and its old beacon at B
-    send_from(c, b, got["data"] + got["beacon"][-1:])
+    replayed = got["data"] + got["beacon"][-1:]
+    send_from(c, b, replayed)
     wait_for(lambda: frame_counters(b).get("replay", 0) >= before.get("replay", 0)
-             + len(got["data"]) + 1, "the replays counted at B")
-    after = frame_counters(b)
-    assert after.get("messages_in", 0) == before.get("messages_in", 0)  # none accepted
+             + len(replayed), "the replays counted at B")
     time.sleep(2.0)
+    # every replayed frame refused as a replay: none accepted
+    assert frame_counters(b).get("replay", 0) - before.get("replay", 0) == len(replayed)
     assert 1 not in [r["node"] for r in b.ctl("neighbors")]  # A is not back, nowhere
     # A is re-imaged: its state is gone; B hears it again at its first beacons
     shutil.rmtree(a.state_dir)
@@ -264,6 +273,20 @@ def own_entries(node: NodeProc) -> list[Any]:
     return [e for e in buffer_entries(node) if e[0][1][0] == node.node_id]
 
 
+def settled(count: Any, quiet_s: float = 3.0, guard: float = 180.0) -> int:
+    """``count()`` once it stopped changing for ``quiet_s`` (a hang guard, no timing claim)."""
+    deadline = time.monotonic() + guard
+    last, since = count(), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = count()
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            return int(now)
+    raise AssertionError("the count never settled")
+
+
 def state_bytes(node: NodeProc) -> int:
     return sum(p.stat().st_size for p in node.state_dir.glob("meshsub.db*"))
 
@@ -277,13 +300,13 @@ def test_2_an_insider_cannot_erase_acknowledged_events(mesh: Mesh) -> None:
     for n in range(3):
         c.mqtt_pub("meshsub/pub/kept/x", json.dumps({"n": n}))  # acknowledged at QoS 1
     wait_for(lambda: len(own_entries(c)) == 3, "C carries its 3 events")
-    # the insider, in B's namespace: 400 unique ~60 KB events that never expire
-    frames = insider_frames(400, 60_000)
+    # the insider, in B's namespace: 500 unique ~60 KB events that never expire
+    frames = insider_frames(500, 60_000)
     first = frame_counters(c).get("messages_in", 0)
     send_from(b, c, frames)
-    wait_for(lambda: frame_counters(c).get("messages_in", 0) - first >= 390,
-             "the junk arrived at C", guard=120.0)
-    time.sleep(2.0)
+    arrived = settled(lambda: frame_counters(c).get("messages_in", 0) - first)
+    # more than the buffer holds (some are lost in the socket buffer on a busy host)
+    assert arrived > EPIDEMIC["buffer_size"], c.ctl("status")["frames"]["counters"]
     assert c.ctl("status")["protocol"]["buffered"] <= EPIDEMIC["buffer_size"]
     assert state_bytes(c) <= 20_000_000
     entries = buffer_entries(c)
