@@ -282,3 +282,15 @@ def test_feed_many_keeps_only_the_failed(store: Store) -> None:
     assert got == [ids[0], ids[2]]
     assert [e.event_id for e in store.outbox_pending()] == [ids[1]]
     assert (pub.fed, pub.feed_errors) == (2, 1)
+
+
+def test_state_on_disk_stays_within_the_buffer_cap(tmp_path: Path) -> None:
+    """Issue 25 item 2: the victim's SQLite grew to 58.8 MB + 4.2 MB WAL under junk. The
+    byte cap bounds the buffer table, the WAL is checkpointed at ~1 MB and truncated."""
+    cap = 2_000_000
+    with Store.in_state_dir(tmp_path) as s:
+        buf = ScfBuffer(1000, store=s.buffer(), max_bytes=cap, origin_share=1.0)
+        for seq in range(150):  # 15 MB offered
+            buf.add(Message(16, MessageId(9, 1, seq), [b"j" * 100_000]), float(seq), 1e12)
+        assert buf.bytes <= cap and len(s.buffer()) == len(buf)
+        assert s.disk_bytes() <= cap + 2 * WAL_LIMIT_BYTES
