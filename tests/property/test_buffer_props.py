@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from meshsub.core.api import Message, MessageId
@@ -60,6 +60,10 @@ def room_for(buf: ScfBuffer, before: dict[MessageId, BufferEntry], m: Message, n
 @given(policy=st.sampled_from(list(DropPolicy)), capacity=st.integers(1, 8),
        max_bytes=st.integers(300, 2500), share=st.sampled_from([0.25, 0.5, 1.0]),
        ops=st.lists(op, max_size=60))
+# found by this test: handing an own message on grew its stored form by a byte that
+# ``bytes`` did not count
+@example(policy=DropPolicy.DROP_OLDEST, capacity=1, max_bytes=300, share=0.25,
+         ops=[("add", LOCAL, 0, 0, 1.0), ("hand", 0)])
 def test_limits_and_local_protection(policy: DropPolicy, capacity: int, max_bytes: int,
                                      share: float, ops: list[tuple[Any, ...]]) -> None:
     store = MemoryStore()

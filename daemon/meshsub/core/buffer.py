@@ -128,10 +128,9 @@ class BufferEntry:
     handed_on: bool = False
 
     def to_obj(self) -> StoredValue:
-        obj: StoredValue = [message_to_obj(self.message), self.stored_at, self.expires_at]
-        if self.handed_on:
-            obj.append(True)
-        return obj
+        # the flag is always written, so that handing a message on never changes the
+        # size charged against ``max_bytes`` (older stores hold 3 fields: still read)
+        return [message_to_obj(self.message), self.stored_at, self.expires_at, self.handed_on]
 
     @classmethod
     def from_obj(cls, obj: Any) -> BufferEntry:
@@ -268,7 +267,7 @@ class ScfBuffer:
                 self.store.delete(key)
                 self.corrupt += 1
                 continue
-            self._insert(entry, entry_size(value))
+            self._insert(entry, entry_size(entry.to_obj()))  # charged as it is written
             self._reloaded = True
 
     def _settle_reloaded(self, now: float) -> list[Dropped]:
