@@ -126,6 +126,8 @@ class NodeProc:
     location: dict[str, Any] = field(default_factory=dict)
     protocol: str = "flooding"
     params: dict[str, Any] = field(default_factory=lambda: {"ttl": 8, "jitter": 0.005})
+    link_options: dict[str, Any] = field(default_factory=dict)
+    """Extra ``[link]`` keys (e.g. ``receive_buffer``)."""
     broker: RoleBroker | None = None
     """The role-rendered broker configuration (``Mesh(secure=True)``), else anonymous."""
     mosquitto: subprocess.Popen[bytes] | None = None
@@ -164,6 +166,7 @@ class NodeProc:
         lines = [
             "[node]", f"id = {self.node_id}", f'name = "e2e-{self.name}"',
             "[link]", f'interface = "{IFACE}"', f"port = {self.udp_port}",
+            *(f"{k} = {json.dumps(v)}" for k, v in self.link_options.items()),
             "[discovery]", "beacon_interval = 1.0", "min_interval = 0.5",
             "neighbor_timeout = 5", "zeroconf = true",
             "[protocol]", f'name = "{self.protocol}"',
@@ -365,9 +368,12 @@ class Subscriber:
 class Mesh:
     """Bring the three namespaces up and down; ``nodes`` by name."""
 
-    def __init__(self, workdir: Path, *, secure: bool = False,
+    def __init__(self, workdir: Path, protocol: str = "flooding",
+                 params: dict[str, Any] | None = None, *, secure: bool = False,
                  apps: tuple[str, ...] = ("e2e", "other")) -> None:
         self.workdir = workdir
+        self.protocol = protocol
+        self.params = params
         self.secure = secure
         self.apps = apps
         self.nodes: dict[str, NodeProc] = {}
@@ -414,7 +420,9 @@ table bridge {NFT_TABLE} {{
         for index, name in enumerate(NAMES):
             workdir = self.workdir / name
             workdir.mkdir(parents=True, exist_ok=True)
-            node = NodeProc(name, index, workdir, udp_port)
+            node = NodeProc(name, index, workdir, udp_port, protocol=self.protocol)
+            if self.params is not None:
+                node.params = dict(self.params)
             node.mqtt_port = free_port(node.ns)
             node.location = (location or {}).get(name, {})
             if self.secure:

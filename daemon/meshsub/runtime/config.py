@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from meshsub.core.params import ParameterError, ProtocolParams, parse_params
+from meshsub.core.roles import RoleError, check_roles
 from meshsub.wire.keys import key_problem, key_warning
 
 if TYPE_CHECKING:
@@ -58,6 +59,9 @@ class ConfigError(ValueError):
 class NodeConfig:
     id: int
     name: str
+    roles: tuple[str, ...] = ()
+    """What this node is for the protocol (``meshsub.core.roles``): its capabilities,
+    advertised in beacons."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +74,8 @@ class LinkConfig:
     family: str = "ipv4"
     multicast_group: str = DEFAULT_MULTICAST_GROUP
     batman_poll_interval: float = 5.0
+    receive_buffer: int = 1 << 20
+    """Socket receive buffer asked from the kernel (bytes) for bursts; 0 = the kernel's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +144,8 @@ class LocationConfig:
     movement_threshold: float = 10.0
     max_age: float = 60.0
     stale_after: float = 10.0
+    max_error_m: float = 100.0
+    require_quality: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +203,16 @@ class TelemetryConfig:
     roll_bytes: int = 1_000_000
     roll_seconds: float = 60.0
     mqtt_topic: str = ""
+    state_every_s: float = 60.0
+    """How often the protocol reports the state it holds (``state`` records); 0: never."""
+
+
+@dataclass(frozen=True, slots=True)
+class EnergyConfig:
+    source: str = "auto"
+    """``auto``: the power-supply class, where the device has one; ``none``: never."""
+    poll_s: float = 30.0
+    power_supply_dir: str = "/sys/class/power_supply"
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +245,7 @@ class Config:
     storage: StorageConfig
     telemetry: TelemetryConfig
     log: LogConfig
+    energy: EnergyConfig = field(default_factory=EnergyConfig)
     source: str = field(default="", compare=False)
 
     @property
@@ -373,8 +392,12 @@ def _node(root: _Table) -> NodeConfig:
     name = t.get_str("name", socket.gethostname() or f"node-{node_id:x}", nonempty=True)
     if len(name.encode()) > 63:
         raise ConfigError(t.key("name"), "must be at most 63 bytes (a DNS-SD label)")
+    try:
+        roles = check_roles(t.str_list("roles", []))
+    except RoleError as exc:
+        raise ConfigError(t.key("roles"), str(exc)) from None
     t.finish()
-    return NodeConfig(node_id, name)
+    return NodeConfig(node_id, name, roles)
 
 
 def _link(root: _Table) -> LinkConfig:
@@ -400,6 +423,7 @@ def _link(root: _Table) -> LinkConfig:
         family=family,
         multicast_group=group,
         batman_poll_interval=t.get_float("batman_poll_interval", 5.0, lo=0.5, hi=3600),
+        receive_buffer=t.get_int("receive_buffer", 1 << 20, lo=0, hi=1 << 30),
     )
     t.finish()
     return cfg
@@ -509,11 +533,13 @@ def _location(root: _Table) -> LocationConfig:
         nmea=nmea,
         origin=origin,
         min_mode=t.get_int("min_mode", 2, lo=2, hi=3),
-        max_hdop=t.get_float("max_hdop", 5.0, positive=True),
+        max_hdop=t.get_float("max_hdop", 5.0, lo=0.0),
         min_satellites=t.get_int("min_satellites", 4, lo=0, hi=64),
         movement_threshold=t.get_float("movement_threshold", 10.0, lo=0.0),
         max_age=t.get_float("max_age", 60.0, positive=True),
         stale_after=t.get_float("stale_after", 10.0, positive=True),
+        max_error_m=t.get_float("max_error_m", 100.0, lo=0.0),
+        require_quality=t.get_bool("require_quality", True),
     )
     t.finish()
     return cfg
@@ -716,6 +742,7 @@ def _telemetry(root: _Table) -> TelemetryConfig:
         roll_bytes=t.get_int("roll_bytes", 1_000_000, lo=4096),
         roll_seconds=t.get_float("roll_seconds", 60.0, lo=1.0),
         mqtt_topic=topic,
+        state_every_s=t.get_float("state_every_s", 60.0, lo=0.0),
     )
     if cfg.roll_bytes > cfg.max_spool_bytes:
         raise ConfigError(t.key("roll_bytes"), "must not exceed telemetry.max_spool_bytes")
@@ -730,6 +757,18 @@ def _log(root: _Table) -> LogConfig:
         raise ConfigError(t.key("level"), f"must be one of {', '.join(LOG_LEVELS)}, got {level!r}")
     t.finish()
     return LogConfig(level)
+
+
+def _energy(root: _Table) -> EnergyConfig:
+    t = root.table("energy")
+    cfg = EnergyConfig(
+        source=t.choice("source", ("auto", "none"), "auto"),
+        poll_s=t.get_float("poll_s", 30.0, lo=1.0),
+        power_supply_dir=t.get_str("power_supply_dir", "/sys/class/power_supply",
+                                   nonempty=True),
+    )
+    t.finish()
+    return cfg
 
 
 def parse_config(data: Mapping[str, Any], *, base_dir: Path = Path("."), source: str = "",
@@ -749,6 +788,7 @@ def parse_config(data: Mapping[str, Any], *, base_dir: Path = Path("."), source:
         storage=_storage(root),
         telemetry=_telemetry(root),
         log=_log(root),
+        energy=_energy(root),
         source=source,
     )
     root.finish()

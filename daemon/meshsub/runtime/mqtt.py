@@ -48,7 +48,6 @@ import hashlib
 import json
 import math
 import random
-import re
 import sqlite3
 import ssl
 from collections import Counter, deque
@@ -64,6 +63,8 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from meshsub.core.api import Deliver, MessageId, NodeId
 from meshsub.core.content import Event, Subscription
+from meshsub.core.subids import SubIdError
+from meshsub.core.subids import check_sub_id as core_check_sub_id
 from meshsub.core.syntax import format_subscription, parse_subscription
 from meshsub.core.topics import validate_topic
 from meshsub.core.values import ContentError
@@ -80,12 +81,8 @@ PROP_EVENT_ID = "meshsub-event-id"
 PROP_NODE = "meshsub-node"
 """User property: the node whose daemon published this MQTT message."""
 
-CONTROL_SUB_PREFIX = "ctl-"
-"""Subscription ids the control socket uses; MQTT applications may not take them."""
-
 _WINDOW = 32
 """Deliveries in flight to the broker at once (QoS 1 acknowledgements awaited together)."""
-_SUB_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}(/[A-Za-z0-9_.-]{1,64})?\Z")
 MAX_PAYLOAD_DEPTH = 2
 """An event is one JSON object of plain values: deeper nesting is refused before parsing."""
 BROKER_DROPPED_TOPIC = "$SYS/broker/publish/messages/dropped"
@@ -184,17 +181,12 @@ class MqttSettings:
 
 
 def check_sub_id(sub_id: str) -> str:
-    """A subscription id: ``<app>/<name>`` or ``<name>``, each 1-64 of ``[A-Za-z0-9_.-]``."""
-    if not _SUB_ID.match(sub_id):
-        raise PayloadError(
-            "bad_sub_id", f"subscription id {sub_id!r} must be <app>/<name> or <name>, "
-                          "each 1-64 of [A-Za-z0-9_.-]"
-        )
-    if sub_id.startswith(CONTROL_SUB_PREFIX):
-        raise PayloadError(
-            "bad_sub_id", f"subscription ids starting {CONTROL_SUB_PREFIX!r} are reserved"
-        )
-    return sub_id
+    """A subscription id (``meshsub.core.subids``: ``<app>/<name>`` or ``<name>``);
+    ``PayloadError`` ``bad_sub_id`` if not."""
+    try:
+        return core_check_sub_id(sub_id)
+    except SubIdError as exc:
+        raise PayloadError("bad_sub_id", str(exc)) from None
 
 
 def event_from_payload(topic: str, payload: bytes, max_bytes: int = 65536) -> Event:

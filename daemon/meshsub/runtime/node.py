@@ -13,10 +13,15 @@ protocols carry the publication time to compute delivery latency on another
 node, which is meaningful only between clocks that agree (NTP/GPS in the
 field, one host in the namespace tests).
 
-Accepted publications wait in the outbox while the link is down: "accepted by
-the protocol" is only meaningful when the protocol can send, so an event
-acknowledged to MQTT with the mesh interface gone is fed when it returns, or
-at the next start (``HeldPublisher``).
+Accepted publications wait in the outbox while the link cannot carry a frame
+(interface missing, down, without carrier or address): "accepted by the
+protocol" is only meaningful when the protocol can send, so an event
+acknowledged to MQTT meanwhile is fed when the link returns, or at the next
+start (``HeldPublisher``). A publication whose own transmission the kernel
+refuses because the link died in that instant stays in the outbox too
+(``LinkUnavailable``). Losing the link also ends every contact: the protocol
+sees its neighbours go down, and meets them again, from scratch, once the
+link is back, so store-carry-forward protocols exchange what they carry.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import asyncio
 import contextlib
 import dataclasses
 import inspect
-import logging
+import math
 import os
 import secrets
 import time
@@ -42,6 +47,7 @@ from meshsub.core.api import (
     CoreType,
     Deliver,
     Emit,
+    EnergyChanged,
     FrameReceived,
     Input,
     LocalPublish,
@@ -71,8 +77,10 @@ from meshsub.runtime.link import Address, Link, LinkError, LinkState
 from meshsub.runtime.livefeed import FeedSettings, TelemetryFeed
 from meshsub.runtime.location import LocationService, make_source, make_tracker
 from meshsub.runtime.logging import configure_logging, get_logger
+from meshsub.runtime.logging import set_level as set_log_level
 from meshsub.runtime.mqtt import MqttBridge, MqttSettings, delivery_payload
 from meshsub.runtime.neighbors import EventKind, NeighborEvent, NeighborTable, to_input
+from meshsub.runtime.power import EnergyReading, read_power_supply
 from meshsub.runtime.sdnotify import SignalHandlers, SystemdNotifier
 from meshsub.runtime.spool import TelemetrySpool
 from meshsub.runtime.store import LocalPublisher, ReplayKeeper, Store, StoreError
@@ -93,23 +101,60 @@ class StartupError(RuntimeError):
     """The daemon cannot start as configured; one line for the operator."""
 
 
+class LinkUnavailable(RuntimeError):
+    """A local publication's transmission failed because the link cannot carry frames."""
+
+
 class HeldPublisher(LocalPublisher):
     """A ``LocalPublisher`` that keeps accepted events in the outbox while ``ready()`` is false.
 
     Persisting (and so acknowledging to MQTT) goes on; feeding the protocol
     waits, and ``refeed_pending`` hands everything over once the link is up.
+    A feed that raises ``LinkUnavailable`` (the link died during it) holds
+    that event and the rest of the batch the same way.
     """
 
     def __init__(self, *args: Any, ready: Callable[[], bool], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._ready = ready
         self.held = 0
+        """Events waiting in the outbox for the link now."""
+        self.held_total = 0
+        """Events that ever had to wait for the link (this run)."""
+
+    def _hold(self, count: int) -> None:
+        self.held += count
+        self.held_total += count
 
     def feed_many(self, items: Sequence[tuple[Event, MessageId]]) -> int:
-        if not self._ready():
-            self.held += len(items)
-            return 0
-        return super().feed_many(items)
+        done: list[MessageId] = []
+        for index, (event, event_id) in enumerate(items):
+            if not self._ready():
+                self._hold(len(items) - index)
+                break
+            try:
+                self._feed(event, event_id)
+            except LinkUnavailable:
+                self._hold(len(items) - index)
+                break
+            except Exception:  # the node failed: keep the entry for the next start
+                self.feed_errors += 1
+                continue
+            done.append(event_id)
+        if done:
+            self.store.outbox_remove_many(done)
+            self.fed += len(done)
+        return len(done)
+
+    def hold_pending(self) -> None:
+        """At a start without a link: everything a previous run left waits for it."""
+        self.held = 0
+        self._hold(self.store.outbox_len())
+
+    def refeed_pending(self) -> int:
+        """Feed what waits in the outbox; what the link still cannot take stays held."""
+        self.held = 0
+        return super().refeed_pending()
 
 
 def _peer_addresses(config: Config) -> list[Address]:
@@ -119,8 +164,10 @@ def _peer_addresses(config: Config) -> list[Address]:
 def _make_protocol(config: Config, epoch: int, store: Store) -> Protocol:
     cls = get_protocol(config.protocol.name)
     kwargs: dict[str, Any] = {"epoch": epoch, "params": config.protocol.params,
-                              "seed": secrets.randbits(32)}
-    if "store" in inspect.signature(cls.__init__).parameters:
+                              "seed": secrets.randbits(32), "capabilities": config.node.roles,
+                              "state_every_s": config.telemetry.state_every_s
+                              if config.telemetry.enabled else 0.0}
+    if cls.buffer_store:
         kwargs["store"] = store.buffer()  # store-carry-forward survives a restart
     return cls(config.node.id, **kwargs)
 
@@ -149,6 +196,11 @@ class Node:
         self._last_tick = time.monotonic()
         self._last_status = ""
         self._dnssd_task: asyncio.Task[None] | None = None
+        self._energy_due = 0.0
+        self.energy: EnergyReading | None = None
+        """The last power-supply reading fed to the protocol (``None``: none yet)."""
+        self._kernel_drops_noted = 0
+        self._kernel_drops_at = -math.inf
         self.store: Store | None = None
         self.spool: TelemetrySpool | None = None
         self.feed: TelemetryFeed | None = None
@@ -197,6 +249,7 @@ class Node:
             mode=cfg.link.mode,
             multicast_group=cfg.link.multicast_group,
             broadcast_peers=[] if cfg.link.interface else _peer_addresses(cfg),
+            receive_buffer=cfg.link.receive_buffer,
             on_state=self._on_link_state,
         )
         self.frames = FrameIO(codec=self.codec, link=self.link, protocol=self.protocol,
@@ -213,12 +266,11 @@ class Node:
                                 d.control_budget),
             transmit=self.frames.send_beacon, new_message_id=self.protocol.new_message_id,
             on_event=self._on_neighbor_event, clock=self.clock, position=lambda: self.position,
-            learn=self.link.learn, capabilities=(self.protocol.name,),
+            learn=self.link.learn, capabilities=self.protocol.capabilities,
             broadcast=cfg.link.mode != "batman",
         )
         self.publisher = HeldPublisher(self.store, self.protocol.new_message_id,
-                                       self._feed_publication,
-                                       ready=lambda: self._link_up)
+                                       self._feed_publication, ready=self._can_publish)
         try:
             settings = MqttSettings.from_config(cfg.mqtt, cfg.telemetry.mqtt_topic)
         except ValueError as exc:  # what the file-level checks cannot see (key combinations)
@@ -253,6 +305,9 @@ class Node:
         if self.feed is not None:
             await self.feed.start()
         self._started = True
+        self._poll_energy()  # the protocol knows its energy before the first contact
+        if not self._link_up:
+            self.publisher.hold_pending()
         self._on_link_up()  # if it is up already: re-feed the outbox, register DNS-SD
         await self.discovery.start()
         self.discovery.set_peers("static", _peer_addresses(cfg))
@@ -361,6 +416,23 @@ class Node:
                 await task
         self._tasks = []
 
+    def _note_kernel_drops(self) -> None:
+        """Datagrams the kernel dropped for our socket (refused by the admission's
+        prefix filter, or the receive buffer was full): a ``counter`` record with the
+        running total when it grew, at most one per admission summary interval, so
+        that a flood the filter absorbs writes a few records, not one a second."""
+        if self.link is None:
+            return
+        total = self.link.poll_kernel_drops()
+        now = time.monotonic()
+        if total != self._kernel_drops_noted and (
+                now - self._kernel_drops_at >= self.admission.summary_s):
+            self._kernel_drops_noted, self._kernel_drops_at = total, now
+            self.record("counter", {"reason": "udp_receive_drops", "bytes": total})
+            log.warning("kernel dropped datagrams (prefix filter or receive buffer full)",
+                        total=total, receive_buffer=self.link.receive_buffer_granted,
+                        kernel_filter=self.admission.filter_attached)
+
     def _healthy(self) -> bool:
         """The loop turns: housekeeping ran recently (the watchdog ping depends on it)."""
         return time.monotonic() - self._last_tick < 5 * HOUSEKEEPING_S + 5
@@ -375,6 +447,10 @@ class Node:
             self.admission.tick(now)
             self.replay.tick(now)
             self._forget_addresses()
+            self._poll_energy()
+            if self.publisher.held and self._link_up:  # a refused send, the link still up
+                self._refeed()
+            self._note_kernel_drops()
             if self.feed is not None:
                 self.feed.note_losses()
             line = self._status_line()
@@ -389,6 +465,19 @@ class Node:
         if link is not None and len(link.addresses) > len(self.codec.replay):
             for node in [n for n in link.addresses if n not in self.codec.replay]:
                 link.forget(node)
+
+    def _poll_energy(self) -> None:
+        """Every ``energy.poll_s``: the power-supply reading, fed to the protocol if it changed."""
+        cfg = self.config.energy
+        now = time.monotonic()
+        if cfg.source == "none" or now < self._energy_due:
+            return
+        self._energy_due = now + cfg.poll_s
+        reading = read_power_supply(Path(cfg.power_supply_dir))
+        if reading is None or reading == self.energy:
+            return
+        self.energy = reading
+        self.handle(EnergyChanged(self.clock(), reading.fraction, reading.on_mains))
 
     def _status_line(self) -> str:
         link = self.link.state.value if self.link else "-"
@@ -426,7 +515,7 @@ class Node:
         cfg = self.config
         applied: list[str] = []
         if any(k.startswith("log.") for k in keys):
-            logging.getLogger("meshsub").setLevel(new.log.level_number)
+            set_log_level(new.log.level_number)
             cfg = dataclasses.replace(cfg, log=new.log)
             applied.append("log.level")
         if any(k.startswith("discovery.static_peers") for k in keys):
@@ -454,7 +543,7 @@ class Node:
         """One telemetry record for this node (the spool numbers them: ``rec``)."""
         if self.spool is None:
             return
-        self.spool.emit(event, time.time_ns(), **attrs)
+        self.spool.emit_attrs(event, time.time_ns(), attrs)
 
     def handle(self, inp: Input) -> None:
         """Feed one input to the protocol and carry out its actions; never raises."""
@@ -526,18 +615,37 @@ class Node:
                 self.discovery.on_beacon(message, decoded.transmitter, addr, now,
                                          epoch=decoded.transmitter_epoch)
             else:
-                self.frames.drops["link_unknown_type"] += 1
-                self.record("drop", {"reason": "link_unknown_type", "msg_type": message.type,
-                                     "peer": decoded.transmitter})
+                self.frames.link_unknown_type(message, decoded.transmitter)
             return
         self.handle(FrameReceived(now, decoded.transmitter, message,
                                   self.config.link.interface))
+
+    def _can_publish(self) -> bool:
+        """Feed local publications now? Not while the link cannot carry a frame, nor
+        while earlier ones still wait for the re-feed (acceptance order is kept)."""
+        return self.link is not None and self.publisher.held == 0 and self.link.can_send()
 
     def _on_link_state(self, state: LinkState) -> None:
         if state == LinkState.UP:
             if self.link is not None and self.link.sock is not None:
                 self.admission.attach(self.link.sock)
             asyncio.get_running_loop().call_soon(self._on_link_up)
+        elif self._started and state != LinkState.STOPPED:  # not at shutdown
+            # after the current input: a refused send can report the loss mid-_apply
+            asyncio.get_running_loop().call_soon(self._lose_neighbors)
+
+    def _lose_neighbors(self) -> None:
+        """Without a link there are no neighbours: end every contact now, so that the
+        protocol stops sending into the void and meets them anew when it returns."""
+        if not hasattr(self, "table") or self._link_up:
+            return
+        gone = 0
+        for neighbor in list(self.table):
+            for event in self.table.remove(neighbor.node):
+                self._on_neighbor_event(event)
+                gone += 1
+        if gone:
+            log.info("link lost: neighbours down", neighbors=gone)
 
     def _on_link_up(self) -> None:
         if not self._started or not self._link_up:
@@ -631,9 +739,18 @@ class Node:
         self.handle(LocalUnsubscribe(self.clock(), sub_id))
 
     def _feed_publication(self, event: Event, event_id: MessageId) -> None:
-        """The publisher's feed: errors propagate so the event stays in the outbox."""
+        """The publisher's feed: errors propagate so the event stays in the outbox.
+
+        If a transmission it caused was refused because the link cannot carry
+        frames (it died in this instant), ``LinkUnavailable`` keeps the event
+        in the outbox for the re-feed once the link is back.
+        """
+        refused = self.frames.link_refusals
         actions = self.protocol.handle(LocalPublish(self.clock(), event, event_id))
         self._apply(actions)
+        if self.frames.link_refusals != refused:
+            self.counters["publications_refused_by_link"] += 1
+            raise LinkUnavailable(f"event {event_id}: the link refused its transmission")
 
     def _ctl_publish(self, event: Event) -> str:
         return str(self.publisher.publish(event))
@@ -662,19 +779,25 @@ class Node:
                 "error_m": round(pos.error_m, 2)},
             "location": (self.location.status() if self.location is not None
                          else {"source": "none", "fix": False}),
+            "energy": {"source": self.config.energy.source,
+                       "fraction": None if self.energy is None else self.energy.fraction,
+                       "on_mains": None if self.energy is None else self.energy.on_mains},
             "link": self.link.status() if self.link else None,
             "discovery": self.discovery.status() if self.discovery else None,
             "batman": self.poller.status() if self.poller else None,
             "mqtt": self.bridge.status() if self.bridge else None,
             "outbox": outbox,
             "held_publications": self.publisher.held if hasattr(self, "publisher") else 0,
+            "held_publications_total": (self.publisher.held_total
+                                        if hasattr(self, "publisher") else 0),
             "frames": self.codec.status(),
             "admission": self.admission.status(self.clock()),
             "replay": {"saves": self.replay.saves, "save_errors": self.replay.errors,
                        "refused_transmitters": self.codec.replay.refused},
             "transmissions": dict(self.frames.counters),
             "drops": {"frame": self.frames.frame_drops(), "node": dict(self.frames.drops),
-                      "protocol": dict(self.protocol.drops)},
+                      "protocol": dict(self.protocol.drops),
+                      "kernel": self.link.kernel_drops if self.link else 0},
             "telemetry": ({**self.spool.status(),
                            "live": self.feed.status() if self.feed else None}
                           if self.spool else {"enabled": False}),
@@ -722,10 +845,26 @@ async def _main(config: Config) -> int:
     return EXIT_OK
 
 
+def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop when it is installed (``pip install meshsub[fast]``), else
+    asyncio's own (``None``); ``MESHSUB_EVENT_LOOP=asyncio`` forces asyncio's."""
+    if os.environ.get("MESHSUB_EVENT_LOOP", "").strip().lower() == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
+
+
 def run(config: Config) -> int:
     """Run the daemon until SIGTERM/SIGINT; the exit status (0 clean, 1 failure)."""
     configure_logging(config.log.level)
+    factory = loop_factory()
+    log.info("event loop", loop="uvloop" if factory is not None else "asyncio")
     try:
-        return asyncio.run(_main(config))
+        with asyncio.Runner(loop_factory=factory) as runner:
+            return runner.run(_main(config))
     except KeyboardInterrupt:
         return EXIT_OK
