@@ -1,0 +1,178 @@
+"""BRVST's parameters: the paper's names where it has them (alpha, grid size), the rest documented.
+
+The paper (Li and Wang 2014, §V) fixes alpha = 90 %, 1000 m x 1000 m, 16 grids
+in 4 zones and an 80 m radio range; it names but does not value the periods
+(announcement, refresh, cache lifetime, advertisement period, ZRSV timeout).
+Those defaults and the bounds on every table are this implementation's
+choices, listed with their reasons in docs/protocols/brvst.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from meshsub.core.arv import Comparator
+from meshsub.core.params import ParameterError
+from meshsub.core.reliable import ReliableParams
+
+DEFAULT_ATTRIBUTES = tuple(f"a{i}" for i in range(15))
+"""The paper's workload draws 1-3 attributes from a predefined set of 15 (§V)."""
+
+GM_CHECKS = ("exact", "arv")
+
+
+def _positive(key: str, value: float) -> None:
+    if not (math.isfinite(value) and value > 0):
+        raise ParameterError(key, "must be a positive number")
+
+
+def _non_negative(key: str, value: float) -> None:
+    if not (math.isfinite(value) and value >= 0):
+        raise ParameterError(key, "must be a non-negative number")
+
+
+@dataclass(frozen=True, slots=True)
+class BrvstParams(ReliableParams):
+    # ---- the virtual hierarchy (§III, §V): every node must agree on these
+    area_width_m: float = 1000.0
+    area_height_m: float = 1000.0
+    origin_x: float = 0.0
+    origin_y: float = 0.0
+    grid_size_m: float = 250.0
+    """Side of a grid cell; 250 m gives the paper's 16 grids on 1 km^2."""
+    K: int = 2
+    """Zone side in grids: a zone is K x K grids (the paper's 4 zones of 4 grids)."""
+    R: float = 80.0
+    """Radio range (m): GPSR's unit-disk shortcut and the default flood margin."""
+
+    # ---- content (§IV-A)
+    alpha: float = 0.9
+    """Accuracy threshold; read as the decimal written (0.9 is exactly 9/10)."""
+    attributes: tuple[str, ...] = DEFAULT_ATTRIBUTES
+    """The attribute schema: "name", "name:L:U", "name:L:U:q" or "name:L:U:q:Lmax"
+    (decimals); an event carries attribute ``name`` as ``name_lo`` and ``name_hi``."""
+    L: float = 0.0
+    U: float = 100.0
+    q: float = 1.0
+    """Default domain [L, U) and point width q of attributes that do not give their own."""
+    Lmax: int = 0
+    """Default ARV level cap; 0 = min(12, ceil(log2((U - L) / q)) + 2)."""
+    comparator: str = Comparator.SAFE.value
+    """How publication ARVs are tested against summaries: "safe", "exact" or "paper"."""
+    gm_check: str = "exact"
+    """The grid manager's member-level check: "exact" (the subscription itself, no false
+    positives) or "arv" (the paper's ARV test, whose false positives the subscriber drops)."""
+
+    # ---- manager election (docs/protocols/brvst.md: the paper defers it to its ref. [11])
+    T_ann: float = 2.0
+    """Manager announcement period (grid and zone); a manager unheard for 3 T_ann is gone."""
+    scope_margin_m: float = -1.0
+    """Announcements are re-broadcast by nodes inside the cell or zone grown by this margin;
+    -1 = R / 2 (nodes just outside bridge gaps inside a sparse cell)."""
+    h_margin: float = 5.0
+    """Hysteresis (m): a node keeps its grid until it is this far outside it."""
+    T_hold: float = 0.0
+    """How long a message waits for an unknown or vanished manager; 0 = 4 T_ann."""
+
+    # ---- subscriptions and leases
+    T_lease: float = 60.0
+    """Subscription lease at the grid manager; subscribers refresh every T_lease / 3."""
+    position_update_m: float = 40.0
+    """A subscriber that moved this far since its last report tells its grid manager."""
+    want_history: bool = True
+    """New subscriptions ask the zone's cache for earlier matching publications."""
+
+    # ---- propagation and caching (§IV-B2, IV-C, IV-D)
+    T_batch: float = 0.2
+    T_grsv_refresh: float = 30.0
+    T_zrsv_refresh: float = 30.0
+    T_zrsv_idle: float = 300.0
+    """A non-neighbour zone's summary with no data match for this long is dropped."""
+    T_adv: float = 60.0
+    """Advertisement period of one (publisher, P-ARVs) for zones at distance 1; d x T_adv
+    for zones d zone-hops away."""
+    T_cache: float = 600.0
+    T_sweep: float = 5.0
+    """Period of the lease, cache and table sweeps."""
+    T_unwanted_holddown: float = 5.0
+    T_query_idle: float = 120.0
+    k_query: int = 0
+    """Zone hops a subscription query reaches; 0 = no queries."""
+    cache_remote: bool = False
+
+    # ---- bounds (entries and bytes) of every table
+    N_sub_max: int = 1024
+    """Subscriptions one grid manager keeps."""
+    sub_bytes_max: int = 1 << 20
+    sof_entries_max: int = 4096
+    zrsv_zones_max: int = 256
+    zrsv_bytes_max: int = 1 << 20
+    N_cache_max: int = 4096
+    C_max: int = 16 << 20
+    """Publication cache bytes at a zone manager."""
+    advert_max: int = 4096
+    hold_max: int = 64
+    hold_bytes_max: int = 1 << 18
+    hints_max: int = 256
+    dedupe_size: int = 4096
+    T_dedupe: float = 120.0
+    xfer_max_bytes: int = 32768
+    """Bytes of state one hand-over carries (the rest is rebuilt by refreshes)."""
+
+    # ---- transport
+    max_hops: int = 64
+    reliable_control: bool = True
+    """Per-hop ACKs for subscriptions, summaries and state transfers."""
+    reliable_data: bool = True
+    """Per-hop ACKs for publications on their way between managers and to subscribers."""
+
+    def validate(self) -> None:
+        ReliableParams.validate(self)
+        for key in ("area_width_m", "area_height_m", "grid_size_m", "R", "T_ann", "T_lease",
+                    "position_update_m", "T_grsv_refresh", "T_zrsv_refresh", "T_zrsv_idle",
+                    "T_adv", "T_cache", "T_sweep", "T_dedupe", "T_query_idle"):
+            _positive(key, getattr(self, key))
+        for key in ("h_margin", "T_hold", "T_batch", "T_unwanted_holddown"):
+            _non_negative(key, getattr(self, key))
+        if not (math.isfinite(self.origin_x) and math.isfinite(self.origin_y)):
+            raise ParameterError("origin_x", "origin must be finite")
+        if not 1 <= self.K <= 64:
+            raise ParameterError("K", "must be in 1..64")
+        if self.h_margin >= self.grid_size_m / 2:
+            raise ParameterError("h_margin", "must be below half the grid size")
+        if not (math.isfinite(self.scope_margin_m)
+                and (self.scope_margin_m >= 0 or self.scope_margin_m == -1)):
+            raise ParameterError("scope_margin_m", "must be >= 0, or -1 for R / 2")
+        if not (math.isfinite(self.alpha) and 0 < self.alpha <= 1):
+            raise ParameterError("alpha", "must be in (0, 1]")
+        if self.comparator not in {c.value for c in Comparator}:
+            raise ParameterError("comparator", f"must be one of {[c.value for c in Comparator]}")
+        if self.gm_check not in GM_CHECKS:
+            raise ParameterError("gm_check", f"must be one of {list(GM_CHECKS)}")
+        if not 0 <= self.Lmax <= 12:
+            raise ParameterError("Lmax", "must be in 0..12 (0 = automatic)")
+        if not 0 <= self.k_query <= 64:
+            raise ParameterError("k_query", "must be in 0..64")
+        for key in ("N_sub_max", "sub_bytes_max", "sof_entries_max", "zrsv_zones_max",
+                    "zrsv_bytes_max", "N_cache_max", "C_max", "advert_max", "hold_max",
+                    "hold_bytes_max", "hints_max", "dedupe_size", "xfer_max_bytes"):
+            if getattr(self, key) < 1:
+                raise ParameterError(key, "must be at least 1")
+        if not 1 <= self.max_hops <= 255:
+            raise ParameterError("max_hops", "must be in 1..255")
+        # The schema parses here too, so a bad attribute is a configuration error at start.
+        from meshsub.protocols.brvst.schema import Schema, SchemaError
+
+        try:
+            Schema.from_params(self)
+        except SchemaError as exc:
+            raise ParameterError("attributes", str(exc)) from None
+
+    @property
+    def scope_margin(self) -> float:
+        return self.R / 2 if self.scope_margin_m < 0 else self.scope_margin_m
+
+    @property
+    def hold_s(self) -> float:
+        return self.T_hold if self.T_hold > 0 else 4 * self.T_ann
