@@ -70,6 +70,8 @@ class BrvstParams(ReliableParams):
     scope_margin_m: float = -1.0
     """Announcements are re-broadcast by nodes inside the cell or zone grown by this margin;
     -1 = R / 2 (nodes just outside bridge gaps inside a sparse cell)."""
+    flood_jitter: float = 0.01
+    """Upper bound (s) of the random delay before a node re-broadcasts an announcement."""
     h_margin: float = 5.0
     """Hysteresis (m): a node keeps its grid until it is this far outside it."""
     T_hold: float = 0.0
@@ -133,7 +135,7 @@ class BrvstParams(ReliableParams):
                     "position_update_m", "T_grsv_refresh", "T_zrsv_refresh", "T_zrsv_idle",
                     "T_adv", "T_cache", "T_sweep", "T_dedupe", "T_query_idle"):
             _positive(key, getattr(self, key))
-        for key in ("h_margin", "T_hold", "T_batch", "T_unwanted_holddown"):
+        for key in ("h_margin", "T_hold", "T_batch", "T_unwanted_holddown", "flood_jitter"):
             _non_negative(key, getattr(self, key))
         if not (math.isfinite(self.origin_x) and math.isfinite(self.origin_y)):
             raise ParameterError("origin_x", "origin must be finite")
