@@ -378,3 +378,37 @@ def test_content_brvst_cannot_summarise_is_refused_with_a_reason() -> None:
     f.net.publish(n, parse_event("t a1_lo=5 a1_hi=5"))
     drops = f.drops()
     assert drops["no_attribute"] == 1 and drops["empty_range"] == 1 and drops["bad_range"] == 1
+
+
+def test_a_subscriber_moving_to_another_grid_re_registers_there() -> None:
+    """§IV-B1 (grid changes): the new grid manager gets the subscription, the old one lets
+    it go; the zone's cache is not asked again for a move inside the zone."""
+    f = Field(500, 500)
+    f.run(until=6.0)
+    sub = f.nearest(200, 200)  # grid (0, 0)
+    f.net.subscribe(sub, "s", SUB("t a1_lo>=0"))
+    f.run(until=10.0)
+    (gm00,) = f.managers("gm")[(0, 0)]
+    histories = f.txs_of(m.SUB_HISTORY)
+    f.walk(sub, 300.0, 200.0)  # into grid (1, 0)
+    f.run(until=f.net.now + 3.0)
+    (gm10,) = f.managers("gm")[(1, 0)]
+    assert (sub, "s") in f.node(gm10).gm.table  # type: ignore[union-attr]
+    assert (sub, "s") not in f.node(gm00).gm.table  # type: ignore[union-attr]
+    assert f.txs_of(m.SUB_HISTORY) == histories
+    eid = f.net.publish(f.nearest(30, 30), parse_event("t a1_lo=1 a1_hi=2"))
+    f.run(until=f.net.now + 3.0)
+    assert delivered(f, eid) == Counter({(sub, "s"): 1})
+
+
+def test_a_subscriber_moving_inside_its_grid_reports_where_deliveries_find_it() -> None:
+    f = Field(500, 500, T_lease=900.0)  # no refresh in the test: the position report must do
+    f.run(until=6.0)
+    sub = f.nearest(30, 30)
+    f.net.subscribe(sub, "s", SUB("t a1_lo>=0"))
+    f.run(until=10.0)
+    f.walk(sub, 200.0, 230.0)  # across grid (0, 0), far from where it subscribed
+    assert f.txs_of(m.LOCATE) > 0
+    eid = f.net.publish(f.nearest(460, 460), parse_event("t a1_lo=1 a1_hi=2"))
+    f.run(until=f.net.now + 3.0)
+    assert delivered(f, eid) == Counter({(sub, "s"): 1})

@@ -131,6 +131,8 @@ class BrvstBase(Protocol):
         self._registered: tuple[int, int] | None = None
         """The grid manager (node, epoch) that holds this node's subscriptions."""
         self._reported: Point | None = None
+        self._history_zone: dict[str, Zone] = {}
+        """Per local subscription, the zone whose cache it asked for earlier publications."""
         self._armed: set[str] = set()
         self._zrsv_sent_at: dict[Zone, float] = {}
         self._started = False

@@ -316,7 +316,7 @@ class Membership(BrvstBase):
             subs = self.subscriptions
             for sub_id in sorted(self._valid):
                 if sub_id in subs:
-                    self._send_subscribe(sub_id, subs[sub_id], refresh=not first, history=first)
+                    self._send_subscribe(sub_id, subs[sub_id], refresh=not first, history=True)
         elif self.gm is not None:
             self._send_grsv(m.GrsvReason.RESYNC, force=True)
 

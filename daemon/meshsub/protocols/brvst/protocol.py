@@ -106,6 +106,7 @@ class Brvst(Membership, GridRole, ZoneRole):
         if sub_id not in self._valid:
             return
         self._valid.discard(sub_id)
+        self._history_zone.pop(sub_id, None)
         if self.cell is not None:
             self._send_area(m.UNSUBSCRIBE, self._grid_area(self.cell),
                             m.UnsubscribeMsg(sub_id, self.node).to_wire())
@@ -176,8 +177,13 @@ class Brvst(Membership, GridRole, ZoneRole):
             return
         pos = (self.position.x, self.position.y)
         self._reported = pos
-        body = m.SubscribeMsg(sub_id, sub, self.node, pos, refresh,
-                              history and self.params.want_history)
+        zone = self.layout.zone_of(self.cell)
+        # The zone's cache is asked once per subscription and zone: a move inside the zone
+        # (a new grid manager, same cache) would only replay what was delivered already.
+        ask = history and self.params.want_history and self._history_zone.get(sub_id) != zone
+        if ask:
+            self._history_zone[sub_id] = zone
+        body = m.SubscribeMsg(sub_id, sub, self.node, pos, refresh, ask)
         self._send_area(m.SUBSCRIBE, self._grid_area(self.cell), body.to_wire())
 
     def _refresh_subscriptions(self) -> None:
