@@ -257,3 +257,10 @@ def test_zone_manager_hand_over_round_trip() -> None:
 
 def test_alpha_is_the_decimal_written() -> None:
     assert SCHEMA.alpha == Fraction(9, 10)
+
+
+def test_the_sof_is_bounded_in_bytes_too() -> None:
+    wide = grsv(1, 1, "t a1_lo>=0 a1_hi<=33", "t a2_lo>=0 a2_hi<=33")  # 2 long entries
+    z = zm(sof_bytes=40)
+    assert z.apply_grsv(Cell(0, 0), wide, 0.0)[0] is Applied.FULL and not z.sof
+    assert zm(sof_bytes=1 << 16).apply_grsv(Cell(0, 0), wide, 0.0)[0] is Applied.CHANGED

@@ -104,15 +104,10 @@ class Domain:
         """Inclusive indices of the level-``level`` segments ``[lo, hi)`` overlaps.
 
         A zero-width ``[v, v]`` gives the segment containing ``v`` (the last
-        for ``v = U``). The target must lie inside the domain.
+        for ``v = U``). The target must lie inside the domain. Memoised: the
+        same publication is tested against many summaries.
         """
-        n = 1 << level
-        scale = n / self.width
-        k_lo = min(n - 1, math.floor((lo - self.L) * scale))
-        if hi == lo:
-            return k_lo, k_lo
-        k_hi = min(n - 1, math.ceil((hi - self.L) * scale) - 1)
-        return k_lo, k_hi
+        return _segments(self, level, lo, hi)
 
     def clip(self, lo: Fraction, hi: Fraction) -> Interval:
         """``[lo, hi)`` cut to the domain; entirely outside, the zero-width edge it lies beyond.
@@ -135,6 +130,17 @@ class Domain:
         if v + self.q > self.U and self.L <= v <= self.U:
             return self.U - self.q, self.U
         return self.clip(v, v + self.q)
+
+
+@functools.lru_cache(maxsize=65536)
+def _segments(domain: Domain, level: int, lo: Fraction, hi: Fraction) -> tuple[int, int]:
+    n = 1 << level
+    scale = n / domain.width
+    k_lo = min(n - 1, math.floor((lo - domain.L) * scale))
+    if hi == lo:
+        return k_lo, k_lo
+    k_hi = min(n - 1, math.ceil((hi - domain.L) * scale) - 1)
+    return k_lo, k_hi
 
 
 # --------------------------------------------------------------- bit helpers

@@ -45,6 +45,8 @@ MAX_REDIRECTS = 4
 """A routed message is re-targeted to a newer manager at most this often."""
 HINT_BYTES = 64
 HELD_OVERHEAD = 64
+FLOOD_BACKLOG = 256
+"""Re-broadcasts waiting for their jitter at most; more in 10 ms is a flood of floods."""
 HINT_TTL_PERIODS = 30
 """A manager learned for another area is used as a routing target for 30 T_ann."""
 
@@ -180,8 +182,13 @@ class BrvstBase(Protocol):
             return
         old = self.hints.get(area)
         if old is None or sender.epoch >= old.epoch:
-            self.hints.put(area, ManagerRecord(sender.node, sender.epoch, sender.pos,
-                                               old.score if old else 0.0, self.now))
+            self._hint(area, ManagerRecord(sender.node, sender.epoch, sender.pos,
+                                           old.score if old else 0.0, self.now))
+
+    def _hint(self, area: Area, rec: ManagerRecord) -> None:
+        """Remember ``rec`` as the manager of another area (a bounded routing hint)."""
+        for _area, _lost in self.hints.put(area, rec):
+            self.drop("hint_evicted")
 
     def _sender(self, epoch: int) -> m.Sender:
         pos = (0.0, 0.0) if self.position is None else (self.position.x, self.position.y)

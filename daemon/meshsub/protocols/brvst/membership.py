@@ -16,6 +16,7 @@ from meshsub.core.api import Message, NodeId
 from meshsub.core.grid import Cell, Point
 from meshsub.protocols.brvst import messages as m
 from meshsub.protocols.brvst.base import (
+    FLOOD_BACKLOG,
     T_ANN,
     T_ELECT,
     T_FLOOD,
@@ -33,9 +34,7 @@ from meshsub.protocols.brvst.election import (
     successor,
 )
 from meshsub.protocols.brvst.grid_manager import GridManager
-from meshsub.protocols.brvst.zone_manager import (
-    ZoneManager,
-)
+from meshsub.protocols.brvst.zone_manager import ZoneManager
 from meshsub.protocols.brvst.zones import Area, Level, Zone
 
 
@@ -137,6 +136,7 @@ class Membership(BrvstBase):
             self._grsv_soon()
         else:
             self.zm = ZoneManager(Zone(ax, ay), epoch, self.schema, sof_max=p.sof_entries_max,
+                                  sof_bytes=p.sof_bytes_max,
                                   zones_max=p.zrsv_zones_max, zones_bytes=p.zrsv_bytes_max,
                                   cache_max=p.N_cache_max, cache_bytes=p.C_max,
                                   advert_max=p.advert_max, dedupe=p.dedupe_size)
@@ -196,7 +196,7 @@ class Membership(BrvstBase):
             xfer = m.StateXfer(int(level), area[1], area[2], epoch, blob)
             self._send_node(m.STATE_XFER, succ, candidates[succ], xfer.to_wire())
             spos = candidates[succ]
-            self.hints.put(area, ManagerRecord(succ, epoch + 1, spos,
+            self._hint(area, ManagerRecord(succ, epoch + 1, spos,
                                                score(spos, self.layout.centre(area)), self.now))
             self.counters["handover"] += 1
         else:
@@ -209,7 +209,7 @@ class Membership(BrvstBase):
         self.emit("broker", role="handed_over", peer=succ)
 
     def _step_down(self, level: Level, winner: ManagerRecord) -> None:
-        """A conflict lost (§5.15 step 4 of the reference spec): the state goes to the winner."""
+        """A conflict lost (docs/protocols/brvst.md, "Managers"): the state goes to the winner."""
         seat = self.seats[level]
         state = self.gm if level is Level.GRID else self.zm
         assert state is not None and seat.record is not None
@@ -260,6 +260,9 @@ class Membership(BrvstBase):
         if self.params.flood_jitter <= 0:
             self.broadcast(msg)
             return
+        if len(self._flood_wait) >= FLOOD_BACKLOG:
+            self.drop("flood_backlog", msg)
+            return
         name = f"{T_FLOOD}{msg.id}"
         self._flood_wait[name] = msg
         self.set_timer(name, self.rng.uniform(0.0, self.params.flood_jitter))
@@ -270,7 +273,7 @@ class Membership(BrvstBase):
             old = self.hints.get(area)
             if old is None or old.node == rec.node or not old.alive(self.now, self.params.T_ann) \
                     or rec.beats(old):
-                self.hints.put(area, rec)
+                self._hint(area, rec)
         seat = self.seats.get(level)
         if seat is not None and seat.area == area and ann.manager != self.node:
             if seat.phase is Phase.MANAGER:
@@ -306,7 +309,7 @@ class Membership(BrvstBase):
             self.set_timer(f"{T_ELECT}{int(level)}", wait)
 
     def _on_new_manager(self, level: Level, rec: ManagerRecord) -> None:
-        """§5.16 of the reference spec: members re-register with a manager that lost the state."""
+        """Members re-register with a manager that did not inherit the state (a crash)."""
         if level is Level.GRID:
             first = self._registered is None
             self._registered = (rec.node, rec.epoch)

@@ -108,6 +108,7 @@ class BrvstParams(ReliableParams):
     """Subscriptions one grid manager keeps."""
     sub_bytes_max: int = 1 << 20
     sof_entries_max: int = 4096
+    sof_bytes_max: int = 1 << 20
     zrsv_zones_max: int = 256
     zrsv_bytes_max: int = 1 << 20
     N_cache_max: int = 4096
@@ -156,7 +157,8 @@ class BrvstParams(ReliableParams):
             raise ParameterError("Lmax", "must be in 0..12 (0 = automatic)")
         if not 0 <= self.k_query <= 64:
             raise ParameterError("k_query", "must be in 0..64")
-        for key in ("N_sub_max", "sub_bytes_max", "sof_entries_max", "zrsv_zones_max",
+        for key in ("N_sub_max", "sub_bytes_max", "sof_entries_max", "sof_bytes_max",
+                    "zrsv_zones_max",
                     "zrsv_bytes_max", "N_cache_max", "C_max", "advert_max", "hold_max",
                     "hold_bytes_max", "hints_max", "dedupe_size", "xfer_max_bytes"):
             if getattr(self, key) < 1:

@@ -14,7 +14,8 @@ therefore explicit about what it assumes (docs/protocols/brvst.md, "TAMA"):
   segment-tree decomposition), one subscription id per cell entry;
 - a matching event value looks up its cell at every level; the rounding is
   TAMA's only source of false positives;
-- TAMA runs on BRVST's own overlay (the reference spec's recommendation):
+- TAMA runs on BRVST's own overlay, so that the comparison isolates the
+  representation and the aggregation (docs/protocols/brvst.md, "TAMA"):
   a grid's broker stores its grid's subscriptions, a zone's broker those of
   its zone and of the neighbouring zones (BRVST's zone manager keeps their
   ZRSVs), all without aggregation.

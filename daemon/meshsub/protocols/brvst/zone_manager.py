@@ -114,13 +114,14 @@ def _summary_victim(table: BoundedMap[Zone, ZoneSummary], _incoming: Zone) -> Zo
 
 class ZoneManager:
     def __init__(self, zone: Zone, epoch: int, schema: Schema, *, sof_max: int,
-                 zones_max: int, zones_bytes: int, cache_max: int, cache_bytes: int,
-                 advert_max: int, dedupe: int) -> None:
+                 sof_bytes: int = 1 << 20, zones_max: int, zones_bytes: int, cache_max: int,
+                 cache_bytes: int, advert_max: int, dedupe: int) -> None:
         self.zone = zone
         self.epoch = epoch
         self.schema = schema
         self.sof: dict[Cell, SofRecord] = {}
         self.sof_max = sof_max
+        self.sof_bytes = sof_bytes
         self.forest = Forest()
         self.version = 0
         self.last_sent: list[Entry] | None = None
@@ -145,6 +146,9 @@ class ZoneManager:
     def sof_entries(self) -> int:
         return sum(len(r.entries) for r in self.sof.values())
 
+    def sof_size(self) -> int:
+        return sum(rsv_size(r.entries) + TABLE_OVERHEAD for r in self.sof.values())
+
     def apply_grsv(self, cell: Cell, upd: m.SummaryUpdate, now: float) -> tuple[Applied,
                                                                                 list[Entry]]:
         """A GRSV_UPDATE: newer (epoch, version) replaces the grid's entries (a diff on the
@@ -160,7 +164,9 @@ class ZoneManager:
                 return Applied.REFRESHED, []
         new = tuple(dict.fromkeys(upd.entries))
         old = rec.entries if rec is not None else ()
-        if self.sof_entries() - len(old) + len(new) > self.sof_max:
+        old_size = rsv_size(old) + TABLE_OVERHEAD if rec is not None else 0
+        if self.sof_entries() - len(old) + len(new) > self.sof_max or \
+                self.sof_size() - old_size + rsv_size(new) + TABLE_OVERHEAD > self.sof_bytes:
             return Applied.FULL, []
         old_set, new_set = set(old), set(new)
         for entry in old:
@@ -417,7 +423,7 @@ class ZoneManager:
     def state_size(self) -> dict[str, tuple[int, int]]:
         """(entries, bytes) per structure; the cache's payload is counted apart."""
         rep = self.representative()
-        sof_bytes = sum(rsv_size(r.entries) + TABLE_OVERHEAD for r in self.sof.values())
+        sof_bytes = self.sof_size()
         payload = sum(c.packed for c in self.cache.values())
         seen = len(self.served) + len(self.seen)
         return {
