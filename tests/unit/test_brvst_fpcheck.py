@@ -1,7 +1,7 @@
 """The ARV-level false-positive check (Li and Wang 2014 §V-C, Fig. 9(a): "approximately
-bounded by 1 - alpha"), reproduced at the reference check's size: 250 x 250 pairs, two
-repetitions. docs/protocols/brvst.md records the reference figures (0.046 for point
-publications, 0.089 for ranges at alpha = 0.9, the paper comparator) and the pooled ones of
+bounded by 1 - alpha") at the size of its first run: 250 x 250 pairs, two repetitions.
+docs/protocols/brvst.md ("FP figures") gives that run's figures (0.046 for point
+publications, 0.089 for ranges at alpha = 0.9) and the pooled ones of
 bench/brvst_arv_fp.py (0.048 and 0.100 over 40 seeds)."""
 
 from __future__ import annotations

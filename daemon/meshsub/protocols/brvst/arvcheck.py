@@ -2,7 +2,7 @@
 
 Li and Wang (2014, §V-C, Fig. 9(a)) report an event-level false-positive rate
 "approximately bounded by 1 - alpha" with no numbers; docs/protocols/brvst.md
-records the reference check this reproduces: 15 attributes on the integer
+("FP figures") describes the check made here: 15 attributes on the integer
 domain [0, 100) (q = 1, Lmax 9), subscriptions and publications with 1-3
 attributes each, a range drawn as two sorted uniform integer endpoints
 ``a..b`` (the half-open ``[a, b + 1)``), a point ``v`` as ``[v, v + 1)``;

@@ -48,7 +48,7 @@ HELD_OVERHEAD = 64
 FLOOD_BACKLOG = 256
 """Re-broadcasts waiting for their jitter at most; more in 10 ms is a flood of floods."""
 HINT_TTL_PERIODS = 30
-"""A manager learned for another area is used as a routing target for 30 T_ann."""
+"""A manager learned for another area is a routing target for 30 announcement periods."""
 
 T_ELECT = "elect:"
 T_ANN = "ann:"
@@ -161,11 +161,12 @@ class BrvstBase(Protocol):
         """The manager this node would address for ``area`` (its seat, else a recent hint)."""
         seat = self.seats.get(area[0])
         if seat is not None and seat.area == area:
-            live = seat.live(self.now, self.params.T_ann)
+            live = seat.live(self.now, self.params.ann_period(area[0]))
             if live is not None:
                 return live
         hint = self.hints.get(area)
-        if hint is not None and self.now - hint.heard_at <= HINT_TTL_PERIODS * self.params.T_ann:
+        if hint is not None and self.now - hint.heard_at \
+                <= HINT_TTL_PERIODS * self.params.ann_period(area[0]):
             return hint
         return None
 
@@ -271,7 +272,7 @@ class BrvstBase(Protocol):
     def _hold(self, area: Area, msg: Message, env: m.Envelope, local: bool) -> None:
         """Wait (bounded) for an announcement of ``area``: its manager is gone or unknown."""
         self._held_seq += 1
-        held = Held(area, msg, env, self.now + self.params.hold_s,
+        held = Held(area, msg, env, self.now + self.params.hold_for(area[0]),
                     _packed(env) + HELD_OVERHEAD)
         for _key, lost in self._held.put((self._held_seq, local), held):
             self.drop("hold_full", lost.message)

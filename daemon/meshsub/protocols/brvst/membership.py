@@ -71,13 +71,13 @@ class Membership(BrvstBase):
         """Arrive in ``area``: follow a known live manager, else listen for one T_ann."""
         seat = Seat(area)
         hint = self.hints.get(area)
-        if hint is not None and hint.alive(self.now, self.params.T_ann):
+        if hint is not None and hint.alive(self.now, self.params.ann_period(level)):
             seat.record, seat.phase, seat.last_epoch = hint, Phase.WATCH, hint.epoch
             self._watch(level, hint)
         else:
             if hint is not None:
                 seat.last_epoch = hint.epoch
-            self.set_timer(f"{T_ELECT}{int(level)}", self.params.T_ann)
+            self.set_timer(f"{T_ELECT}{int(level)}", self.params.ann_period(level))
         self.seats[level] = seat
 
     def _maybe_locate(self, pos: Point) -> None:
@@ -96,7 +96,7 @@ class Membership(BrvstBase):
         seat = self.seats.get(level)
         if seat is None or seat.phase is Phase.MANAGER or self.position is None:
             return
-        t_ann = self.params.T_ann
+        t_ann = self.params.ann_period(level)
         live = seat.live(self.now, t_ann)
         if live is not None:
             seat.phase = Phase.WATCH
@@ -116,7 +116,7 @@ class Membership(BrvstBase):
 
     def _watch(self, level: Level, rec: ManagerRecord) -> None:
         """Re-arm the level's election timer for the moment ``rec`` would be timed out."""
-        delay = rec.expires_at(self.params.T_ann) - self.now
+        delay = rec.expires_at(self.params.ann_period(level)) - self.now
         self.set_timer(f"{T_ELECT}{int(level)}", max(0.0, delay) + 1e-6)
 
     def _become_manager(self, level: Level, epoch: int, *, inherited: bool,
@@ -149,12 +149,15 @@ class Membership(BrvstBase):
         for _ in range(bad):
             self.drop("xfer_bad_item")
         self._announce(level)
-        self.set_timer(f"{T_ANN}{int(level)}", p.T_ann * self.rng.uniform(0.75, 1.25))
+        self.set_timer(f"{T_ANN}{int(level)}",
+                       p.ann_period(level) * self.rng.uniform(0.75, 1.25))
         self._release_held(seat.area)
         if level is Level.GRID and self._valid:
             self._on_new_manager(Level.GRID, seat.record)
 
     def _release_role(self, level: Level) -> None:
+        seat = self.seats[level]
+        seat.phase, seat.record = Phase.LISTEN, None
         if level is Level.GRID:
             self.gm = None
             self.cancel_timer(T_GRSV_REFRESH)
@@ -271,7 +274,8 @@ class Membership(BrvstBase):
         rec = ManagerRecord(ann.manager, ann.epoch, ann.pos, ann.score, self.now, ann.inherited)
         if ann.manager != self.node:
             old = self.hints.get(area)
-            if old is None or old.node == rec.node or not old.alive(self.now, self.params.T_ann) \
+            period = self.params.ann_period(level)
+            if old is None or old.node == rec.node or not old.alive(self.now, period) \
                     or rec.beats(old):
                 self._hint(area, rec)
         seat = self.seats.get(level)
@@ -285,7 +289,7 @@ class Membership(BrvstBase):
                     seat.last_epoch = max(seat.last_epoch, rec.epoch)
                     self.counters["conflict_won"] += 1
             else:
-                adopted = seat.adopt(rec, self.now, self.params.T_ann)
+                adopted = seat.adopt(rec, self.now, self.params.ann_period(level))
                 if adopted is not Adopted.IGNORED:
                     seat.phase = Phase.WATCH
                     self._watch(level, rec)
@@ -305,7 +309,7 @@ class Membership(BrvstBase):
             seat.record = None
             seat.phase = Phase.LISTEN
             # A named successor announces first; without one, elect after the back-off.
-            wait = self.params.T_ann if res.successor is not None else 0.0
+            wait = self.params.ann_period(level) if res.successor is not None else 0.0
             self.set_timer(f"{T_ELECT}{int(level)}", wait)
 
     def _on_new_manager(self, level: Level, rec: ManagerRecord) -> None:

@@ -66,16 +66,20 @@ class BrvstParams(ReliableParams):
 
     # ---- manager election (docs/protocols/brvst.md: the paper defers it to its ref. [11])
     T_ann: float = 2.0
-    """Manager announcement period (grid and zone); a manager unheard for 3 T_ann is gone."""
+    """Grid managers' announcement period; a manager unheard for 3 periods is gone."""
+    T_ann_zone: float = 6.0
+    """Zone managers' announcement period (a zone flood reaches four grids' nodes, and only
+    grid managers talk to the zone manager, which they also hear from its messages)."""
     scope_margin_m: float = -1.0
-    """Announcements are re-broadcast by nodes inside the cell or zone grown by this margin;
-    -1 = R / 2 (nodes just outside bridge gaps inside a sparse cell)."""
+    """Announcements are re-broadcast by nodes inside the grid or zone grown by this margin;
+    -1 = R / 4 (nodes just outside bridge gaps inside a sparse cell)."""
     flood_jitter: float = 0.01
     """Upper bound (s) of the random delay before a node re-broadcasts an announcement."""
     h_margin: float = 5.0
     """Hysteresis (m): a node keeps its grid until it is this far outside it."""
     T_hold: float = 0.0
-    """How long a message waits for an unknown or vanished manager; 0 = 4 T_ann."""
+    """How long a message waits for an unknown or vanished manager; 0 = 4 announcement
+    periods of the addressed level (a re-election fits)."""
 
     # ---- subscriptions and leases
     T_lease: float = 60.0
@@ -132,7 +136,8 @@ class BrvstParams(ReliableParams):
 
     def validate(self) -> None:
         ReliableParams.validate(self)
-        for key in ("area_width_m", "area_height_m", "grid_size_m", "R", "T_ann", "T_lease",
+        for key in ("area_width_m", "area_height_m", "grid_size_m", "R", "T_ann", "T_ann_zone",
+                    "T_lease",
                     "position_update_m", "T_grsv_refresh", "T_zrsv_refresh", "T_zrsv_idle",
                     "T_adv", "T_cache", "T_sweep", "T_dedupe", "T_query_idle"):
             _positive(key, getattr(self, key))
@@ -146,7 +151,7 @@ class BrvstParams(ReliableParams):
             raise ParameterError("h_margin", "must be below half the grid size")
         if not (math.isfinite(self.scope_margin_m)
                 and (self.scope_margin_m >= 0 or self.scope_margin_m == -1)):
-            raise ParameterError("scope_margin_m", "must be >= 0, or -1 for R / 2")
+            raise ParameterError("scope_margin_m", "must be >= 0, or -1 for R / 4")
         if not (math.isfinite(self.alpha) and 0 < self.alpha <= 1):
             raise ParameterError("alpha", "must be in (0, 1]")
         if self.comparator not in {c.value for c in Comparator}:
@@ -175,8 +180,11 @@ class BrvstParams(ReliableParams):
 
     @property
     def scope_margin(self) -> float:
-        return self.R / 2 if self.scope_margin_m < 0 else self.scope_margin_m
+        return self.R / 4 if self.scope_margin_m < 0 else self.scope_margin_m
 
-    @property
-    def hold_s(self) -> float:
-        return self.T_hold if self.T_hold > 0 else 4 * self.T_ann
+    def ann_period(self, level: int) -> float:
+        """The announcement period of a level: 1 = grid (T_ann), 2 = zone (T_ann_zone)."""
+        return self.T_ann if level == 1 else self.T_ann_zone
+
+    def hold_for(self, level: int) -> float:
+        return self.T_hold if self.T_hold > 0 else 4 * self.ann_period(level)

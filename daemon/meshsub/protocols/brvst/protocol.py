@@ -147,7 +147,7 @@ class Brvst(Membership, GridRole, ZoneRole):
             level = Level(int(name[len(T_ANN):]))
             if self._is_manager_level(level):
                 self._announce(level)
-                self.set_timer(name, p.T_ann * self.rng.uniform(0.75, 1.25))
+                self.set_timer(name, p.ann_period(level) * self.rng.uniform(0.75, 1.25))
         elif name.startswith(T_FLOOD):
             copy = self._flood_wait.pop(name, None)
             if copy is not None:
