@@ -412,3 +412,17 @@ def test_a_subscriber_moving_inside_its_grid_reports_where_deliveries_find_it() 
     eid = f.net.publish(f.nearest(460, 460), parse_event("t a1_lo=1 a1_hi=2"))
     f.run(until=f.net.now + 3.0)
     assert delivered(f, eid) == Counter({(sub, "s"): 1})
+
+
+def test_a_subscription_replaced_by_one_brvst_cannot_summarise_is_withdrawn() -> None:
+    f = Field(500, 500)
+    f.run(until=6.0)
+    sub = f.nearest(460, 460)
+    f.net.subscribe(sub, "s", SUB("t a1_lo>=0"))
+    f.run(until=10.0)
+    (gm,) = f.managers("gm")[(1, 1)]
+    assert (sub, "s") in f.node(gm).gm.table  # type: ignore[union-attr]
+    f.net.subscribe(sub, "s", SUB("t note=\"x\""))  # the same id, no schema attribute
+    f.run(until=12.0)
+    assert (sub, "s") not in f.node(gm).gm.table  # type: ignore[union-attr]
+    assert f.drops()["no_attribute"] == 1

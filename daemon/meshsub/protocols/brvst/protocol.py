@@ -97,6 +97,7 @@ class Brvst(Membership, GridRole, ZoneRole):
             self.schema.subscription_ranges(subscription)
         except SchemaError as exc:
             self.drop(exc.reason, sub_id=sub_id, topic=subscription.topic)
+            self.on_unsubscribe(sub_id, subscription)  # a replaced valid one is withdrawn
             return
         self._valid.add(sub_id)
         if self._registered is not None:
