@@ -45,7 +45,7 @@ connected = true
 [protocol]
 name = "flooding"
 
-[protocol.params]
+[protocol.flooding]
 ttl = 64
 
 [workload.subscribers]

@@ -78,13 +78,13 @@ def load(spec: RunSpec, extra: list[str] | None = None) -> Scenario:
             f"contacts.generate.days={spec.days}",
             f"scenario.duration_s={spec.days * 86400}", f"protocol.name={spec.protocol}"]
     if spec.protocol == "epidemic":
-        sets.append(f"protocol.params={{ ttl_s = {ttl}, buffer_size = 1000000, "
+        sets.append(f"protocol.epidemic={{ ttl_s = {ttl}, buffer_size = 1000000, "
                     "max_hops = 255 }")
     elif spec.protocol == "pull":
-        sets.append(f"protocol.params={{ TTL = {ttl}, buffer_size = 1000000 }}")
+        sets.append(f"protocol.pull={{ TTL = {ttl}, buffer_size = 1000000 }}")
     else:
-        sets += [f"protocol.params.TTL={ttl}", "protocol.params.buffer_size=1000000"]
-        sets += [f"protocol.params.{k}={v}" for k, v in spec.variant]
+        sets += [f"protocol.bsub.TTL={ttl}", "protocol.bsub.buffer_size=1000000"]
+        sets += [f"protocol.bsub.{k}={v}" for k, v in spec.variant]
     sets += extra or []
     return load_scenario(SCENARIOS / f"bsub-{spec.trace}.toml", sets)
 
@@ -139,7 +139,7 @@ def run(spec: RunSpec) -> dict[str, Any]:
             info["N"] = n_keys
         else:
             df = spec.df_per_min / 60
-        extra.append(f"protocol.params.DF={df}")
+        extra.append(f"protocol.bsub.DF={df}")
         info["DF_per_min"] = df * 60
     scenario = load(spec, extra)
     sink = MemorySink()

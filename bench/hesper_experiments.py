@@ -117,9 +117,9 @@ def simulate(point: Point, runs: Path, reuse: bool) -> tuple[Path, float]:
         overrides.append(f"workload.publications[{i}].t={t_pub + 5.0 * i}")
     if point.proto == "df":
         overrides += ["protocol.name=df",
-                      f"protocol.params={{TR={tr}, area_width_m={w}, area_height_m={h}}}"]
+                      f"protocol.df={{TR={tr}, area_width_m={w}, area_height_m={h}}}"]
     else:
-        overrides.append(f'protocol.params.variant="{point.variant}"')
+        overrides.append(f'protocol.hesper.variant="{point.variant}"')
     started = time.perf_counter()
     run_scenario(load_scenario(path, overrides), out, run_id=point.run_id,
                  varied={"name": "subscribers", "value": subs})
@@ -384,7 +384,7 @@ row, 10^-3 per pair and beacon period at 10 %) and the daemon's own neighbour
 discovery; a view that loses the broker sends a message to another node of the cell,
 which redirects it (`MAX_REDIRECTS`) or handles it, and the beacon claims hand the
 state back. Without per-hop ACKs for events the same scenario reaches about 0.73 in the
-simulator (`--set radio.loss=0.1 --set protocol.params.reliable_events=false`): events
+simulator (`--set radio.loss=0.1 --set protocol.hesper.reliable_events=false`): events
 cross 2 to 6 radio hops, each kept with probability 0.9.
 """
 

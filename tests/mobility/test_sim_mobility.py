@@ -32,7 +32,7 @@ def _doc(model: str) -> dict[str, Any]:
     doc["radio"].update(range_m=120.0, loss=0.1)
     doc["nodes"] = {"count": 8, "placement": "random"}
     doc["mobility"] = {"model": model, "tick_s": 0.5, **MODELS[model]}
-    doc["protocol"] = {"name": "flooding", "params": {"jitter": 0.05}}
+    doc["protocol"] = {"name": "flooding", "flooding": {"jitter": 0.05}}
     doc["workload"] = {
         "subscribers": {"fraction": 0.5, "expressions": [{"expr": "a/b x>1"}]},
         "generator": {"rate_per_s": 1.0, "templates": [

@@ -143,7 +143,7 @@ def _scenario(seed: int, variant: str, subs: list[dict[str, Any]],
         "radio": {"model": "unit_disk", "range_m": 70.0},
         "nodes": {"count": count, "placement": "random",
                   "pinned": [{"id": 1, "x": s / 2, "y": s / 2}]},
-        "protocol": {"name": "hesper", "params": {
+        "protocol": {"name": "hesper", "hesper": {
             "variant": variant, "TR": 70.0, "area_width_m": 5 * s, "area_height_m": 5 * s,
             "beacon_s": 0.0, "reliable_control": False}},
         "workload": {"subscriptions": subs, "publications": pubs},

@@ -37,11 +37,11 @@ def run(protocol: str, *extra: str) -> tuple[dict[str, float], list[Any], Simula
             f"contacts.generate.days={DAYS}", f"contacts.generate.contacts={CONTACTS}",
             "workload.generator.rate_per_s=0.006", f"protocol.name={protocol}"]
     if protocol == "epidemic":
-        sets.append(f"protocol.params={{ ttl_s = {TTL}, buffer_size = 100000 }}")
+        sets.append(f"protocol.epidemic={{ ttl_s = {TTL}, buffer_size = 100000 }}")
     elif protocol == "pull":
-        sets.append(f"protocol.params={{ TTL = {TTL} }}")
+        sets.append(f"protocol.pull.TTL={TTL}")
     else:
-        sets.append(f"protocol.params.TTL={TTL}")
+        sets.append(f"protocol.bsub.TTL={TTL}")
     scenario = load_scenario(SCENARIO, [*sets, *extra])
     sink = MemorySink()
     sim = Simulation(scenario, sink)
@@ -108,7 +108,7 @@ def test_df_sweep_delivery_and_forwardings_fall_towards_one(runs: dict[str, Any]
     PREF is 0 and handoffs stop: fewer forwardings than at Eq. 5's DF, not more).
     """
     eq5 = runs["bsub"][0]  # DF from Eq. 5: I/T = 0.42/min at T = TTL = 2 h
-    high = run("bsub", f"protocol.params.DF={20.0 / 60}")[0]
+    high = run("bsub", f"protocol.bsub.DF={20.0 / 60}")[0]
     assert high["delivery_ratio"] < eq5["delivery_ratio"]
     assert high["forwardings_per_delivery"] < eq5["forwardings_per_delivery"]
     assert high["forwardings_per_delivery"] < 2.0  # at large DF, B-SUB works like PULL
@@ -128,7 +128,7 @@ def cut_doc(cut_at: float) -> dict[str, Any]:
         "radio": {"bitrate_bps": 2000.0},
         "nodes": {"placement": "grid", "count": 5, "first_id": 0},
         "contacts": {"events": events},
-        "protocol": {"name": "bsub", "params": {"role_mode": "pinned_broker", "DF": 0.0}},
+        "protocol": {"name": "bsub", "bsub": {"role_mode": "pinned_broker", "DF": 0.0}},
         "workload": {
             "subscriptions": [{"node": 0, "expr": "NewMoon"}, {"node": 4, "expr": "NewMoon"}],
             "publications": [{"t": 60.0, "node": 1, "event": "NewMoon body=hello"}],

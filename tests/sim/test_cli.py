@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -37,11 +38,13 @@ def assert_one_line_error(proc: subprocess.CompletedProcess[str], *needles: str)
          ("workload.subscriptions[1].expr",)),
         (GOOD.replace('name = "epidemic"', 'name = "no-such-protocol"'),
          ("protocol.name", "unknown protocol 'no-such-protocol'")),
-        (GOOD.replace("ttl_s = 600.0", "ttl_s = -1.0"), ("protocol.params.ttl_s",)),
+        (GOOD.replace("ttl_s = 600.0", "ttl_s = -1.0"), ("protocol.epidemic.ttl_s",)),
+        (GOOD.replace("ttl_s = 600.0", "jitter = 0.1"),
+         ("protocol.epidemic.jitter: unknown parameter (known: ",)),
         (GOOD.replace('"120 CONN 5 6 up"', '"120 CONN 5 up"'), ("contacts.events[8]",)),
     ],
     ids=["bad-toml", "unknown-key", "wrong-type", "bad-expression", "unknown-protocol",
-         "bad-param", "bad-contact"],
+         "bad-param", "unknown-param", "bad-contact"],
 )
 def test_bad_scenarios(tmp_path: Path, text: str, needles: tuple[str, ...]) -> None:
     path = tmp_path / "bad.toml"
@@ -59,6 +62,18 @@ def test_bad_override_and_missing_file(tmp_path: Path) -> None:
     assert_one_line_error(meshsim("validate", scenario, "--set", "nonsense"), "--set")
     assert_one_line_error(meshsim("validate", str(tmp_path / "missing.toml")), "cannot read")
     assert_one_line_error(meshsim("simulate", scenario), "--out")
+    # one scenario, any protocol: the selected one's unknown parameter is still one line
+    assert_one_line_error(meshsim("validate", scenario, "--set", "protocol.name=hesper",
+                                  "--set", "protocol.hesper.ttl_s=5"),
+                          "protocol.hesper.ttl_s: unknown parameter (known: ")
+
+
+def test_any_protocol_on_any_scenario(tmp_path: Path) -> None:
+    proc = meshsim("simulate", str(SCENARIOS / "epidemic-partition.toml"), "--set",
+                   "protocol.name=flooding", "--out", str(tmp_path / "run"), "-q")
+    assert proc.returncode == 0, proc.stderr
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["protocol"] == "flooding" and "ttl" in manifest["params"]
 
 
 def test_simulate_refuses_a_used_run_dir(tmp_path: Path) -> None:

@@ -26,9 +26,9 @@ COMMON = [f"workload.publications[0].t={T_PUB}", f"workload.publications[1].t={T
           'workload.publications[2].event="temp gx=0 gy=0 other=1"',
           'workload.subscribers.expressions=[{ expr = "temp gx=0 gy=0 value>0" }]']
 RUNS = {
-    "I": ['protocol.params.variant="I"'],
-    "II": ['protocol.params.variant="II"'],
-    "df": ["protocol.name=df", "protocol.params={TR=70.0, area_width_m=1000.0, "
+    "I": ['protocol.hesper.variant="I"'],
+    "II": ['protocol.hesper.variant="II"'],
+    "df": ["protocol.name=df", "protocol.df={TR=70.0, area_width_m=1000.0, "
            "area_height_m=1000.0}"],
 }
 

@@ -13,6 +13,8 @@ from simhelpers import SCENARIOS, base_doc
 from meshsim.medium.radio import compute_links, is_connected, make_model
 from meshsim.scenario import ScenarioError, from_dict, load_scenario, loads_scenario, make_plan
 from meshsim.scenario.overrides import apply_override, split_path
+from meshsub.core.params import params_to_dict
+from meshsub.core.registry import available, get_protocol
 
 
 def error_of(doc: dict[str, Any]) -> str:
@@ -75,8 +77,17 @@ def test_shipped_scenarios_are_valid(name: str) -> None:
         (lambda d: d["nodes"].update(count=0), "nodes.count: must be >= 1"),
         (lambda d: d["nodes"].update(connected=True), "nodes.connected: only for"),
         (lambda d: d["protocol"].update(name="nope"), "protocol.name: unknown protocol 'nope'"),
-        (lambda d: d["protocol"].update(params={"ttl": "x"}), "protocol.params.ttl: expected"),
-        (lambda d: d["protocol"].update(params={"hops": 1}), "protocol.params.hops: unknown"),
+        (lambda d: d["protocol"].update(flooding={"ttl": "x"}),
+         "protocol.flooding.ttl: expected"),
+        (lambda d: d["protocol"].update(flooding={"hops": 1}),
+         "protocol.flooding.hops: unknown parameter (known: "),
+        (lambda d: d["protocol"].update(epidemic={"hops": 1}),  # not selected, still checked
+         "protocol.epidemic.hops: unknown parameter (known: "),
+        (lambda d: d["protocol"].update(flodding={"ttl": 3}),
+         "protocol.flodding: not a protocol's parameter table (protocol 'flodding' (known: "),
+        (lambda d: d["protocol"].update(flooding=3), "protocol.flooding: expected a table"),
+        (lambda d: d["protocol"].update(params={"ttl": 3}),
+         "protocol.params: parameters go in a table per protocol, [protocol.flooding]"),
         (lambda d: d["workload"]["subscriptions"].append({"node": 2, "expr": "a/b x >"}),
          "workload.subscriptions[1].expr: "),
         (lambda d: d["workload"]["subscriptions"].append({"node": 7, "expr": "a/b"}),
@@ -136,9 +147,10 @@ def test_overrides_use_toml_values_and_paths() -> None:
     apply_override(doc, "radio.range_m=75")
     apply_override(doc, "protocol.name=epidemic")  # not TOML: taken as a string
     apply_override(doc, "workload.subscriptions[0].expr=\"a/b x>5\"")
-    apply_override(doc, "protocol.params.ttl_s=60.5")
+    apply_override(doc, "protocol.epidemic.ttl_s=60.5")
     apply_override(doc, "nodes.first_id=10")
     assert doc["radio"]["range_m"] == 75 and doc["protocol"]["name"] == "epidemic"
+    assert doc["protocol"]["epidemic"] == {"ttl_s": 60.5}
     assert doc["workload"]["subscriptions"][0]["expr"] == "a/b x>5"
     assert split_path("a.b[2].c") == ["a", "b", 2, "c"]
     with pytest.raises(ScenarioError, match="no array element"):
@@ -150,6 +162,24 @@ def test_overrides_use_toml_values_and_paths() -> None:
     # An override is validated like the file itself.
     with pytest.raises(ScenarioError, match=r"^radio\.range_m: expected a number"):
         loads_scenario((SCENARIOS / "random50.toml").read_text(), ["radio.range_m=far"])
+
+
+@pytest.mark.parametrize("name", available())
+def test_one_scenario_runs_under_every_protocol(name: str) -> None:
+    """``--set protocol.name=X`` selects X's own table; the other tables are ignored."""
+    scenario = load_scenario(SCENARIOS / "random50.toml", [f"protocol.name={name}"])
+    assert scenario.protocol.name == name
+    own = scenario.source["protocol"].get(name, {})
+    assert params_to_dict(scenario.protocol.params) == {
+        **params_to_dict(get_protocol(name).Params()), **own}
+
+
+def test_a_protocol_without_a_table_takes_its_defaults() -> None:
+    doc = base_doc()
+    doc["protocol"] = {"name": "epidemic", "flooding": {"ttl": 3}}
+    assert from_dict(doc).protocol.params == get_protocol("epidemic").Params()
+    doc["protocol"]["name"] = "flooding"
+    assert params_to_dict(from_dict(doc).protocol.params)["ttl"] == 3
 
 
 def test_seed_override_and_manifest_source() -> None:

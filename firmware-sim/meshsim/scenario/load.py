@@ -49,7 +49,8 @@ from meshsim.scenario.overrides import apply_override
 from meshsim.scenario.reader import ScenarioError, Table, check_int, check_number, type_name
 from meshsim.scenario.traces import parse_contact_line, parse_contacts
 from meshsub.core.content import ContentError
-from meshsub.core.params import ParameterError, parse_params
+from meshsub.core.params import ParameterError, ProtocolParams, parse_params
+from meshsub.core.protocol import Protocol
 from meshsub.core.registry import UnknownProtocolError, get_protocol
 from meshsub.core.syntax import parse_event, parse_subscription
 from meshsub.runtime.mqtt import PayloadError, check_sub_id
@@ -311,22 +312,46 @@ def _generated_contacts(t: Table, ids: set[int]) -> list[Contact]:
 
 
 def _protocol(t: Table) -> ProtocolSpec:
+    """``[protocol]``: the selected ``name`` and one parameter table per protocol.
+
+    ``[protocol.NAME]`` holds protocol NAME's parameters, so one scenario runs under
+    every protocol (``--set protocol.name=X``): the selected protocol takes its own
+    table, the others are ignored by the run. Every table is still checked against
+    its protocol's ``Params`` (a typo in a table not selected today would otherwise
+    surface only in the sweep that selects it).
+    """
     name = t.string("name")
-    try:
-        cls = get_protocol(name)
-    except UnknownProtocolError as exc:
-        raise t.err("name", str(exc)) from None
-    except Exception as exc:  # a broken plugin must not crash validation
-        raise t.err("name", f"cannot load protocol {name!r}: {exc}") from None
-    values = t.table("params")
+    if t.has("params"):
+        raise t.err("params", f"parameters go in a table per protocol, [protocol.{name}] "
+                              f"(e.g. --set protocol.{name}.KEY=VALUE)")
+    tables = {key: t.table(key) for key in t.data if key != "name"}
     t.done()
+    if name not in tables:
+        tables[name] = Table({}, f"{t.path}.{name}")
+    selected: ProtocolParams | None = None
+    for key, values in tables.items():
+        cls = _protocol_class(t, key, "name" if key == name else key)
+        try:
+            params = parse_params(cls.Params, dict(values.data))
+        except ParameterError as exc:
+            raise ScenarioError(f"{values.path}.{exc.key}", exc.problem) from None
+        except ValueError as exc:
+            raise ScenarioError(values.path, str(exc)) from None
+        if key == name:
+            selected = params
+    assert selected is not None
+    return ProtocolSpec(name, selected)
+
+
+def _protocol_class(t: Table, name: str, key: str) -> type[Protocol]:
+    """The registered protocol ``name``; errors name ``protocol.<key>``."""
     try:
-        params = parse_params(cls.Params, dict(values.data))
-    except ParameterError as exc:
-        raise ScenarioError(f"protocol.params.{exc.key}", exc.problem) from None
-    except ValueError as exc:
-        raise ScenarioError("protocol.params", str(exc)) from None
-    return ProtocolSpec(name, params)
+        return get_protocol(name)
+    except UnknownProtocolError as exc:
+        raise t.err(key, str(exc) if key == "name" else f"not a protocol's parameter table "
+                         f"({str(exc).removeprefix('unknown ')})") from None
+    except Exception as exc:  # a broken plugin must not crash validation
+        raise t.err(key, f"cannot load protocol {name!r}: {exc}") from None
 
 
 def _workload(t: Table, ids: set[int], meta: Meta) -> Workload:
