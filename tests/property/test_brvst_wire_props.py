@@ -88,7 +88,7 @@ def _mutate(obj: Any, data: st.DataObject) -> Any:
 
 DECODERS = [type(o).from_wire for o in [*PAYLOADS, *FLOODS]] + [
     m.Envelope.from_wire, m.Pub.from_wire, m.Sender.from_wire, m.entry_from_wire,
-    m.rsv_from_wire, m.mid_from_wire]
+    m.rsv_from_wire]
 
 
 @settings(max_examples=300, deadline=None)

@@ -16,10 +16,10 @@ the protocol turns it into a counted drop. Sizes are bounded on decode.
 from __future__ import annotations
 
 import enum
-import math
 from dataclasses import dataclass
 from typing import Any
 
+from meshsub.core import bodies
 from meshsub.core.api import FIRST_PROTOCOL_TYPE, MessageId, MsgKind
 from meshsub.core.arv import ARV, ARVError
 from meshsub.core.content import ContentError, Event, Subscription
@@ -107,33 +107,25 @@ class Dest(enum.IntEnum):
 
 
 class Fields:
-    """Reads a wire list field by field, each with its type and range checked."""
+    """Reads a wire list field by field, each checked by ``meshsub.core.bodies``."""
 
     __slots__ = ("_i", "_items", "_what")
 
     def __init__(self, obj: Any, count: int, what: str) -> None:
-        if not isinstance(obj, list | tuple) or len(obj) != count:
-            raise ValueError(f"{what}: expected a list of {count} fields")
-        self._items = obj
+        self._items = bodies.fields(obj, count, what)
         self._i = 0
         self._what = what
 
-    def _next(self) -> Any:
+    def _next(self) -> tuple[Any, str]:
         value = self._items[self._i]
         self._i += 1
-        return value
-
-    def fail(self, problem: str) -> ValueError:
-        return ValueError(f"{self._what} field {self._i}: {problem}")
+        return value, f"{self._what} field {self._i}"
 
     def integer(self, lo: int = -_I32, hi: int = _I32) -> int:
-        v = self._next()
-        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-            raise self.fail(f"expected an integer in {lo}..{hi}")
-        return v
+        return bodies.integer(*self._next(), lo, hi)
 
     def node(self) -> int:
-        return self.integer(0, _U32)
+        return bodies.node(*self._next())
 
     def opt_node(self) -> int | None:
         if self._items[self._i] is None:
@@ -142,37 +134,37 @@ class Fields:
         return self.node()
 
     def number(self) -> float:
-        v = self._next()
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-            raise self.fail("expected a finite number")
-        return float(v)
+        return bodies.number(*self._next())
 
     def flag(self) -> bool:
-        v = self._next()
-        if not isinstance(v, bool):
-            raise self.fail("expected true or false")
-        return v
+        value, what = self._next()
+        if not isinstance(value, bool):
+            raise bodies.BodyError(f"{what}: expected true or false")
+        return value
 
     def text(self, max_len: int = MAX_SUB_ID) -> str:
-        v = self._next()
-        if not isinstance(v, str) or not v or len(v) > max_len:
-            raise self.fail(f"expected a string of 1..{max_len} characters")
-        return v
+        return bodies.text(*self._next(), max_len)
 
     def blob(self, max_len: int) -> bytes:
-        v = self._next()
-        if not isinstance(v, bytes | bytearray) or len(v) > max_len:
-            raise self.fail(f"expected at most {max_len} bytes")
-        return bytes(v)
+        value, what = self._next()
+        if not isinstance(value, bytes | bytearray) or len(value) > max_len:
+            raise bodies.BodyError(f"{what}: expected at most {max_len} bytes")
+        return bytes(value)
 
     def items(self, max_len: int = MAX_LIST) -> list[Any] | tuple[Any, ...]:
-        v = self._next()
-        if not isinstance(v, list | tuple) or len(v) > max_len:
-            raise self.fail(f"expected a list of at most {max_len} items")
-        return v
+        return bodies.items(*self._next(), max_len)
+
+    def message_id(self) -> MessageId:
+        return bodies.message_id(*self._next())
+
+    def event(self) -> Event:
+        return bodies.event(*self._next())
+
+    def subscription(self) -> Subscription:
+        return bodies.subscription(*self._next())
 
     def raw(self) -> Any:
-        return self._next()
+        return self._next()[0]
 
 
 # ------------------------------------------------------------------ building blocks
@@ -214,29 +206,6 @@ def rsv_from_wire(obj: Any) -> tuple[Entry, ...]:
     if not isinstance(obj, list | tuple) or len(obj) > MAX_RSV_ENTRIES:
         raise ValueError(f"representative set: expected at most {MAX_RSV_ENTRIES} entries")
     return tuple(entry_from_wire(e) for e in obj)
-
-
-def mid_to_wire(mid: MessageId) -> list[int]:
-    return [mid.origin, mid.epoch, mid.seq]
-
-
-def mid_from_wire(obj: Any) -> MessageId:
-    f = Fields(obj, 3, "message id")
-    return MessageId(f.node(), f.integer(0, 2**64 - 1), f.integer(0, 2**64 - 1))
-
-
-def subscription_from_wire(obj: Any) -> Subscription:
-    try:
-        return Subscription.from_wire(obj)
-    except (ContentError, TypeError) as exc:
-        raise ValueError(f"subscription: {exc}") from None
-
-
-def event_from_wire(obj: Any) -> Event:
-    try:
-        return Event.from_wire(obj)
-    except (ContentError, TypeError) as exc:
-        raise ValueError(f"event: {exc}") from None
 
 
 # ------------------------------------------------------------------ floods
@@ -345,12 +314,12 @@ class Pub:
     published_at: float
 
     def to_wire(self) -> list[Any]:
-        return [mid_to_wire(self.event_id), self.event.to_wire(), self.published_at]
+        return [bodies.message_id_wire(self.event_id), self.event.to_wire(), self.published_at]
 
     @classmethod
     def from_wire(cls, obj: Any) -> Pub:
         f = Fields(obj, 3, "publication")
-        return cls(mid_from_wire(f.raw()), event_from_wire(f.raw()), f.number())
+        return cls(f.message_id(), f.event(), f.number())
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,7 +338,7 @@ class SubscribeMsg:
     @classmethod
     def from_wire(cls, obj: Any) -> SubscribeMsg:
         f = Fields(obj, 7, "SUBSCRIBE")
-        return cls(f.text(), subscription_from_wire(f.raw()), f.node(), (f.number(), f.number()),
+        return cls(f.text(), f.subscription(), f.node(), (f.number(), f.number()),
                    f.flag(), f.flag())
 
 
@@ -520,13 +489,13 @@ class Advert:
 
     def to_wire(self) -> list[Any]:
         return [self.origin_zone[0], self.origin_zone[1], self.sender.to_wire(),
-                mid_to_wire(self.pub_id), [[n, v] for n, v in self.attrs]]
+                bodies.message_id_wire(self.pub_id), [[n, v] for n, v in self.attrs]]
 
     @classmethod
     def from_wire(cls, obj: Any) -> Advert:
         f = Fields(obj, 5, "PUB_ADVERT")
         oz = (f.integer(), f.integer())
-        sender, pub_id = Sender.from_wire(f.raw()), mid_from_wire(f.raw())
+        sender, pub_id = Sender.from_wire(f.raw()), f.message_id()
         pairs: list[tuple[str, Value]] = []
         for raw in f.items(128):
             g = Fields(raw, 2, "advert attribute")
@@ -557,7 +526,7 @@ class SubHistory:
         sender = Sender.from_wire(f.raw())
         g = Fields(f.raw(), 2, "sub key")
         key = (g.node(), g.text())
-        return cls(grid, sender, key, subscription_from_wire(f.raw()))
+        return cls(grid, sender, key, f.subscription())
 
 
 @dataclass(frozen=True, slots=True)
