@@ -264,3 +264,20 @@ def test_the_sof_is_bounded_in_bytes_too() -> None:
     z = zm(sof_bytes=40)
     assert z.apply_grsv(Cell(0, 0), wide, 0.0)[0] is Applied.FULL and not z.sof
     assert zm(sof_bytes=1 << 16).apply_grsv(Cell(0, 0), wide, 0.0)[0] is Applied.CHANGED
+
+
+def test_bad_parameters_are_one_error_naming_the_key() -> None:
+    import pytest
+
+    from meshsub.core.params import ParameterError, parse_params
+
+    for values, key in (({"T_ann": 0}, "T_ann"), ({"hold_max": 0}, "hold_max"),
+                        ({"alpha": 1.5}, "alpha"), ({"attributes": ["a:5"]}, "attributes"),
+                        ({"attributes": ["a", "a"]}, "attributes"),
+                        ({"comparator": "fuzzy"}, "comparator"), ({"h_margin": 200}, "h_margin"),
+                        ({"K": 0}, "K"), ({"scope_margin_m": -2}, "scope_margin_m")):
+        with pytest.raises(ParameterError) as err:
+            parse_params(BrvstParams, values)
+        assert err.value.key == key
+    assert parse_params(BrvstParams, {"attributes": ["t:-40:60:0.5"]}).attributes == \
+        ("t:-40:60:0.5",)

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 
 from meshsub.core.arv import Comparator
+from meshsub.core.cellgrid import require_at_least_one, require_non_negative, require_positive
 from meshsub.core.params import ParameterError
 from meshsub.core.reliable import ReliableParams
 
@@ -20,16 +21,6 @@ DEFAULT_ATTRIBUTES = tuple(f"a{i}" for i in range(15))
 """The paper's workload draws 1-3 attributes from a predefined set of 15 (§V)."""
 
 GM_CHECKS = ("exact", "arv")
-
-
-def _positive(key: str, value: float) -> None:
-    if not (math.isfinite(value) and value > 0):
-        raise ParameterError(key, "must be a positive number")
-
-
-def _non_negative(key: str, value: float) -> None:
-    if not (math.isfinite(value) and value >= 0):
-        raise ParameterError(key, "must be a non-negative number")
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,9 +131,9 @@ class BrvstParams(ReliableParams):
                     "T_lease",
                     "position_update_m", "T_grsv_refresh", "T_zrsv_refresh", "T_zrsv_idle",
                     "T_adv", "T_cache", "T_sweep", "T_dedupe", "T_query_idle"):
-            _positive(key, getattr(self, key))
+            require_positive(key, getattr(self, key))
         for key in ("h_margin", "T_hold", "T_batch", "T_unwanted_holddown", "flood_jitter"):
-            _non_negative(key, getattr(self, key))
+            require_non_negative(key, getattr(self, key))
         if not (math.isfinite(self.origin_x) and math.isfinite(self.origin_y)):
             raise ParameterError("origin_x", "origin must be finite")
         if not 1 <= self.K <= 64:
@@ -162,12 +153,10 @@ class BrvstParams(ReliableParams):
             raise ParameterError("Lmax", "must be in 0..12 (0 = automatic)")
         if not 0 <= self.k_query <= 64:
             raise ParameterError("k_query", "must be in 0..64")
-        for key in ("N_sub_max", "sub_bytes_max", "sof_entries_max", "sof_bytes_max",
-                    "zrsv_zones_max",
-                    "zrsv_bytes_max", "N_cache_max", "C_max", "advert_max", "hold_max",
-                    "hold_bytes_max", "hints_max", "dedupe_size", "xfer_max_bytes"):
-            if getattr(self, key) < 1:
-                raise ParameterError(key, "must be at least 1")
+        require_at_least_one(self, "N_sub_max", "sub_bytes_max", "sof_entries_max",
+                             "sof_bytes_max", "zrsv_zones_max", "zrsv_bytes_max", "N_cache_max",
+                             "C_max", "advert_max", "hold_max", "hold_bytes_max", "hints_max",
+                             "dedupe_size", "xfer_max_bytes")
         if not 1 <= self.max_hops <= 255:
             raise ParameterError("max_hops", "must be in 1..255")
         # The schema parses here too, so a bad attribute is a configuration error at start.
