@@ -13,7 +13,8 @@ from collections import Counter
 
 from brvst_field import Field, R, m
 
-from meshsub.core.api import MessageId
+from meshsub.core.api import Message, MessageId, SendTo, TimerFired
+from meshsub.core.georouting import GeoHeader
 from meshsub.core.registry import get_protocol
 from meshsub.core.syntax import parse_event, parse_subscription
 from meshsub.protocols.brvst import Brvst
@@ -354,7 +355,7 @@ def test_malformed_and_foreign_frames_are_counted_drops() -> None:
     f.run(until=4.0)
     n = f.nearest(125, 125)
     proto = f.node(n)
-    from meshsub.core.api import FrameReceived, Message
+    from meshsub.core.api import FrameReceived
 
     bad = [
         Message(m.ANNOUNCE, MessageId(9, 0, 1), ["x"]),
@@ -426,3 +427,21 @@ def test_a_subscription_replaced_by_one_brvst_cannot_summarise_is_withdrawn() ->
     f.run(until=12.0)
     assert (sub, "s") not in f.node(gm).gm.table  # type: ignore[union-attr]
     assert f.drops()["no_attribute"] == 1
+
+
+def test_a_circling_leg_is_cut_and_no_leg_outgrows_the_hop_field() -> None:
+    """A routed leg that passes one node a fifth time is dropped (``routing_loop``) rather
+    than circling until its TTL ends; a leg never gets more TTL than the frame's one-byte
+    hop field leaves for the whole journey."""
+    f = Field(250, 250)
+    f.run(until=4.0)
+    proto = f.node(f.nearest(30, 30))
+    env = m.Envelope(m.Dest.NODE, 0, 0, 999, (5.0, 5.0), 0, 0, GeoHeader(), [])
+    msg = Message(m.DELIVER, MessageId(999, 0, 1), env.to_wire(), ttl=9)
+    assert [proto._looping(msg, env) for _ in range(5)] == [False] * 4 + [True]
+    proto._send_node(m.DELIVER, 999, (240.0, 240.0), [], hop=255)
+    assert proto.drops["ttl_expired"] == 1
+    proto._send_node(m.DELIVER, 2, f.pos[2], [], hop=250)
+    out = proto.handle(TimerFired(f.net.now, "noop"))  # hands over the queued actions
+    sends = [a for a in out if isinstance(a, SendTo) and a.message.type == m.DELIVER]
+    assert len(sends) == 1 and sends[0].message.ttl == 5

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
@@ -45,6 +45,10 @@ MAX_REDIRECTS = 4
 """A routed message is re-targeted to a newer manager at most this often."""
 HINT_BYTES = 64
 HELD_OVERHEAD = 64
+HOP_LIMIT = 255
+"""The frame's hop field is one byte: no leg of a journey may carry it further."""
+LOOP_VISITS = 4
+"""A routed leg passing one node more often than this is circling (``routing_loop``)."""
 FLOOD_BACKLOG = 256
 """Re-broadcasts waiting for their jitter at most; more in 10 ms is a flood of floods."""
 HINT_TTL_PERIODS = 30
@@ -127,6 +131,8 @@ class BrvstBase(Protocol):
         self._held: BoundedMap[HeldKey, Held] = BoundedMap(
             p.hold_max, p.hold_bytes_max, lambda h: h.size, victim=_held_victim)
         self._held_seq = 0
+        self._visits: OrderedDict[tuple[Any, ...], int] = OrderedDict()
+        """Routed legs seen here, counted (bounded LRU): the loop guard."""
         self._flood_wait: dict[str, Message] = {}
         self._valid: set[str] = set()
         """Local subscriptions BRVST can summarise (the others were dropped with a reason)."""
@@ -203,15 +209,23 @@ class BrvstBase(Protocol):
         target = rec.pos if rec is not None else self.layout.centre(area)
         env = m.Envelope(kind, area[1], area[2], rec.node if rec else None, target,
                          rec.epoch if rec else 0, 0, GeoHeader(), payload)
-        msg = Message(mtype, msg_id if msg_id is not None else self.new_message_id(),
-                      env.to_wire(), hop=hop, ttl=self.params.max_hops)
-        self._route(msg, env, local=True)
+        self._originate(mtype, env, msg_id, hop)
 
     def _send_node(self, mtype: int, node: NodeId, pos: Point, payload: list[Any], *,
                    msg_id: MessageId | None = None, hop: int = 0) -> None:
         env = m.Envelope(m.Dest.NODE, 0, 0, node, pos, 0, 0, GeoHeader(), payload)
+        self._originate(mtype, env, msg_id, hop)
+
+    def _originate(self, mtype: int, env: m.Envelope, msg_id: MessageId | None,
+                   hop: int) -> None:
+        """Start one leg. ``hop`` counts the publication's hops so far (PUBLISH, PUB_UP,
+        PUB_GRID, DELIVER are legs of one journey); a leg gets ``max_hops`` but never more
+        than the frame's one-byte hop field leaves (255 end to end)."""
         msg = Message(mtype, msg_id if msg_id is not None else self.new_message_id(),
-                      env.to_wire(), hop=hop, ttl=self.params.max_hops)
+                      env.to_wire(), hop=hop, ttl=min(self.params.max_hops, HOP_LIMIT - hop))
+        if msg.ttl < 1:
+            self.drop("ttl_expired", msg)
+            return
         self._route(msg, env, local=True)
 
     def _route(self, msg: Message, env: m.Envelope, *, local: bool) -> None:
@@ -234,8 +248,15 @@ class BrvstBase(Protocol):
             elif env.dest == self.node:
                 self._hold(area, msg, replace(env, dest=None), local)
                 return
+            elif rec is not None and rec.node == env.dest and rec.pos != env.target \
+                    and self._fresh(area, rec):
+                # The same manager, seen more recently here: aim at where it is now.
+                env = replace(env, target=rec.pos, geo=GeoHeader())
         elif env.dest == self.node:
             self._process(msg, env)
+            return
+        if self._looping(msg, env):
+            self.drop("routing_loop", msg)
             return
         if self.position is None:
             self.drop("no_position", msg)
@@ -256,6 +277,26 @@ class BrvstBase(Protocol):
             self.drop("unreachable", msg, peer=env.dest)  # a node not where it was reported
         else:
             self._hold(area, msg, replace(env, geo=GeoHeader()), local)
+
+    def _fresh(self, area: Area, rec: ManagerRecord) -> bool:
+        """True if ``rec`` was heard within one announcement period (this node is in the
+        area's flood, so its view of the manager's position is the newest around)."""
+        return self.now - rec.heard_at <= self.params.ann_period(area[0])
+
+    def _looping(self, msg: Message, env: m.Envelope) -> bool:
+        """True once the same leg (message, addressee) passes this node a fifth time.
+
+        GPSR's face walk may pass a node twice, but with neighbours that move
+        between position updates a walk can circle until its TTL ends; cutting it
+        here saves the rest of the TTL's transmissions.
+        """
+        key = (msg.id, msg.type, int(env.kind), env.ax, env.ay, env.dest, env.target)
+        seen = self._visits.get(key, 0) + 1
+        self._visits[key] = seen
+        self._visits.move_to_end(key)
+        if len(self._visits) > self.params.dedupe_size:
+            self._visits.popitem(last=False)
+        return seen > LOOP_VISITS
 
     def _forward(self, nxt: NodeId, msg: Message, env: m.Envelope) -> None:
         if msg.ttl <= 0:
