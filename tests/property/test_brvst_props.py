@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from meshsub.core.arv import Comparator
@@ -147,6 +147,8 @@ def free_subscriptions(draw: st.DrawFn) -> Subscription:
 
 @settings(max_examples=600, deadline=None)
 @given(free_subscriptions(), events(), st.sampled_from(list(Comparator)))
+@example(Subscription("t", (Predicate.compare("a0_lo", Op.GE, 100),)),  # only the top edge
+         Event("t", {"a0_lo": 100, "a0_hi": 101.5}), Comparator.SAFE)
 def test_summaries_cover_every_event_the_subscription_accepts(
         sub: Subscription, event: Event, mode: Comparator) -> None:
     """The ARVs of any subscription (any predicates) match every event it matches exactly:

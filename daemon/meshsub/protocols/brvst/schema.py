@@ -223,11 +223,17 @@ class Schema:
         out: dict[int, Interval] = {}
         for attr_id in sorted(named):
             dom = self.by_id[attr_id].domain
-            lo, hi = lows.get(attr_id, dom.L), highs.get(attr_id, dom.U)
-            if lo >= hi:
+            lo, hi = lows.get(attr_id), highs.get(attr_id)
+            if lo is not None and hi is not None and lo >= hi:
                 raise SchemaError("empty_range",
                                   f"attribute {self.by_id[attr_id].name!r}: no range in "
                                   f"[{lo}, {hi})")
+            # A missing side reaches the domain edge, or beyond it with the other side
+            # (x_lo >= U accepts only ranges at or above U: the zero-width top edge).
+            if lo is None:
+                lo = dom.L if hi is None else min(dom.L, hi)
+            if hi is None:
+                hi = max(dom.U, lo)
             out[attr_id] = dom.clip(lo, hi)
         return out
 
