@@ -311,7 +311,18 @@ class BrvstBase(Protocol):
             self.send(nxt, out)
 
     def _hold(self, area: Area, msg: Message, env: m.Envelope, local: bool) -> None:
-        """Wait (bounded) for an announcement of ``area``: its manager is gone or unknown."""
+        """Wait (bounded) for an announcement of ``area``: its manager is gone or unknown.
+
+        Only a node inside the area's flood scope hears its announcements; a node
+        outside (a stale position just past the border) sends the message on towards
+        the area's centre instead, once.
+        """
+        centre = self.layout.centre(area)
+        if self.position is not None and env.target != centre and not \
+                self.layout.bounds(area).contains(self.position.x, self.position.y,
+                                                  self.params.scope_margin):
+            self._route(msg, replace(env, dest=None, target=centre, geo=GeoHeader()), local=local)
+            return
         self._held_seq += 1
         held = Held(area, msg, env, self.now + self.params.hold_for(area[0]),
                     _packed(env) + HELD_OVERHEAD)
