@@ -37,6 +37,7 @@ PAYLOADS: list[Any] = [
     m.UnsubscribeMsg("s1", 7),
     m.Locate(7, (3.0, 4.0)),
     m.SummaryUpdate(1, 0, SENDER, 4, int(m.GrsvReason.CHANGE), (ENTRY,), b"abcd"),
+    m.SummaryUpdate(1, 0, SENDER, 5, int(m.GrsvReason.RESYNC), (), b"abcd", 7),
     m.PubUp(PUB, (0, 1)),
     m.PubDown(PUB, (0, 0), (1, 1), True, (7, "s1"), SENDER),
     m.PubDown(PUB, (0, 0), (1, 1), False, None, SENDER),
@@ -44,7 +45,7 @@ PAYLOADS: list[Any] = [
     m.Advert((1, 0), SENDER, MessageId(7, 1, 3), (("a1_hi", 2), ("a1_lo", 1))),
     m.SubHistory((0, 1), SENDER, (7, "s1"), SUB),
     m.SubQuery((1, 1), SENDER, (ENTRY, ENTRY[:1])),
-    m.StateXfer(1, 0, 1, 5, [0, []]),
+    m.StateXfer(1, 0, 1, 5, 9, [0, []]),
 ]
 FLOODS: list[Any] = [
     m.Announce(1, 0, 1, 9, 2, (5.0, 6.0), 3.5, True, b"abcd"),

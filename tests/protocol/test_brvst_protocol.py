@@ -194,7 +194,8 @@ def test_a_crashed_grid_manager_is_replaced_and_subscriptions_rebuilt() -> None:
     assert gm is not None and (who["far"], "far") in gm.table
     (zm,) = f.managers("zm")[(0, 0)]
     sof = f.node(zm).zm.sof  # type: ignore[union-attr]
-    assert sof[(1, 1)].gm == new and sof[(1, 1)].epoch == 2 and sof[(1, 1)].entries
+    assert sof[((1, 1), new)].epoch == 2 and sof[((1, 1), new)].entries  # type: ignore[index]
+    # The crashed manager's record stays until it is silent for 3 T_grsv_refresh.
     eid = f.net.publish(f.nearest(30, 30), parse_event("t a1_lo=20 a1_hi=30"))
     f.run(until=26.0)
     assert (who["far"], "far") in delivered(f, eid)
@@ -211,7 +212,7 @@ def test_a_crashed_zone_manager_is_replaced_and_its_sof_rebuilt() -> None:
     (new,) = f.managers("zm")[(0, 0)]
     assert new != old
     zm = f.node(new).zm
-    assert zm is not None and set(zm.sof) == {(0, 0), (0, 1), (1, 0), (1, 1)}
+    assert zm is not None and {cell for cell, _gm in zm.sof} == {(0, 0), (0, 1), (1, 0), (1, 1)}
     eid = f.net.publish(f.nearest(30, 30), parse_event("t a1_lo=20 a1_hi=30"))
     f.run(until=f.net.now + 4.0)
     assert (who["far"], "far") in delivered(f, eid)
@@ -248,7 +249,7 @@ def test_leases_expire_when_a_subscriber_goes_silent() -> None:
     assert len(f.node(gm).gm.table) == 0  # type: ignore[union-attr]
     assert f.drops()["lease_expired"] == 1
     (zm,) = f.managers("zm")[(0, 0)]
-    assert f.node(zm).zm.sof[(1, 1)].entries == ()  # type: ignore[union-attr]
+    assert f.node(zm).zm.sof[((1, 1), gm)].entries == ()  # type: ignore[union-attr,index]
 
 
 def test_a_later_subscription_gets_a_cached_publication_once() -> None:
@@ -445,3 +446,37 @@ def test_a_circling_leg_is_cut_and_no_leg_outgrows_the_hop_field() -> None:
     out = proto.handle(TimerFired(f.net.now, "noop"))  # hands over the queued actions
     sends = [a for a in out if isinstance(a, SendTo) and a.message.type == m.DELIVER]
     assert len(sends) == 1 and sends[0].message.ttl == 5
+
+
+def test_a_split_grid_has_a_manager_per_part_and_both_parts_are_served() -> None:
+    """A node of grid (1, 1) that hears none of its grid-mates (every node within radio
+    range of it is out of the grid's flood scope) elects itself with a higher epoch. The
+    zone manager keeps both managers' GRSVs and sends each publication to the manager whose
+    entry matched, so both parts' subscribers get theirs (the unit test
+    ``test_a_split_grid_keeps_one_sof_record_per_manager`` shows the override a summary
+    per grid would allow)."""
+    f = Field(500, 500)
+    f.run(until=6.0)
+    lonely = f.nearest(30, 470)  # moved from grid (0, 1) to the west edge of grid (1, 1)
+    spot = (256.0, 400.0)  # 6 m into the grid: past the 5 m hysteresis
+    lo, hi = 250.0 - R / 4, 500.0 + R / 4  # the grid's flood scope
+    for other in list(f.pos):  # a gap: nobody in the scope within range of the spot
+        x, y = f.pos[other]
+        if other != lonely and lo <= x <= hi and lo <= y <= hi \
+                and math.dist((x, y), spot) <= R:
+            f.crash(other)
+    f.move(lonely, *spot)
+    far = f.nearest(460, 460)
+    f.net.subscribe(far, "far", SUB("t a1_lo>=0 a1_hi<=50"))
+    f.net.subscribe(lonely, "lonely", SUB("t a2_lo>=0"))
+    f.run(until=24.0)
+    gms = f.managers("gm")[(1, 1)]
+    assert lonely in gms and len(gms) == 2
+    (zm,) = f.managers("zm")[(0, 0)]
+    assert {gm for cell, gm in f.node(zm).zm.sof if cell == (1, 1)} == set(gms)  # type: ignore[union-attr]
+    publisher = f.nearest(30, 30)
+    main = f.net.publish(publisher, parse_event("t a1_lo=10 a1_hi=20"))
+    alone = f.net.publish(publisher, parse_event("t a2_lo=10 a2_hi=20"))
+    f.run(until=30.0)
+    assert set(delivered(f, main)) == {(far, "far")}
+    assert set(delivered(f, alone)) == {(lonely, "lonely")}

@@ -146,7 +146,7 @@ def test_grid_manager_hand_over_round_trip_and_budget() -> None:
     blob, left_out = g.blob(10.0, 1 << 16)
     assert left_out == 0
     h = gm()
-    assert h.load(m.StateXfer.from_wire(m.StateXfer(1, 0, 0, 1, blob).to_wire()).blob,
+    assert h.load(m.StateXfer.from_wire(m.StateXfer(1, 0, 0, 1, 9, blob).to_wire()).blob,
                   20.0) == 0
     assert set(h.table) == set(g.table) and h.table[(3, "s")].expiry == 60.0
     assert h.representative() == g.representative()
@@ -164,12 +164,13 @@ def zm(**bounds: int) -> ZoneManager:
     return ZoneManager(Zone(0, 0), 1, SCHEMA, **args)
 
 
-def grsv(version: int, epoch: int, *subs: str) -> m.SummaryUpdate:
+def grsv(version: int, epoch: int, *subs: str, node: int = 9,
+         predecessor: int | None = None) -> m.SummaryUpdate:
     g = gm()
     for i, text in enumerate(subs):
         g.upsert((i, "s"), parse_subscription(text), (0, 0), 99.0)
-    return m.SummaryUpdate(0, 0, m.Sender(9, (1.0, 1.0), epoch), version, 0,
-                           tuple(g.representative()), b"")
+    return m.SummaryUpdate(0, 0, m.Sender(node, (1.0, 1.0), epoch), version, 0,
+                           tuple(g.representative()), b"", predecessor)
 
 
 def test_zone_manager_applies_grsvs_by_epoch_and_version() -> None:
@@ -178,14 +179,31 @@ def test_zone_manager_applies_grsvs_by_epoch_and_version() -> None:
     status, added = z.apply_grsv(cell, grsv(1, 1, "t a1_lo>=0"), 0.0)
     assert status is Applied.CHANGED and len(added) == 1
     assert z.apply_grsv(cell, grsv(1, 1, "t a1_lo>=0"), 5.0)[0] is Applied.REFRESHED
-    assert z.sof[cell].rx == 5.0
+    assert z.sof[(cell, 9)].rx == 5.0
     assert z.apply_grsv(cell, grsv(0, 1, "t a2_lo>=0"), 6.0)[0] is Applied.STALE
-    status, added = z.apply_grsv(cell, grsv(1, 2, "t a2_lo>=0"), 7.0)  # a new GM: epoch wins
+    status, added = z.apply_grsv(cell, grsv(1, 2, "t a2_lo>=0"), 7.0)  # its next epoch
     assert status is Applied.CHANGED and added[0][0][0] == 2
     assert z.apply_grsv(cell, grsv(2, 2, "t a1_lo>=0", "t a3_lo>=0", "t a4_lo>=0"),
                         8.0)[0] is Applied.FULL
     view = SCHEMA.view(parse_event("t a2_lo=1 a2_hi=2").attrs)
-    assert z.grids_for(view, SAFE) == [cell]
+    assert z.grids_for(view, SAFE) == [(cell, 9)]
+    z.forest.check()
+
+
+def test_a_split_grid_keeps_one_sof_record_per_manager() -> None:
+    """An isolated node of a grid elects itself with a higher epoch: its GRSV must not
+    replace the main part's manager's (which would send the grid's publications to it).
+    A successor that names its predecessor replaces the predecessor's record."""
+    z = zm()
+    cell = Cell(0, 0)
+    z.apply_grsv(cell, grsv(4, 2, "t a1_lo>=0", node=9), 0.0)
+    z.apply_grsv(cell, grsv(1, 3, "t a2_lo>=0", node=30), 1.0)  # the isolated part
+    assert set(z.sof) == {(cell, 9), (cell, 30)}
+    one = SCHEMA.view(parse_event("t a1_lo=1 a1_hi=2").attrs)
+    two = SCHEMA.view(parse_event("t a2_lo=1 a2_hi=2").attrs)
+    assert z.grids_for(one, SAFE) == [(cell, 9)] and z.grids_for(two, SAFE) == [(cell, 30)]
+    z.apply_grsv(cell, grsv(1, 3, "t a1_lo>=0", node=12, predecessor=9), 2.0)  # hand-over
+    assert set(z.sof) == {(cell, 12), (cell, 30)} and z.grids_for(one, SAFE) == [(cell, 12)]
     z.forest.check()
 
 
@@ -201,7 +219,7 @@ def test_cache_evicts_fewest_hits_then_oldest() -> None:
         assert z.cache_insert(cached(n, t, hits)) == []
     (lost,) = z.cache_insert(cached(4, 3.0))
     assert lost.pub.event_id.seq == 2  # 0 hits, older than #3
-    z.note_sent(z.cache[MessageId(1, 0, 3)], grids=[Cell(1, 1)])
+    z.note_sent(z.cache[MessageId(1, 0, 3)], grids=[(Cell(1, 1), 4)])
     (lost,) = z.cache_insert(cached(5, 4.0))
     assert lost.pub.event_id.seq == 4
     assert z.sweep(150.0, t_zrsv_idle=300, t_zrsv_refresh=30, t_grsv_refresh=30)[
@@ -211,17 +229,24 @@ def test_cache_evicts_fewest_hits_then_oldest() -> None:
 def test_zone_summaries_expire_by_relation() -> None:
     z = zm(zones_max=2)
     entries = grsv(1, 1, "t a1_lo>=0").entries
-    z.store_summary(Zone(1, 0), ZoneSummary(5, (0, 0), 1, 1, entries, Relation.NEIGHBOR, 0, 0))
-    z.store_summary(Zone(3, 0), ZoneSummary(6, (0, 0), 1, 1, entries, Relation.INTERESTED, 0,
-                                            10.0))
+
+    def summary(node: int, relation: Relation, last_match: float) -> ZoneSummary:
+        return ZoneSummary(node, (0, 0), 1, 1, entries, relation, 0, last_match)
+
+    z.store_summary((Zone(1, 0), 5), summary(5, Relation.NEIGHBOR, 0))
+    z.store_summary((Zone(3, 0), 6), summary(6, Relation.INTERESTED, 10.0))
     # Full: a newcomer pushes out the non-neighbour with the oldest data match, never the
-    # neighbour; a second newcomer pushes out the first.
-    assert z.store_summary(Zone(4, 0), ZoneSummary(7, (0, 0), 1, 1, entries,
-                                                   Relation.QUERIED, 0, 20.0)) == [Zone(3, 0)]
+    # neighbour.
+    assert z.store_summary((Zone(4, 0), 7), summary(7, Relation.QUERIED, 20.0)) == \
+        [(Zone(3, 0), 6)]
     counts = z.sweep(95.0, t_zrsv_idle=300, t_zrsv_refresh=30, t_grsv_refresh=30)
-    assert counts["zrsv_silent"] == 1 and list(z.summaries) == [Zone(4, 0)]
+    assert counts["zrsv_silent"] == 1 and list(z.summaries) == [(Zone(4, 0), 7)]
     counts = z.sweep(321.0, t_zrsv_idle=300, t_zrsv_refresh=30, t_grsv_refresh=30)
     assert counts["zrsv_idle"] == 1 and not z.summaries
+    # A zone's new manager that names its predecessor replaces its summary.
+    z.store_summary((Zone(1, 0), 5), summary(5, Relation.NEIGHBOR, 0))
+    z.store_summary((Zone(1, 0), 8), summary(8, Relation.NEIGHBOR, 0), predecessor=5)
+    assert list(z.summaries) == [(Zone(1, 0), 8)]
 
 
 def test_advert_bands_are_due_at_d_times_t_adv() -> None:
@@ -237,18 +262,19 @@ def test_advert_bands_are_due_at_d_times_t_adv() -> None:
 def test_zone_manager_hand_over_round_trip() -> None:
     z = zm()
     z.apply_grsv(Cell(0, 1), grsv(3, 2, "t a1_lo>=0", "t a2_lo>=5"), 1.0)
-    z.store_summary(Zone(1, 0), ZoneSummary(5, (1, 2), 1, 4, grsv(1, 1, "t a3_lo>=0").entries,
-                                            Relation.NEIGHBOR, 2.0, 3.0))
+    z.store_summary((Zone(1, 0), 5), ZoneSummary(5, (1, 2), 1, 4,
+                                                 grsv(1, 1, "t a3_lo>=0").entries,
+                                                 Relation.NEIGHBOR, 2.0, 3.0))
     z.learn_publication_zone(Zone(1, 1), 4.0)
     z.mark_advertised((7, b"k"), [1], 5.0)
     z.cache_insert(cached(1, 6.0, hits=2))
     blob, left_out = z.blob(10.0, 1 << 16)
     assert left_out == 0
     y = zm()
-    wire = m.StateXfer.from_wire(m.StateXfer(2, 0, 0, 2, blob).to_wire())
+    wire = m.StateXfer.from_wire(m.StateXfer(2, 0, 0, 2, 9, blob).to_wire())
     assert y.load(wire.blob, 10.0) == 0
-    assert y.sof[Cell(0, 1)].version == 3 and y.representative() == z.representative()
-    assert y.summaries[Zone(1, 0)].relation is Relation.NEIGHBOR
+    assert y.sof[(Cell(0, 1), 9)].version == 3 and y.representative() == z.representative()
+    assert y.summaries[(Zone(1, 0), 5)].relation is Relation.NEIGHBOR
     assert list(y.push) == [Zone(1, 1)] and y.due_bands((7, b"k"), 10.0, 60.0, 1) == []
     (c,) = y.cache.values()
     assert c.hits == 2 and c.t_expire == 106.0 and c.pub.event_id == MessageId(1, 0, 1)

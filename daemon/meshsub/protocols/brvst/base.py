@@ -202,13 +202,20 @@ class BrvstBase(Protocol):
         return m.Sender(self.node, pos, epoch)
 
     def _send_area(self, mtype: int, area: Area, payload: list[Any], *,
-                   msg_id: MessageId | None = None, hop: int = 0) -> None:
-        """Originate a message for ``area``'s manager (this node's own role included)."""
-        rec = self._manager_of(area)
+                   msg_id: MessageId | None = None, hop: int = 0,
+                   to: m.Sender | None = None) -> None:
+        """Originate a message for ``area``'s manager (this node's own role included):
+        the one this node follows or knows of, or ``to`` (one of a partitioned area's)."""
         kind = m.Dest.GRID if area[0] is Level.GRID else m.Dest.ZONE
-        target = rec.pos if rec is not None else self.layout.centre(area)
-        env = m.Envelope(kind, area[1], area[2], rec.node if rec else None, target,
-                         rec.epoch if rec else 0, 0, GeoHeader(), payload)
+        dest: int | None
+        if to is not None:
+            dest, target, epoch = to.node, to.pos, to.epoch
+        else:
+            rec = self._manager_of(area)
+            dest = rec.node if rec is not None else None
+            target = rec.pos if rec is not None else self.layout.centre(area)
+            epoch = rec.epoch if rec is not None else 0
+        env = m.Envelope(kind, area[1], area[2], dest, target, epoch, 0, GeoHeader(), payload)
         self._originate(mtype, env, msg_id, hop)
 
     def _send_node(self, mtype: int, node: NodeId, pos: Point, payload: list[Any], *,
@@ -236,13 +243,19 @@ class BrvstBase(Protocol):
             if not self.layout.valid(area):
                 self.drop("malformed", msg)
                 return
-            if self._is_manager(area):
+            if self._is_manager(area) and env.dest in (None, self.node):
                 self._process(msg, env)
                 return
+            # Re-target only a message with no addressee, or one addressed to this node
+            # that is no longer the manager: a relay cannot tell a newer manager from the
+            # manager of another part of a split area, so a named addressee is kept.
             rec = self._manager_of(area)
             stale = env.dest is None or env.dest == self.node
             if rec is not None and rec.node != env.dest and env.redirects < MAX_REDIRECTS \
-                    and (stale or rec.epoch > env.epoch):
+                    and stale:
+                if rec.node == self.node:
+                    self._process(msg, env)
+                    return
                 env = replace(env, dest=rec.node, target=rec.pos, epoch=rec.epoch,
                               redirects=env.redirects + 1, geo=GeoHeader())
             elif env.dest == self.node:
@@ -367,6 +380,9 @@ class BrvstBase(Protocol):
         raise NotImplementedError
 
     def _zrsv_soon(self) -> None:
+        raise NotImplementedError
+
+    def _push_zrsv(self, reason: m.ZrsvReason, force: bool = False) -> None:
         raise NotImplementedError
 
 

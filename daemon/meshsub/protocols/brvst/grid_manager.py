@@ -63,6 +63,8 @@ class GridManager:
         self.cell = cell
         self.epoch = epoch
         self.schema = schema
+        self.predecessor: int | None = None
+        """The grid manager whose state this one took over (named in its next GRSV)."""
         self.table: BoundedMap[SubKey, SubRecord] = BoundedMap(
             max_subs, max_bytes, lambda r: r.size, victim=lambda _m, _k: None)
         self.forest = Forest()

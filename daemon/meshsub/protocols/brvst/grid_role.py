@@ -124,6 +124,8 @@ class GridRole(BrvstBase):
             return
         version, entries = update
         body = m.SummaryUpdate(gm.cell[0], gm.cell[1], self._sender(gm.epoch), version,
-                               int(reason), tuple(entries), self.cfg)
+                               int(reason), tuple(entries), self.cfg, gm.predecessor)
         zone = self.layout.zone_of(gm.cell)
         self._send_area(m.GRSV_UPDATE, self._zone_area(zone), body.to_wire())
+        if reason is not m.GrsvReason.REFRESH:
+            gm.predecessor = None  # named once: the zone manager has dropped its record

@@ -120,7 +120,8 @@ class Membership(BrvstBase):
         self.set_timer(f"{T_ELECT}{int(level)}", max(0.0, delay) + 1e-6)
 
     def _become_manager(self, level: Level, epoch: int, *, inherited: bool,
-                        blob: list[Any] | tuple[Any, ...] | None = None) -> None:
+                        blob: list[Any] | tuple[Any, ...] | None = None,
+                        predecessor: int | None = None) -> None:
         seat = self.seats[level]
         p = self.params
         seat.phase = Phase.MANAGER
@@ -131,6 +132,7 @@ class Membership(BrvstBase):
             self.gm = GridManager(Cell(ax, ay), epoch, self.schema, max_subs=p.N_sub_max,
                                   max_bytes=p.sub_bytes_max, dedupe=p.dedupe_size)
             bad = self.gm.load(blob, self.now) if blob is not None else 0
+            self.gm.predecessor = predecessor
             self.emit("broker", role="grid_manager", peer=None)
             self.set_timer(T_GRSV_REFRESH, p.T_grsv_refresh)
             self._grsv_soon()
@@ -141,6 +143,7 @@ class Membership(BrvstBase):
                                   cache_max=p.N_cache_max, cache_bytes=p.C_max,
                                   advert_max=p.advert_max, dedupe=p.dedupe_size)
             bad = self.zm.load(blob, self.now) if blob is not None else 0
+            self.zm.predecessor = predecessor
             self.emit("broker", role="zone_manager", peer=None)
             self.set_timer(T_ZRSV_REFRESH, p.T_zrsv_refresh)
             self._zrsv_soon()
@@ -196,7 +199,7 @@ class Membership(BrvstBase):
             blob, left_out = state.blob(self.now, self.params.xfer_max_bytes)
             for _ in range(left_out):
                 self.drop("xfer_truncated")
-            xfer = m.StateXfer(int(level), area[1], area[2], epoch, blob)
+            xfer = m.StateXfer(int(level), area[1], area[2], epoch, self.node, blob)
             self._send_node(m.STATE_XFER, succ, candidates[succ], xfer.to_wire())
             spos = candidates[succ]
             self._hint(area, ManagerRecord(succ, epoch + 1, spos,
@@ -219,7 +222,8 @@ class Membership(BrvstBase):
         blob, left_out = state.blob(self.now, self.params.xfer_max_bytes)
         for _ in range(left_out):
             self.drop("xfer_truncated")
-        xfer = m.StateXfer(int(level), seat.area[1], seat.area[2], seat.record.epoch, blob)
+        xfer = m.StateXfer(int(level), seat.area[1], seat.area[2], seat.record.epoch,
+                           self.node, blob)
         self._send_node(m.STATE_XFER, winner.node, winner.pos, xfer.to_wire())
         self._release_role(level)
         seat.phase, seat.record = Phase.WATCH, winner
@@ -340,11 +344,12 @@ class Membership(BrvstBase):
             assert state is not None
             for _ in range(state.load(x.blob, self.now)):
                 self.drop("xfer_bad_item")
+            state.predecessor = x.manager  # its summary goes when ours names it
             if level is Level.GRID:
-                self._grsv_soon()
+                self._send_grsv(m.GrsvReason.RESYNC, force=True)
             else:
-                self._zrsv_soon()
+                self._push_zrsv(m.ZrsvReason.CHANGE, force=True)
             return
         self._become_manager(level, max(seat.last_epoch, x.epoch) + 1, inherited=True,
-                             blob=x.blob)
+                             blob=x.blob, predecessor=x.manager)
         self.counters["took_over"] += 1

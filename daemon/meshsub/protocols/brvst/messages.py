@@ -391,7 +391,12 @@ class Sender:
 
 @dataclass(frozen=True, slots=True)
 class SummaryUpdate:
-    """GRSV_UPDATE (a grid's set, to its zone manager) or ZRSV_UPDATE (a zone's, to zones)."""
+    """GRSV_UPDATE (a grid's set, to its zone manager) or ZRSV_UPDATE (a zone's, to zones).
+
+    Summaries are kept per (area, manager): a partitioned grid or zone has one manager per
+    part. ``predecessor`` names the manager whose state this one took over (hand-over or a
+    lost conflict), whose summary the receiver can therefore forget at once.
+    """
 
     ax: int
     ay: int
@@ -400,16 +405,17 @@ class SummaryUpdate:
     reason: int
     entries: tuple[Entry, ...]
     cfg: bytes
+    predecessor: int | None = None
 
     def to_wire(self) -> list[Any]:
         return [self.ax, self.ay, self.sender.to_wire(), self.version, self.reason,
-                rsv_to_wire(self.entries), self.cfg]
+                rsv_to_wire(self.entries), self.cfg, self.predecessor]
 
     @classmethod
     def from_wire(cls, obj: Any) -> SummaryUpdate:
-        f = Fields(obj, 7, "summary update")
+        f = Fields(obj, 8, "summary update")
         return cls(f.integer(), f.integer(), Sender.from_wire(f.raw()), f.integer(0, _U32),
-                   f.integer(0, 4), rsv_from_wire(f.raw()), f.blob(32))
+                   f.integer(0, 4), rsv_from_wire(f.raw()), f.blob(32), f.opt_node())
 
 
 @dataclass(frozen=True, slots=True)
@@ -556,12 +562,15 @@ class StateXfer:
     ax: int
     ay: int
     epoch: int
+    manager: int
+    """The manager handing over (the successor names it as its predecessor)."""
     blob: list[Any] | tuple[Any, ...]
 
     def to_wire(self) -> list[Any]:
-        return [self.level, self.ax, self.ay, self.epoch, list(self.blob)]
+        return [self.level, self.ax, self.ay, self.epoch, self.manager, list(self.blob)]
 
     @classmethod
     def from_wire(cls, obj: Any) -> StateXfer:
-        f = Fields(obj, 5, "STATE_XFER")
-        return cls(f.integer(1, 2), f.integer(), f.integer(), f.integer(0, _U32), f.items())
+        f = Fields(obj, 6, "STATE_XFER")
+        return cls(f.integer(1, 2), f.integer(), f.integer(), f.integer(0, _U32), f.node(),
+                   f.items())

@@ -1,10 +1,16 @@
 """A zone manager's state (Li and Wang 2014, §IV-B2, IV-C, IV-D).
 
-- SOF: the GRSV of every grid of the zone, and a second-level summary forest
-  over those entries whose roots are the zone's ZRSV;
+- SOF: the GRSV of every grid manager of the zone, and a second-level summary
+  forest over those entries whose roots are the zone's ZRSV;
 - the ZRSVs of neighbouring zones and of zones learned to be interested
   (adverts answered, unwanted traffic, queries), each with its relation and
   the time of its last data match (idle ones expire);
+
+SOF records and zone summaries are kept per (area, manager), not per area: a
+grid or zone whose nodes are split (an isolated node, a gap in a sparse cell)
+elects one manager per part, and a summary from the part with the higher
+epoch must not replace the other part's. A record goes when its manager's
+successor names it (``predecessor``) or when it falls silent.
 - the push set: zones this zone keeps informed of its own ZRSV;
 - the publication cache (origin zone only by default) with its fewest-hits
   eviction, and the per-(publisher, P-ARVs) advertisement times by band.
@@ -40,6 +46,12 @@ SENT_BYTES = 4
 """Bytes charged per grid or zone a cached publication was sent to."""
 TABLE_OVERHEAD = 32
 SEEN_ENTRY_BYTES = 40
+
+
+GmKey = tuple[Cell, int]
+"""A grid manager: (its grid, its node)."""
+ZmKey = tuple[Zone, int]
+"""A zone manager: (its zone, its node)."""
 
 
 class Relation(enum.Enum):
@@ -91,8 +103,8 @@ class Cached:
     t_insert: float
     t_expire: float
     hits: int = 0
-    sent_grids: set[Cell] = field(default_factory=set)
-    sent_zones: set[Zone] = field(default_factory=set)
+    sent_grids: set[GmKey] = field(default_factory=set)
+    sent_zones: set[ZmKey] = field(default_factory=set)
     packed: int = 0
 
     @property
@@ -106,7 +118,7 @@ def _cache_victim(table: BoundedMap[Any, Cached], _incoming: Any) -> Any:
     return min(table.items(), key=lambda kv: (kv[1].hits, kv[1].t_insert))[0]
 
 
-def _summary_victim(table: BoundedMap[Zone, ZoneSummary], _incoming: Zone) -> Zone | None:
+def _summary_victim(table: BoundedMap[ZmKey, ZoneSummary], _incoming: ZmKey) -> ZmKey | None:
     """A non-neighbour with the oldest data match; neighbours are never pushed out."""
     others = [(s.last_match, z) for z, s in table.items() if s.relation is not Relation.NEIGHBOR]
     return min(others)[1] if others else None
@@ -119,13 +131,15 @@ class ZoneManager:
         self.zone = zone
         self.epoch = epoch
         self.schema = schema
-        self.sof: dict[Cell, SofRecord] = {}
+        self.predecessor: int | None = None
+        """The zone manager whose state this one took over (named in its ZRSVs)."""
+        self.sof: dict[GmKey, SofRecord] = {}
         self.sof_max = sof_max
         self.sof_bytes = sof_bytes
         self.forest = Forest()
         self.version = 0
         self.last_sent: list[Entry] | None = None
-        self.summaries: BoundedMap[Zone, ZoneSummary] = BoundedMap(
+        self.summaries: BoundedMap[ZmKey, ZoneSummary] = BoundedMap(
             zones_max, zones_bytes, lambda s: s.size, victim=_summary_victim)
         self.push: BoundedMap[Zone, float] = BoundedMap(zones_max, zones_max * 16,
                                                         lambda _t: 16)
@@ -135,7 +149,7 @@ class ZoneManager:
         self.adverts: BoundedMap[tuple[int, bytes], dict[int, float]] = BoundedMap(
             advert_max, advert_max * 128, lambda bands: 48 + 12 * len(bands))
         self.served = DuplicateCache(dedupe)
-        """(pub id, grid) pairs already sent down, at zones the publication came to."""
+        """(pub id, grid manager) pairs already sent down, at zones the publication came to."""
         self.seen = DuplicateCache(dedupe)
         """Publications already handled as PUB_UP or PUB_ZONE (retransmissions)."""
         self.unwanted_sent: dict[Zone, float] = {}
@@ -151,16 +165,20 @@ class ZoneManager:
 
     def apply_grsv(self, cell: Cell, upd: m.SummaryUpdate, now: float) -> tuple[Applied,
                                                                                 list[Entry]]:
-        """A GRSV_UPDATE: newer (epoch, version) replaces the grid's entries (a diff on the
-        forest); the same version refreshes; older is stale. Returns the entries added."""
-        rec = self.sof.get(cell)
+        """A GRSV_UPDATE from one grid manager: a newer (epoch, version) replaces that
+        manager's entries (a diff on the forest); the same version refreshes; older is
+        stale. A named predecessor's record goes. Returns the entries added."""
         sender = upd.sender
+        key = (cell, sender.node)
+        if upd.predecessor is not None and upd.predecessor != sender.node:
+            self.drop_grid((cell, upd.predecessor))
+        rec = self.sof.get(key)
         if rec is not None:
             theirs, ours = (sender.epoch, upd.version), (rec.epoch, rec.version)
             if theirs < ours:
                 return Applied.STALE, []
             if theirs == ours:
-                rec.rx, rec.pos, rec.gm = now, sender.pos, sender.node
+                rec.rx, rec.pos = now, sender.pos
                 return Applied.REFRESHED, []
         new = tuple(dict.fromkeys(upd.entries))
         old = rec.entries if rec is not None else ()
@@ -171,20 +189,20 @@ class ZoneManager:
         old_set, new_set = set(old), set(new)
         for entry in old:
             if entry not in new_set:
-                self.forest.remove((cell, entry))
+                self.forest.remove((key, entry))
         added = [e for e in new if e not in old_set]
         for entry in added:
-            self.forest.insert(Filter((cell, entry), dict(entry)))
+            self.forest.insert(Filter((key, entry), dict(entry)))
         last_match = rec.last_match if rec is not None else now
-        self.sof[cell] = SofRecord(sender.node, sender.pos, sender.epoch, upd.version, new, now,
-                                   last_match)
+        self.sof[key] = SofRecord(sender.node, sender.pos, sender.epoch, upd.version, new, now,
+                                  last_match)
         return Applied.CHANGED, added
 
-    def drop_grid(self, cell: Cell) -> None:
-        rec = self.sof.pop(cell, None)
+    def drop_grid(self, key: GmKey) -> None:
+        rec = self.sof.pop(key, None)
         if rec is not None:
             for entry in rec.entries:
-                self.forest.remove((cell, entry))
+                self.forest.remove((key, entry))
 
     def representative(self) -> list[Entry]:
         return self.forest.representative()
@@ -201,39 +219,48 @@ class ZoneManager:
     # ------------------------------------------------------------ matching
 
     def grids_for(self, view: PubView, mode: Comparator, exclude: Iterable[Cell] = (),
-                  now: float | None = None) -> list[Cell]:
-        """Grids of the zone with an SOF entry the publication matches (through the forest)."""
+                  now: float | None = None) -> list[GmKey]:
+        """Grid managers of the zone with an SOF entry the publication matches (through the
+        forest), except those of the ``exclude`` grids."""
         skip = set(exclude)
-        grids: set[Cell] = set()
+        found: set[GmKey] = set()
         match = self.schema.matches
         for f in self.forest.candidates(lambda summary: match(view, summary, mode)):
-            cell = f.id[0]  # type: ignore[index]
-            if cell not in skip and cell not in grids and match(view, f.arvs, mode):
-                grids.add(cell)
+            key: GmKey = f.id[0]  # type: ignore[index]
+            if key[0] not in skip and key not in found and match(view, f.arvs, mode):
+                found.add(key)
         if now is not None:
-            for cell in grids:
-                self.sof[cell].last_match = now
-        return sorted(grids)
+            for key in found:
+                self.sof[key].last_match = now
+        return sorted(found)
 
     def entries_match(self, view: PubView, entries: Iterable[Entry], mode: Comparator) -> bool:
         return any(self.schema.matches(view, dict(e), mode) for e in entries)
 
     def zones_for(self, view: PubView, mode: Comparator, exclude: Iterable[Zone] = ()) \
-            -> list[Zone]:
+            -> list[ZmKey]:
+        """Zone managers whose ZRSV the publication matches, except those of ``exclude``."""
         skip = set(exclude)
-        return sorted(z for z, s in self.summaries.items()
-                      if z not in skip and self.entries_match(view, s.entries, mode))
+        return sorted(k for k, s in self.summaries.items()
+                      if k[0] not in skip and self.entries_match(view, s.entries, mode))
+
+    def has_neighbour_summary(self, zone: Zone) -> bool:
+        return any(k[0] == zone and s.relation is Relation.NEIGHBOR
+                   for k, s in self.summaries.items())
 
     # ------------------------------------------------------------ zone summaries
 
-    def store_summary(self, zone: Zone, summary: ZoneSummary) -> list[Zone]:
-        """Keep (or refresh) a zone's ZRSV; returns the zones evicted or refused."""
-        old = self.summaries.get(zone)
+    def store_summary(self, key: ZmKey, summary: ZoneSummary,
+                      predecessor: int | None = None) -> list[ZmKey]:
+        """Keep (or refresh) one zone manager's ZRSV; returns the keys evicted or refused."""
+        if predecessor is not None and predecessor != key[1]:
+            self.summaries.pop((key[0], predecessor))
+        old = self.summaries.get(key)
         if old is not None:
             summary.last_match = max(summary.last_match, old.last_match)
             if old.relation is Relation.NEIGHBOR:
                 summary.relation = Relation.NEIGHBOR
-        return [z for z, _s in self.summaries.put(zone, summary)]
+        return [k for k, _s in self.summaries.put(key, summary)]
 
     def learn_publication_zone(self, zone: Zone, now: float) -> list[Zone]:
         return [z for z, _t in self.push.put(zone, now)]
@@ -244,8 +271,8 @@ class ZoneManager:
         entry.packed = len(msgpack.packb(entry.pub.to_wire(), use_bin_type=True))
         return [c for _k, c in self.cache.put(entry.pub.event_id, entry)]
 
-    def note_sent(self, entry: Cached, grids: Iterable[Cell] = (),
-                  zones: Iterable[Zone] = ()) -> None:
+    def note_sent(self, entry: Cached, grids: Iterable[GmKey] = (),
+                  zones: Iterable[ZmKey] = ()) -> None:
         grids, zones = list(grids), list(zones)
         entry.sent_grids.update(grids)
         entry.sent_zones.update(zones)
@@ -253,19 +280,21 @@ class ZoneManager:
         if entry.pub.event_id in self.cache:
             self.cache.resize(entry.pub.event_id)
 
-    def cache_for_grid(self, cell: Cell, entries: Iterable[Entry], mode: Comparator) \
+    def cache_for_grid(self, key: GmKey, entries: Iterable[Entry], mode: Comparator) \
             -> list[Cached]:
-        """Cached publications not yet sent to ``cell`` that one of its new entries matches."""
+        """Cached publications not yet sent to grid manager ``key`` (nor from its grid) that
+        one of its new entries matches."""
         entries = list(entries)
-        return [c for c in self.cache.values() if cell not in c.sent_grids
-                and self.entries_match(c.view, entries, mode)]
+        return [c for c in self.cache.values() if key not in c.sent_grids
+                and key[0] != c.origin_grid and self.entries_match(c.view, entries, mode)]
 
-    def cache_for_zone(self, zone: Zone, entries: Iterable[Entry], mode: Comparator) \
+    def cache_for_zone(self, key: ZmKey, entries: Iterable[Entry], mode: Comparator) \
             -> list[Cached]:
-        """Cached publications of this zone not yet sent to ``zone`` that its entries match."""
+        """Cached publications of this zone not yet sent to zone manager ``key`` that its
+        entries match."""
         entries = list(entries)
         return [c for c in self.cache.values() if c.origin_zone == self.zone
-                and zone not in c.sent_zones and zone != self.zone
+                and key not in c.sent_zones and key[0] != self.zone
                 and self.entries_match(c.view, entries, mode)]
 
     def cache_for_subscription(self, sub: Subscription) -> list[Cached]:
@@ -295,22 +324,22 @@ class ZoneManager:
         """Expire cache entries, idle or silent zone summaries, learned zones, silent grids."""
         counts = {"cache_expired": 0, "zrsv_idle": 0, "zrsv_silent": 0, "push_idle": 0,
                   "sof_silent": 0}
-        for key in [k for k, c in self.cache.items() if c.t_expire <= now]:
-            self.cache.pop(key)
+        for pub_id in [k for k, c in self.cache.items() if c.t_expire <= now]:
+            self.cache.pop(pub_id)
             counts["cache_expired"] += 1
-        for zone, s in list(self.summaries.items()):
+        for zm_key, s in list(self.summaries.items()):
             if s.relation is Relation.NEIGHBOR:
                 if now - s.rx > 3 * t_zrsv_refresh:
-                    self.summaries.pop(zone)
+                    self.summaries.pop(zm_key)
                     counts["zrsv_silent"] += 1
             elif now - s.last_match > t_zrsv_idle:
-                self.summaries.pop(zone)
+                self.summaries.pop(zm_key)
                 counts["zrsv_idle"] += 1
         for zone in [z for z, t in self.push.items() if now - t > t_zrsv_idle]:
             self.push.pop(zone)
             counts["push_idle"] += 1
-        for cell in [c for c, r in self.sof.items() if now - r.rx > 3 * t_grsv_refresh]:
-            self.drop_grid(cell)
+        for gm_key in [k for k, r in self.sof.items() if now - r.rx > 3 * t_grsv_refresh]:
+            self.drop_grid(gm_key)
             counts["sof_silent"] += 1
         self.unwanted_sent = {z: t for z, t in self.unwanted_sent.items() if now - t < 600}
         return counts
@@ -340,18 +369,19 @@ class ZoneManager:
 
         sof = [i for i in ([c[0], c[1], r.gm, r.pos[0], r.pos[1], r.epoch, r.version,
                             m.rsv_to_wire(r.entries), now - r.rx, now - r.last_match]
-                           for c, r in self.sof.items()) if fits(i)]
+                           for (c, _gm), r in self.sof.items()) if fits(i)]
         zones = [i for i in ([z[0], z[1], s.zm, s.pos[0], s.pos[1], s.epoch, s.version,
                               s.relation.value, m.rsv_to_wire(s.entries), now - s.rx,
-                              now - s.last_match] for z, s in self.summaries.items()) if fits(i)]
+                              now - s.last_match]
+                             for (z, _zm), s in self.summaries.items()) if fits(i)]
         push = [i for i in ([z[0], z[1], now - t] for z, t in self.push.items()) if fits(i)]
         adverts = [i for i in ([pub, key, [[d, now - t] for d, t in bands.items()]]
                                for (pub, key), bands in self.adverts.items()) if fits(i)]
         newest_first = sorted(self.cache.values(), key=lambda c: -c.t_insert)
         cache = [i for i in ([c.pub.to_wire(), c.origin_zone[0], c.origin_zone[1],
                               c.origin_grid[0], c.origin_grid[1], c.t_expire - now, c.hits,
-                              [list(g) for g in sorted(c.sent_grids)],
-                              [list(z) for z in sorted(c.sent_zones)]]
+                              [[g[0], g[1], n] for g, n in sorted(c.sent_grids)],
+                              [[z[0], z[1], n] for z, n in sorted(c.sent_zones)]]
                              for c in newest_first) if fits(i)]
         return [1, sof, zones, push, adverts, cache], left_out
 
@@ -380,17 +410,17 @@ class ZoneManager:
         status, _added = self.apply_grsv(Cell(int(gx), int(gy)), upd, now - float(age_rx))
         if status is Applied.FULL:
             raise ValueError("SOF full")
-        rec = self.sof.get(Cell(int(gx), int(gy)))
+        rec = self.sof.get((Cell(int(gx), int(gy)), int(gm)))
         if rec is not None:
             rec.last_match = now - float(age_match)
 
     def _load_zone(self, item: Any, now: float) -> None:
         zx, zy, zm, x, y, epoch, version, rel, rsv, age_rx, age_match = item
-        zone = Zone(int(zx), int(zy))
-        old = self.summaries.get(zone)
+        key = (Zone(int(zx), int(zy)), int(zm))
+        old = self.summaries.get(key)
         if old is not None and (old.epoch, old.version) >= (int(epoch), int(version)):
             return
-        self.store_summary(zone, ZoneSummary(int(zm), (float(x), float(y)), int(epoch),
+        self.store_summary(key, ZoneSummary(int(zm), (float(x), float(y)), int(epoch),
                                              int(version), m.rsv_from_wire(rsv),
                                              Relation(rel), now - float(age_rx),
                                              now - float(age_match)))
@@ -414,8 +444,8 @@ class ZoneManager:
             return
         entry = Cached(pub, self.schema.view(pub.event.attrs), Zone(int(ozx), int(ozy)),
                        Cell(int(ogx), int(ogy)), now, now + float(ttl), int(hits),
-                       {Cell(int(g[0]), int(g[1])) for g in grids},
-                       {Zone(int(z[0]), int(z[1])) for z in zones})
+                       {(Cell(int(g[0]), int(g[1])), int(g[2])) for g in grids},
+                       {(Zone(int(z[0]), int(z[1])), int(z[2])) for z in zones})
         self.cache_insert(entry)
 
     # ------------------------------------------------------------ accounting

@@ -19,7 +19,9 @@ from meshsub.protocols.brvst.schema import PubView
 from meshsub.protocols.brvst.zone_manager import (
     Applied,
     Cached,
+    GmKey,
     Relation,
+    ZmKey,
     ZoneManager,
     ZoneSummary,
 )
@@ -53,10 +55,11 @@ class ZoneRole(BrvstBase):
             return
         if status is not Applied.CHANGED:
             return
-        for cached in zm.cache_for_grid(cell, added, self.mode):  # §IV-D: bidirectional
-            self._pub_grid(zm, cached.pub, cell, cached.origin_zone, cached.origin_grid,
+        key = (cell, u.sender.node)
+        for cached in zm.cache_for_grid(key, added, self.mode):  # §IV-D: bidirectional
+            self._pub_grid(zm, cached.pub, key, cached.origin_zone, cached.origin_grid,
                            from_cache=True)
-            zm.note_sent(cached, grids=[cell])
+            zm.note_sent(cached, grids=[key])
         self._zrsv_soon()
 
     def _zm_pub_up(self, msg: Message, env: m.Envelope) -> None:
@@ -70,24 +73,23 @@ class ZoneRole(BrvstBase):
             return
         view = self.schema.view(up.pub.event.attrs)
         origin = Cell(*up.origin_grid)
-        cached = Cached(up.pub, view, zm.zone, origin, self.now, self.now + self.params.T_cache,
-                        sent_grids={origin})
+        cached = Cached(up.pub, view, zm.zone, origin, self.now, self.now + self.params.T_cache)
         for lost in zm.cache_insert(cached):
             self.drop("cache_evicted", event_id=str(lost.pub.event_id))
         grids = zm.grids_for(view, self.mode, exclude=[origin], now=self.now)
-        for cell in grids:
-            self._pub_grid(zm, up.pub, cell, zm.zone, origin, from_cache=False, hop=msg.hop)
+        for gm_key in grids:
+            self._pub_grid(zm, up.pub, gm_key, zm.zone, origin, from_cache=False, hop=msg.hop)
         zones = zm.zones_for(view, self.mode, exclude=[zm.zone])
-        for zone in zones:
-            self._pub_zone(zm, up.pub, zone, origin, from_cache=False, hop=msg.hop)
-            summary = zm.summaries.get(zone)
+        for zm_key in zones:
+            self._pub_zone(zm, up.pub, zm_key, origin, from_cache=False, hop=msg.hop)
+            summary = zm.summaries.get(zm_key)
             if summary is not None:
                 summary.last_match = self.now
         zm.note_sent(cached, grids=grids, zones=zones)
-        self._advertise(zm, up.pub, view, zones)
+        self._advertise(zm, up.pub, view, {z for z, _n in zones})
 
     def _advertise(self, zm: ZoneManager, pub: m.Pub, view: PubView,
-                   matched: list[Zone]) -> None:
+                   matched: set[Zone]) -> None:
         """§IV-C: a (publisher, P-ARVs) seen first, or not for d x T_adv, is advertised to the
         zones d zone-hops away that did not get the data and whose ZRSV we do not hold fresh."""
         p = self.params
@@ -96,7 +98,7 @@ class ZoneRole(BrvstBase):
         if not bands:
             return
         skip = set(matched)
-        for zone, summary in zm.summaries.items():
+        for (zone, _zm), summary in zm.summaries.items():
             if summary.relation is Relation.NEIGHBOR \
                     and self.now - summary.rx <= 3 * p.T_zrsv_refresh:
                 skip.add(zone)  # its ZRSV is current: the match above already used it
@@ -125,12 +127,12 @@ class ZoneRole(BrvstBase):
         grids = zm.grids_for(view, self.mode, now=self.now)
         if not grids:
             self.counters["pub_zone_unwanted"] += 1
-            self._reply_unwanted(zm, origin)
+            self._reply_unwanted(zm, origin, d.sender)
             return
-        for cell in grids:
-            if zm.served.check_and_add((d.pub.event_id, cell)):
+        for gm_key in grids:
+            if zm.served.check_and_add((d.pub.event_id, gm_key)):
                 continue
-            self._pub_grid(zm, d.pub, cell, origin, Cell(*d.origin_grid), from_cache=False,
+            self._pub_grid(zm, d.pub, gm_key, origin, Cell(*d.origin_grid), from_cache=False,
                            hop=msg.hop)
         if self.params.cache_remote and d.pub.event_id not in zm.cache:
             cached = Cached(d.pub, view, origin, Cell(*d.origin_grid), self.now,
@@ -138,12 +140,12 @@ class ZoneRole(BrvstBase):
             for lost in zm.cache_insert(cached):
                 self.drop("cache_evicted", event_id=str(lost.pub.event_id))
 
-    def _reply_unwanted(self, zm: ZoneManager, origin: Zone) -> None:
+    def _reply_unwanted(self, zm: ZoneManager, origin: Zone, sender: m.Sender) -> None:
         last = zm.unwanted_sent.get(origin)
         if last is not None and self.now - last < self.params.T_unwanted_holddown:
             return
         zm.unwanted_sent[origin] = self.now
-        self._send_zrsv(zm, origin, m.ZrsvReason.UNWANTED)
+        self._send_zrsv(zm, origin, m.ZrsvReason.UNWANTED, to=sender)
 
     def _zm_zrsv(self, msg: Message, env: m.Envelope) -> None:
         """§IV-B2: keep other zones' ZRSVs; a new or changed one is matched against the cache."""
@@ -159,7 +161,8 @@ class ZoneRole(BrvstBase):
             self.drop("config_mismatch", msg)
             return
         self._learn_sender(Level.ZONE, u.ax, u.ay, u.sender)
-        old = zm.summaries.get(zone)
+        key = (zone, u.sender.node)
+        old = zm.summaries.get(key)
         if old is not None and (u.sender.epoch, u.version) < (old.epoch, old.version):
             self.drop("stale_summary", msg)
             return
@@ -168,15 +171,15 @@ class ZoneRole(BrvstBase):
         newer_zm = old is None or u.sender.epoch > old.epoch
         summary = ZoneSummary(u.sender.node, u.sender.pos, u.sender.epoch, u.version,
                               u.entries, relation, self.now, self.now)
-        for lost in zm.store_summary(zone, summary):
-            self.drop("zone_table_full" if lost == zone else "zone_table_evicted")
-        if zone not in zm.summaries:
+        for lost in zm.store_summary(key, summary, u.predecessor):
+            self.drop("zone_table_full" if lost == key else "zone_table_evicted")
+        if key not in zm.summaries:
             return
         if u.reason in (m.ZrsvReason.ADVERT_REPLY, m.ZrsvReason.UNWANTED):
             zm.learn_publication_zone(zone, self.now)
-        for cached in zm.cache_for_zone(zone, u.entries, self.mode):
-            self._pub_zone(zm, cached.pub, zone, cached.origin_grid, from_cache=True)
-            zm.note_sent(cached, zones=[zone])
+        for cached in zm.cache_for_zone(key, u.entries, self.mode):
+            self._pub_zone(zm, cached.pub, key, cached.origin_grid, from_cache=True)
+            zm.note_sent(cached, zones=[key])
         if newer_zm and (neighbour or zone in zm.push):
             last = self._zrsv_sent_at.get(zone)
             if last is None or self.now - last >= self.params.T_zrsv_refresh / 2:
@@ -198,7 +201,7 @@ class ZoneRole(BrvstBase):
             self.counters["advert_ignored"] += 1
             return
         zm.learn_publication_zone(origin, self.now)
-        self._send_zrsv(zm, origin, m.ZrsvReason.ADVERT_REPLY)
+        self._send_zrsv(zm, origin, m.ZrsvReason.ADVERT_REPLY, to=a.sender)
 
     def _zm_history(self, msg: Message, env: m.Envelope) -> None:
         h = m.SubHistory.from_wire(env.payload)
@@ -210,10 +213,11 @@ class ZoneRole(BrvstBase):
             self.drop("wrong_zone", msg)
             return
         self._learn_sender(Level.GRID, cell[0], cell[1], h.sender)
+        key = (cell, h.sender.node)
         for cached in zm.cache_for_subscription(h.subscription):
-            self._pub_grid(zm, cached.pub, cell, cached.origin_zone, cached.origin_grid,
-                           from_cache=True, for_sub=h.sub_key)
-            zm.note_sent(cached, grids=[cell])
+            self._pub_grid(zm, cached.pub, key, cached.origin_zone, cached.origin_grid,
+                           from_cache=True, for_sub=h.sub_key, to=h.sender)
+            zm.note_sent(cached, grids=[key])
 
     def _zm_query(self, msg: Message, env: m.Envelope) -> None:
         """§IV-C: a zone searching for publishers: matching cached publications go to it."""
@@ -226,30 +230,39 @@ class ZoneRole(BrvstBase):
             self.drop("wrong_zone", msg)
             return
         self._learn_sender(Level.ZONE, origin[0], origin[1], q.sender)
-        held = zm.summaries.get(origin)
-        if held is None or held.relation is not Relation.NEIGHBOR:
-            for _lost in zm.store_summary(origin, ZoneSummary(
+        key = (origin, q.sender.node)
+        if not zm.has_neighbour_summary(origin):
+            for _lost in zm.store_summary(key, ZoneSummary(
                     q.sender.node, q.sender.pos, q.sender.epoch, 0, q.entries,
                     Relation.QUERIED, self.now, self.now)):
                 self.drop("zone_table_evicted")
-        for cached in zm.cache_for_zone(origin, q.entries, self.mode):
-            self._pub_zone(zm, cached.pub, origin, cached.origin_grid, from_cache=True)
-            zm.note_sent(cached, zones=[origin])
+        for cached in zm.cache_for_zone(key, q.entries, self.mode):
+            self._pub_zone(zm, cached.pub, key, cached.origin_grid, from_cache=True,
+                           to=q.sender)
+            zm.note_sent(cached, zones=[key])
 
-    def _pub_grid(self, zm: ZoneManager, pub: m.Pub, cell: Cell, origin_zone: Zone,
+    def _pub_grid(self, zm: ZoneManager, pub: m.Pub, key: GmKey, origin_zone: Zone,
                   origin_grid: Cell, *, from_cache: bool, for_sub: SubKey | None = None,
-                  hop: int = 0) -> None:
+                  hop: int = 0, to: m.Sender | None = None) -> None:
+        """PUB_GRID to one grid manager (``key``): the one whose SOF entry matched."""
         body = m.PubDown(pub, (origin_zone[0], origin_zone[1]), (origin_grid[0], origin_grid[1]),
                          from_cache, for_sub, self._sender(zm.epoch))
-        self._send_area(m.PUB_GRID, self._grid_area(cell), body.to_wire(), msg_id=pub.event_id,
-                        hop=hop)
+        rec = zm.sof.get(key)
+        if to is None and rec is not None:
+            to = m.Sender(rec.gm, rec.pos, rec.epoch)
+        self._send_area(m.PUB_GRID, self._grid_area(key[0]), body.to_wire(),
+                        msg_id=pub.event_id, hop=hop, to=to)
 
-    def _pub_zone(self, zm: ZoneManager, pub: m.Pub, zone: Zone, origin_grid: Cell, *,
-                  from_cache: bool, hop: int = 0) -> None:
+    def _pub_zone(self, zm: ZoneManager, pub: m.Pub, key: ZmKey, origin_grid: Cell, *,
+                  from_cache: bool, hop: int = 0, to: m.Sender | None = None) -> None:
+        """PUB_ZONE to one zone manager (``key``): the one whose ZRSV matched."""
         body = m.PubDown(pub, (zm.zone[0], zm.zone[1]), (origin_grid[0], origin_grid[1]),
                          from_cache, None, self._sender(zm.epoch))
-        self._send_area(m.PUB_ZONE, self._zone_area(zone), body.to_wire(), msg_id=pub.event_id,
-                        hop=hop)
+        summary = zm.summaries.get(key)
+        if to is None and summary is not None:
+            to = m.Sender(summary.zm, summary.pos, summary.epoch)
+        self._send_area(m.PUB_ZONE, self._zone_area(key[0]), body.to_wire(),
+                        msg_id=pub.event_id, hop=hop, to=to)
 
     def _zrsv_soon(self) -> None:
         if T_ZRSV not in self._armed:
@@ -266,16 +279,18 @@ class ZoneRole(BrvstBase):
         targets = set(self.layout.neighbours(zm.zone)) | set(zm.push)
         for zone in sorted(targets):
             self._send_zrsv(zm, zone, reason, take=False)
+        zm.predecessor = None  # named to every zone pushed to: their records of it are gone
 
     def _send_zrsv(self, zm: ZoneManager, zone: Zone, reason: m.ZrsvReason, *,
-                   take: bool = True) -> None:
+                   take: bool = True, to: m.Sender | None = None) -> None:
+        """This zone's ZRSV to ``zone``'s manager (``to``: a particular one, as a reply)."""
         if take:
             zm.take_update()
         entries = tuple(zm.last_sent or ())
         body = m.SummaryUpdate(zm.zone[0], zm.zone[1], self._sender(zm.epoch), zm.version,
-                               int(reason), entries, self.cfg)
+                               int(reason), entries, self.cfg, zm.predecessor)
         self._zrsv_sent_at[zone] = self.now
-        self._send_area(m.ZRSV_UPDATE, self._zone_area(zone), body.to_wire())
+        self._send_area(m.ZRSV_UPDATE, self._zone_area(zone), body.to_wire(), to=to)
 
     def _query(self, zm: ZoneManager) -> None:
         """§IV-C: subscriptions that found no data for T_query_idle ask zones k hops away."""
