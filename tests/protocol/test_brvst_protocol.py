@@ -166,6 +166,8 @@ def test_a_grid_manager_leaving_hands_its_state_over() -> None:
     assert seat.record.epoch == 2 and seat.record.inherited
     gm = f.node(new).gm
     assert gm is not None and ((who["far"], "far") in gm.table)
+    (zm,) = f.managers("zm")[(0, 0)]
+    assert [g for c, g in f.node(zm).zm.sof if c == (1, 1)] == [new]  # type: ignore[union-attr]
     registrations = [tx for tx in f.net.txs if tx.time >= start and tx.message.type == m.SUBSCRIBE
                      and not m.SubscribeMsg.from_wire(
                          m.Envelope.from_wire(tx.message.body).payload).refresh]
@@ -480,3 +482,29 @@ def test_a_split_grid_has_a_manager_per_part_and_both_parts_are_served() -> None
     f.run(until=30.0)
     assert set(delivered(f, main)) == {(far, "far")}
     assert set(delivered(f, alone)) == {(lonely, "lonely")}
+
+
+def test_a_member_cut_off_from_its_managed_grid_does_not_stand() -> None:
+    """A member that followed its grid's manager and then hears none of its grid-mates
+    cannot tell a crash from its own isolation: it does not elect itself (which would split
+    the grid) and keeps reaching the manager by routing, as an outsider would."""
+    f = Field(500, 500)
+    f.run(until=6.0)
+    cut = f.nearest(302.5, 412.5)  # a member of grid (1, 1)
+    sub = f.nearest(40, 40)
+    f.net.subscribe(sub, "s", SUB("t a1_lo>=0"))
+    f.run(until=10.0)
+    spot = (256.0, 400.0)
+    lo, hi = 250.0 - R / 4, 500.0 + R / 4
+    for other in list(f.pos):
+        x, y = f.pos[other]
+        if other != cut and lo <= x <= hi and lo <= y <= hi \
+                and math.dist((x, y), spot) <= R:
+            f.crash(other)
+    f.move(cut, *spot)
+    f.run(until=30.0)
+    assert f.node(cut).gm is None and f.node(cut).counters["isolated_abstained"] > 0
+    assert len(f.managers("gm")[(1, 1)]) == 1
+    eid = f.net.publish(cut, parse_event("t a1_lo=5 a1_hi=6"))
+    f.run(until=34.0)
+    assert set(delivered(f, eid)) == {(sub, "s")}

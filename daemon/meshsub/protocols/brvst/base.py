@@ -385,6 +385,12 @@ class BrvstBase(Protocol):
     def _push_zrsv(self, reason: m.ZrsvReason, force: bool = False) -> None:
         raise NotImplementedError
 
+    def _resign_gm(self) -> None:
+        raise NotImplementedError
+
+    def _resign_zm(self) -> None:
+        raise NotImplementedError
+
 
 def _packed(env: m.Envelope) -> int:
     return len(msgpack.packb(env.to_wire(), use_bin_type=True))

@@ -21,6 +21,16 @@ from meshsub.protocols.brvst.zones import Level
 class GridRole(BrvstBase):
     """What a node does while it is the manager of its grid."""
 
+    def _resign_gm(self) -> None:
+        """Leaving the role: the zone manager forgets this grid manager's record at once."""
+        gm = self.gm
+        if gm is None:
+            return
+        body = m.SummaryUpdate(gm.cell[0], gm.cell[1], self._sender(gm.epoch), gm.version + 1,
+                               int(m.GrsvReason.RESIGN), (), self.cfg)
+        self._send_area(m.GRSV_UPDATE, self._zone_area(self.layout.zone_of(gm.cell)),
+                        body.to_wire())
+
     def _gm(self, msg: Message) -> GridManager | None:
         if self.gm is None:
             self.drop("not_manager", msg)

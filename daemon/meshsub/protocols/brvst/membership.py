@@ -112,7 +112,19 @@ class Membership(BrvstBase):
             delay = backoff(mine, self.layout.diagonal(seat.area), t_ann, self.rng)
             self.set_timer(f"{T_ELECT}{int(level)}", delay)
             return
+        if seat.last_epoch > 0 and not self._hears_area(seat.area):
+            # Cut off from an area that has a manager somewhere: this node cannot tell a
+            # crash from its own isolation, and standing would split the area. It routes
+            # to the area's manager as an outsider would, and tries again later.
+            self.counters["isolated_abstained"] += 1
+            self.set_timer(f"{T_ELECT}{int(level)}", t_ann)
+            return
         self._become_manager(level, seat.last_epoch + 1, inherited=False)
+
+    def _hears_area(self, area: Area) -> bool:
+        """True if a neighbour is inside the area's flood scope (announcements can reach us)."""
+        bounds, margin = self.layout.bounds(area), self.params.scope_margin
+        return any(bounds.contains(x, y, margin) for x, y in self._npos.values())
 
     def _watch(self, level: Level, rec: ManagerRecord) -> None:
         """Re-arm the level's election timer for the moment ``rec`` would be timed out."""
@@ -159,6 +171,11 @@ class Membership(BrvstBase):
             self._on_new_manager(Level.GRID, seat.record)
 
     def _release_role(self, level: Level) -> None:
+        """Stop managing: tell the manager above (or the zones around) first."""
+        if level is Level.GRID:
+            self._resign_gm()
+        else:
+            self._resign_zm()
         seat = self.seats[level]
         seat.phase, seat.record = Phase.LISTEN, None
         if level is Level.GRID:

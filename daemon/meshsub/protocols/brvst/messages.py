@@ -85,6 +85,8 @@ class GrsvReason(enum.IntEnum):
     CHANGE = 0
     REFRESH = 1
     RESYNC = 2
+    RESIGN = 3
+    """The sender stops managing the grid (hand-over, lost conflict): forget its record."""
 
 
 class ZrsvReason(enum.IntEnum):
@@ -93,6 +95,8 @@ class ZrsvReason(enum.IntEnum):
     UNWANTED = 2
     ADVERT_REPLY = 3
     QUERY = 4
+    RESIGN = 5
+    """The sender stops managing the zone: forget its summary."""
 
 
 class Dest(enum.IntEnum):
@@ -415,7 +419,7 @@ class SummaryUpdate:
     def from_wire(cls, obj: Any) -> SummaryUpdate:
         f = Fields(obj, 8, "summary update")
         return cls(f.integer(), f.integer(), Sender.from_wire(f.raw()), f.integer(0, _U32),
-                   f.integer(0, 4), rsv_from_wire(f.raw()), f.blob(32), f.opt_node())
+                   f.integer(0, 5), rsv_from_wire(f.raw()), f.blob(32), f.opt_node())
 
 
 @dataclass(frozen=True, slots=True)

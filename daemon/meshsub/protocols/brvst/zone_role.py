@@ -48,6 +48,10 @@ class ZoneRole(BrvstBase):
         if u.cfg != self.cfg:
             self.drop("config_mismatch", msg)
             return
+        if u.reason == m.GrsvReason.RESIGN:
+            zm.drop_grid((cell, u.sender.node))
+            self._zrsv_soon()
+            return
         self._learn_sender(Level.GRID, u.ax, u.ay, u.sender)
         status, added = zm.apply_grsv(cell, u, self.now)
         if status is Applied.FULL:
@@ -160,8 +164,11 @@ class ZoneRole(BrvstBase):
         if u.cfg != self.cfg:
             self.drop("config_mismatch", msg)
             return
-        self._learn_sender(Level.ZONE, u.ax, u.ay, u.sender)
         key = (zone, u.sender.node)
+        if u.reason == m.ZrsvReason.RESIGN:
+            zm.summaries.pop(key)
+            return
+        self._learn_sender(Level.ZONE, u.ax, u.ay, u.sender)
         old = zm.summaries.get(key)
         if old is not None and (u.sender.epoch, u.version) < (old.epoch, old.version):
             self.drop("stale_summary", msg)
@@ -291,6 +298,16 @@ class ZoneRole(BrvstBase):
                                int(reason), entries, self.cfg, zm.predecessor)
         self._zrsv_sent_at[zone] = self.now
         self._send_area(m.ZRSV_UPDATE, self._zone_area(zone), body.to_wire(), to=to)
+
+    def _resign_zm(self) -> None:
+        """Leaving the role: the zones this one pushed to forget its summary at once."""
+        zm = self.zm
+        if zm is None:
+            return
+        body = m.SummaryUpdate(zm.zone[0], zm.zone[1], self._sender(zm.epoch), zm.version + 1,
+                               int(m.ZrsvReason.RESIGN), (), self.cfg).to_wire()
+        for zone in sorted(set(self.layout.neighbours(zm.zone)) | set(zm.push)):
+            self._send_area(m.ZRSV_UPDATE, self._zone_area(zone), body)
 
     def _query(self, zm: ZoneManager) -> None:
         """§IV-C: subscriptions that found no data for T_query_idle ask zones k hops away."""
