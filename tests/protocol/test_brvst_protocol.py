@@ -204,7 +204,8 @@ def test_a_crashed_grid_manager_is_replaced_and_subscriptions_rebuilt() -> None:
 
 
 def test_a_crashed_zone_manager_is_replaced_and_its_sof_rebuilt() -> None:
-    f = Field(500, 500)
+    """The grid managers resync with the new zone manager (no refresh falls in the test)."""
+    f = Field(500, 500, T_grsv_refresh=300.0)
     f.run(until=6.0)
     who = subscribe_all(f)
     f.run(until=10.0)

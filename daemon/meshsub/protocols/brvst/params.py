@@ -82,8 +82,10 @@ class BrvstParams(ReliableParams):
 
     # ---- propagation and caching (§IV-B2, IV-C, IV-D)
     T_batch: float = 0.2
-    T_grsv_refresh: float = 30.0
-    T_zrsv_refresh: float = 30.0
+    T_grsv_refresh: float = 10.0
+    """Soft-state refresh of a GRSV; a grid manager unheard for 3 periods leaves the SOF."""
+    T_zrsv_refresh: float = 10.0
+    """Period of a zone's ZRSV push; a neighbour's unheard for 3 periods is forgotten."""
     T_zrsv_idle: float = 300.0
     """A non-neighbour zone's summary with no data match for this long is dropped."""
     T_adv: float = 60.0
