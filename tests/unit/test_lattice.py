@@ -63,7 +63,7 @@ def test_closed_form_matches_the_iterated_walk() -> None:
                                                                   abs=1e-15)
 
 
-# (i, j, T, P_hit): the spec's reference table of Theorem 6.1 (infinite lattice).
+# (i, j, T, P_hit): a reference table of Theorem 6.1 (Zheng 2008, App. 6.A; infinite lattice).
 HIT_TABLE = [
     (1, 0, 1, 0.25), (1, 0, 3, 0.328125), (1, 0, 5, 0.371094), (1, 0, 11, 0.437186),
     (1, 0, 101, 0.584263),

@@ -13,8 +13,8 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
+from meshsim.host.errors import VmeshError
 from meshsim.vmesh import deploy, image, inventory, lifecycle, nodes
-from meshsim.vmesh.errors import VmeshError
 from meshsim.vmesh.plan import DEFAULT_RUN
 from meshsim.vmesh.runstate import run_dir
 

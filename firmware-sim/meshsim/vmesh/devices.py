@@ -15,8 +15,9 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from meshsim.vmesh import nodes, sh
-from meshsim.vmesh.errors import VmeshError
+from meshsim.host import sh
+from meshsim.host.errors import VmeshError
+from meshsim.vmesh import nodes
 
 VENV_PYTHON = "/opt/meshsub/bin/python"
 CTL = "/opt/meshsub/bin/meshsubctl"

@@ -14,8 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from meshsim.vmesh import image, inventory, net, nodes, sh
-from meshsim.vmesh.errors import VmeshError
+from meshsim.host import sh
+from meshsim.host.errors import VmeshError
+from meshsim.vmesh import image, inventory, net, nodes
 from meshsim.vmesh.plan import DEFAULT_RUN, Plan, make_plan
 from meshsim.vmesh.runstate import RunState, forget, load_state, run_dir
 

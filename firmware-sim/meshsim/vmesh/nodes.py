@@ -9,8 +9,8 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from meshsim.vmesh import sh
-from meshsim.vmesh.errors import VmeshError
+from meshsim.host import sh
+from meshsim.host.errors import VmeshError
 from meshsim.vmesh.plan import NodePlan
 
 PODMAN = ("podman", "--runtime", "runc", "--cgroup-manager", "cgroupfs")

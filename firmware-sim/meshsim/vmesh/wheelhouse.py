@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from meshsim.vmesh import sh
+from meshsim.host import sh
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 FIXED_EPOCH = "1700000000"

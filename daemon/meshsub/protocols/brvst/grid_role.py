@@ -70,7 +70,7 @@ class GridRole(BrvstBase):
         if gm is None:
             return
         if gm.seen.check_and_add(up.pub.event_id):
-            self.drops["duplicate_publish"] += 1
+            self.drop("duplicate_publish", msg)
             return
         view = self.schema.view(up.pub.event.attrs)
         self._deliver(gm, up.pub, gm.match(up.pub.event, view, self.mode,

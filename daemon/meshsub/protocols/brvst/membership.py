@@ -249,7 +249,7 @@ class Membership(BrvstBase):
 
     def _on_flood(self, sender: NodeId, msg: Message) -> None:
         if msg.id in self.dedup:
-            self.drops["duplicate_flood"] += 1  # the rx records already show every copy
+            self.drop("duplicate_flood", msg, peer=sender)
             return
         try:
             if msg.type == m.ANNOUNCE:

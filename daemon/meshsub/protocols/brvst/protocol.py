@@ -201,7 +201,7 @@ class Brvst(Membership, GridRole, ZoneRole):
         if self.deliver_local(d.pub.event, d.pub.event_id, msg.hop, d.pub.published_at):
             return
         if any(s.matches(d.pub.event) for s in self.subscriptions.values()):
-            self.drops["duplicate_deliver"] += 1  # the deliver records show the first copy
+            self.drop("duplicate_deliver", msg)
         else:
             self.drop("false_positive", msg)
 
@@ -239,24 +239,24 @@ class Brvst(Membership, GridRole, ZoneRole):
             "zone_manager": self.zm is not None,
             "held": len(self._held),
             "counters": dict(self.counters),
-            "state": {k: list(v) for k, v in self.state_size().items()},
+            "state": {k: list(v) for k, v in self.state_sizes().items()},
         }
 
-    def state_size(self) -> dict[str, tuple[int, int]]:
-        """Entries and bytes of every structure this node holds (the state-size measure).
+    def state_sizes(self) -> dict[str, tuple[int, int]]:
+        """Entries and bytes of every store this node holds (the state-size measure).
 
-        Member state is what every node keeps (seats, hints, its own
-        subscriptions, held messages); manager state comes from the roles it
-        holds. Bytes are the encoded sizes of docs/protocols/brvst.md
-        ("Storage accounting"), so the figures compare across nodes and runs.
+        Member state is what every node keeps (its subscriptions, the managers it
+        follows, routing hints, held messages); manager state comes from the roles it
+        holds (stores named ``gm_*`` and ``zm_*``, so a report with one is a broker's).
+        Bytes of ARV structures are their encoded sizes (docs/protocols/brvst.md,
+        "Storage accounting"), the rest msgpack or a fixed charge per entry.
         """
-        own = sum(len(s.key) for sid, s in self.subscriptions.items() if sid in self._valid)
-        out: dict[str, tuple[int, int]] = {
+        out = super().state_sizes()
+        out.update({
             "member_managers": (len(self.seats), len(self.seats) * HINT_BYTES),
             "member_hints": (len(self.hints), self.hints.bytes),
-            "member_subscriptions": (len(self._valid), own),
             "held": (len(self._held), self._held.bytes),
-        }
+        })
         if self.gm is not None:
             out.update(self.gm.state_size())
         if self.zm is not None:

@@ -73,7 +73,7 @@ class ZoneRole(BrvstBase):
         if zm is None:
             return
         if zm.seen.check_and_add(("up", up.pub.event_id)):
-            self.drops["duplicate_publish"] += 1
+            self.drop("duplicate_publish", msg)
             return
         view = self.schema.view(up.pub.event.attrs)
         origin = Cell(*up.origin_grid)

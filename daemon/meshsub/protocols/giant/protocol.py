@@ -102,6 +102,7 @@ class Giant(Protocol):
     protocol_id: ClassVar[int] = 9
     Params: ClassVar[type[ProtocolParams]] = GiantParams
     message_kinds: ClassVar[dict[int, MsgKind]] = m.KINDS
+    buffer_store: ClassVar[bool] = True
     params: GiantParams
 
     def __init__(self, node: NodeId, *, store: BufferStore | None = None,
