@@ -121,6 +121,24 @@ def test_a_publication_is_delivered_exactly_once_to_exactly_the_matching_subscri
     assert not f.drops()["false_positive"] and not f.drops()["malformed"]
 
 
+def test_managers_subscribing_after_their_election_are_served() -> None:
+    """A grid manager elected with no subscriptions of its own, and a zone manager, that
+    subscribe later register with their own grid (found in a simulator run, where such
+    managers received nothing: they registered only if they had subscriptions when
+    elected), and keep their leases by refreshing."""
+    f = Field(500, 500, T_lease=9.0)
+    f.run(until=10.0)
+    gm, zm = f.managers("gm")[(1, 1)][0], f.managers("zm")[(0, 0)][0]
+    f.net.subscribe(gm, "g", SUB("t a1_lo>=0 a1_hi<=50"))
+    f.net.subscribe(zm, "z", SUB("t a1_lo>=0 a1_hi<=50"))
+    f.run(until=40.0)  # beyond three leases: only refreshes keep the subscriptions
+    text = "t a1_lo=1 a1_hi=2"
+    eid = f.net.publish(f.nearest(30, 30), parse_event(text))
+    f.run(until=44.0)
+    assert set(delivered(f, eid)) == truth(f, text) == {(gm, "g"), (zm, "z")}
+    assert not f.drops()["lease_expired"]
+
+
 def test_a_local_only_match_needs_no_zone_traffic_down() -> None:
     f = Field(500, 500)
     f.run(until=6.0)

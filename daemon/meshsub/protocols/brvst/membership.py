@@ -167,7 +167,7 @@ class Membership(BrvstBase):
         self.set_timer(f"{T_ANN}{int(level)}",
                        p.ann_period(level) * self.rng.uniform(0.75, 1.25))
         self._release_held(seat.area)
-        if level is Level.GRID and self._valid:
+        if level is Level.GRID:  # registered with itself, subscriptions now or later
             self._on_new_manager(Level.GRID, seat.record)
 
     def _release_role(self, level: Level) -> None:
