@@ -10,11 +10,13 @@ choices, listed with their reasons in docs/protocols/brvst.md.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from meshsub.core.arv import Comparator
 from meshsub.core.cellgrid import require_at_least_one, require_non_negative, require_positive
-from meshsub.core.params import ParameterError
+from meshsub.core.params import OUR_DECISION, ParamDoc, ParameterError
 from meshsub.core.reliable import ReliableParams
 
 DEFAULT_ATTRIBUTES = tuple(f"a{i}" for i in range(15))
@@ -22,9 +24,89 @@ DEFAULT_ATTRIBUTES = tuple(f"a{i}" for i in range(15))
 
 GM_CHECKS = ("exact", "arv")
 
+PAPER = "Li and Wang 2014, §V"
+GAP = "our decision (the paper names it, no value)"
+
+PARAM_DOCS: dict[str, ParamDoc] = {
+    "area_width_m": ParamDoc("m", PAPER, "Width of the rectangle cut into grids."),
+    "area_height_m": ParamDoc("m", PAPER, "Height of the rectangle cut into grids."),
+    "origin_x": ParamDoc("m", OUR_DECISION, "x of the rectangle's lower-left corner."),
+    "origin_y": ParamDoc("m", OUR_DECISION, "y of the rectangle's lower-left corner."),
+    "grid_size_m": ParamDoc("m", PAPER + " (16 grids on 1 km^2)"),
+    "K": ParamDoc("grids", PAPER + " (4 zones of 4 grids)"),
+    "R": ParamDoc("m", PAPER + " (average transmission range)"),
+    "alpha": ParamDoc("", PAPER + " (90 %)"),
+    "attributes": ParamDoc("", PAPER + " (1-3 of a predefined set of 15)"),
+    "L": ParamDoc("", OUR_DECISION + " (the paper gives no domain)",
+                  "Default lower end of an attribute's domain [L, U)."),
+    "U": ParamDoc("", OUR_DECISION + " (the paper gives no domain)",
+                  "Default upper end (exclusive) of an attribute's domain [L, U)."),
+    "q": ParamDoc("", OUR_DECISION),
+    "Lmax": ParamDoc("levels", OUR_DECISION),
+    "comparator": ParamDoc("", "our decision (docs/protocols/brvst.md, 'Where the paper is "
+                               "wrong by computation')"),
+    "gm_check": ParamDoc("", "our decision (\"arv\" is the paper's §IV-C)"),
+    "T_ann": ParamDoc("s", OUR_DECISION + " (the paper defers election to its ref. [11])"),
+    "T_ann_zone": ParamDoc("s", OUR_DECISION),
+    "scope_margin_m": ParamDoc("m", OUR_DECISION),
+    "flood_jitter": ParamDoc("s", OUR_DECISION),
+    "h_margin": ParamDoc("m", OUR_DECISION),
+    "T_hold": ParamDoc("s", OUR_DECISION),
+    "T_lease": ParamDoc("s", GAP),
+    "position_update_m": ParamDoc("m", OUR_DECISION),
+    "want_history": ParamDoc("", OUR_DECISION + " (gap G1: §IV-D misses absorbed subscriptions)"),
+    "T_batch": ParamDoc("s", OUR_DECISION,
+                        "Changes of a GRSV or ZRSV within this time go out as one update."),
+    "T_grsv_refresh": ParamDoc("s", OUR_DECISION),
+    "T_zrsv_refresh": ParamDoc("s", OUR_DECISION),
+    "T_zrsv_idle": ParamDoc("s", GAP + " (§IV-C 'predefined timeout')"),
+    "T_adv": ParamDoc("s", GAP + " (§IV-C)"),
+    "T_cache": ParamDoc("s", GAP + " (§IV-D)",
+                        "How long a zone manager keeps a publication in its cache."),
+    "T_sweep": ParamDoc("s", OUR_DECISION),
+    "T_unwanted_holddown": ParamDoc("s", OUR_DECISION,
+                                    "At most one ZRSV answer to a zone's unwanted traffic "
+                                    "per this period."),
+    "T_query_idle": ParamDoc("s", GAP + " (§IV-C, optional queries)",
+                             "A zone whose subscriptions found no data this long queries."),
+    "k_query": ParamDoc("zone hops", GAP + " (§IV-C)"),
+    "cache_remote": ParamDoc("", OUR_DECISION,
+                             "Zone managers cache publications from other zones too (§IV-D "
+                             "read literally); false: the origin zone's cache only."),
+    "N_sub_max": ParamDoc("subscriptions", OUR_DECISION),
+    "sub_bytes_max": ParamDoc("bytes", OUR_DECISION,
+                              "Bytes of subscriptions one grid manager keeps."),
+    "sof_entries_max": ParamDoc("entries", OUR_DECISION,
+                                "Entries of a zone manager's SOF (its grids' summaries)."),
+    "sof_bytes_max": ParamDoc("bytes", OUR_DECISION, "Bytes of a zone manager's SOF."),
+    "zrsv_zones_max": ParamDoc("zones", OUR_DECISION,
+                               "Other zones' ZRSVs a zone manager keeps (and its push set)."),
+    "zrsv_bytes_max": ParamDoc("bytes", OUR_DECISION, "Bytes of other zones' ZRSVs kept."),
+    "N_cache_max": ParamDoc("publications", OUR_DECISION,
+                            "Publications in a zone manager's cache."),
+    "C_max": ParamDoc("bytes", OUR_DECISION),
+    "advert_max": ParamDoc("entries", OUR_DECISION,
+                           "Advertisement times a zone manager remembers."),
+    "hold_max": ParamDoc("messages", OUR_DECISION,
+                         "Messages one node holds for an unknown or vanished manager."),
+    "hold_bytes_max": ParamDoc("bytes", OUR_DECISION, "Bytes of held messages."),
+    "hints_max": ParamDoc("entries", OUR_DECISION,
+                          "Routing hints (managers of other areas heard) one node keeps."),
+    "dedupe_size": ParamDoc("ids", OUR_DECISION,
+                            "Served and seen message ids kept per table (LRU)."),
+    "T_dedupe": ParamDoc("s", OUR_DECISION, "How long a seen flood id is remembered."),
+    "xfer_max_bytes": ParamDoc("bytes", OUR_DECISION),
+    "max_hops": ParamDoc("hops", OUR_DECISION,
+                         "Hops one routed leg may take (at most 255 end to end)."),
+    "reliable_control": ParamDoc("", OUR_DECISION),
+    "reliable_data": ParamDoc("", OUR_DECISION),
+}
+
 
 @dataclass(frozen=True, slots=True)
 class BrvstParams(ReliableParams):
+    param_docs: ClassVar[Mapping[str, ParamDoc]] = PARAM_DOCS
+
     # ---- the virtual hierarchy (§III, §V): every node must agree on these
     area_width_m: float = 1000.0
     area_height_m: float = 1000.0
