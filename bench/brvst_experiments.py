@@ -356,7 +356,15 @@ def _storage(fig: RunFigures, manifest: dict[str, Any],
 
 
 def run_point(point: Point, runs: Path, keep: bool, reuse: bool) -> RunFigures:
-    """Simulate one point (or reuse its figures) and return its figures."""
+    """Simulate one point (or reuse its figures) and return its figures; a failure comes
+    back as one RuntimeError naming the run (some errors do not survive pickling)."""
+    try:
+        return _run_point(point, runs, keep, reuse)
+    except Exception as exc:
+        raise RuntimeError(f"{point.run_id}: {type(exc).__name__}: {exc}") from None
+
+
+def _run_point(point: Point, runs: Path, keep: bool, reuse: bool) -> RunFigures:
     from meshsim.des.run import run_scenario
     from meshsim.scenario import load_scenario
 
