@@ -426,7 +426,9 @@ def write_report(figs: list[RunFigures], args: argparse.Namespace, load: str, ou
              "alpha 0.9, 200 subscriptions and 200 publications a minute, 1-3 of 15 "
              "attributes on [0, 100), each range two sorted uniform integer endpoints, "
              "subscriptions for 300 s). BRVST runs with the paper's ARV check at the grid "
-             "manager (`gm_check = \"arv\"`); the subscriber drops its false positives. "
+             "manager (`gm_check = \"arv\"`) and the default `safe` comparator (on range "
+             "publications about twice the paper comparator's ARV-level false positives, "
+             "docs/protocols/brvst.md, 'FP figures'); the subscriber drops its false positives. "
              "Figures from publications after the warm-up; intervals are 95 % Student-t "
              "over seeds (mean ± half-width).", ""]
     if missing:
