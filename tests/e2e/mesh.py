@@ -205,6 +205,8 @@ class NodeProc:
             out += ["[location.gpsd]", f"port = {loc['port']}"]
         elif loc["source"] == "nmea":
             out += ["[location.nmea]", f'device = "{loc["device"]}"', "baud = 9600"]
+        elif loc["source"] == "static":
+            out += ["[location.static]", f"x = {loc['x']}", f"y = {loc['y']}"]
         return out
 
     # ------------------------------------------------------------ processes
