@@ -80,6 +80,9 @@ class Decoded(NamedTuple):
     frame_bytes: int
     """Bytes of every frame that carried it (all fragments for a segmented message)."""
     frames: int = 1
+    newest: bool = True
+    """The last frame was the newest of its transmitter (not a late one inside the
+    replay window): only such a frame may teach the driver the transmitter's address."""
 
 
 class FrameCodec:
@@ -257,10 +260,10 @@ class FrameCodec:
         whose tag verified.
 
         The receive path of every datagram is the first branch: a whole frame
-        (``bytes``, prefix in order) verified, unpacked and accepted here, with
-        the checks of ``verify_and_unpack`` and the replay window looked up
-        once; anything else takes the general path, which raises the same
-        errors. Both paths end in ``_accept_whole`` for whole frames.
+        (``bytes``, prefix in order) verified and unpacked here without the
+        calls and slices of ``verify_and_unpack``; anything else takes the
+        general path, which raises the same errors. Both end in
+        ``_accept_whole`` for whole frames.
         """
         counters = self.counters
         counters["frames_in"] += 1
@@ -281,7 +284,7 @@ class FrameCodec:
                     if type(fields) is not list:
                         raise FrameError("malformed",
                                          f"expected an array, got {type(fields).__name__}")
-                    return self._accept_whole(fields, size)
+                    return self._accept_whole(fields, size, now)
             elif isinstance(data, bytes | bytearray | memoryview):
                 counters["bytes_in"] += len(data)
             else:
@@ -291,16 +294,24 @@ class FrameCodec:
             counters[err.reason] += 1
             raise
 
+    def _accept_whole(self, fields: list[Any], size: int, now: float) -> Decoded:
+        """The message of a verified whole frame's fields, past the own-frame and replay checks."""
+        pid, transmitter, tx_epoch, tx_seq, message = whole_message(fields)
+        newest = self._check_replay(transmitter, tx_epoch, tx_seq, now)
+        self.counters["messages_in"] += 1
+        return Decoded(transmitter, tx_epoch, pid, message, size, 1, newest)
+
     def _decode(self, data: bytes | bytearray | memoryview, now: float) -> Decoded | None:
         """The general path: any buffer type, fragments, and every malformed prefix."""
         key_id, flags, fields, size = verify_and_unpack(data, self.keys, self.max_frame)
         if not flags & FLAG_FRAGMENT:
-            return self._accept_whole(fields, size)
+            return self._accept_whole(fields, size, now)
         # Partial messages time out here and in ``expire`` (the driver calls it
         # periodically); whole frames never touch the reassembly.
         self.reassembly.expire(now)
         frame = fragment_frame(fields, key_id, size)
-        self._check_replay(frame.transmitter, frame.transmitter_epoch, frame.transmitter_seq)
+        newest = self._check_replay(frame.transmitter, frame.transmitter_epoch,
+                                    frame.transmitter_seq, now)
         if frame.fragment is None:  # fragment_frame returns a fragment or raises
             raise FrameError("malformed", "frame carries neither message nor fragment")
         key = (frame.transmitter, frame.transmitter_epoch, frame.fragment.fragment_id)
@@ -317,27 +328,22 @@ class FrameCodec:
             message,
             done.frame_bytes,
             done.frames,
+            newest,
         )
 
-    def _accept_whole(self, fields: list[Any], size: int) -> Decoded:
-        """The message of a verified whole frame's fields, past the own-frame and replay checks."""
-        pid, transmitter, tx_epoch, tx_seq, message = whole_message(fields)
-        if transmitter == self.node:
-            raise FrameError("own_frame", f"seq {tx_seq}")
-        why = self.replay.admit(transmitter, tx_epoch, tx_seq)
-        if why is not None:
-            raise FrameError("replay", f"from {transmitter:x}: {why}")
-        self.counters["messages_in"] += 1
-        return _new_decoded(Decoded, (transmitter, tx_epoch, pid, message, size, 1))
-
-    def _check_replay(self, transmitter: NodeId, epoch: int, seq: int) -> None:
-        """Own frames and replays are refused; a fresh frame moves the window."""
+    def _check_replay(self, transmitter: NodeId, epoch: int, seq: int, now: float) -> bool:
+        """Own frames, replays and new transmitters beyond a full table are refused; a
+        fresh frame moves the window. Returns whether it was the transmitter's newest
+        (not a late one inside the window)."""
         if transmitter == self.node:
             raise FrameError("own_frame", f"seq {seq}")
-        why = self.replay.check(transmitter, epoch, seq)
+        replay = self.replay
+        why = replay.check(transmitter, epoch, seq)
         if why is not None:
             raise FrameError("replay", f"from {transmitter:x}: {why}")
-        self.replay.accept(transmitter, epoch, seq)
+        if not replay.has_room(transmitter, now):
+            raise FrameError("transmitters_full", f"from {transmitter:x}")
+        return replay.accept(transmitter, epoch, seq, now)
 
     def expire(self, now: float) -> int:
         """Drop timed-out partial messages (counted as ``reassembly_timeout``); how many."""
@@ -348,6 +354,7 @@ class FrameCodec:
         return {
             "counters": dict(self.counters),
             "transmitters": len(self.replay),
+            "transmitters_evicted": self.replay.evicted,
             "reassemblies": len(self.reassembly),
             "reassembly_bytes": self.reassembly.charged_bytes,
             "key_ids": sorted(self.keys.key_ids),
@@ -355,8 +362,6 @@ class FrameCodec:
         }
 
 
-_new_decoded = tuple.__new__
-"""Builds a ``Decoded`` from a full tuple without the named tuple's Python ``__new__``."""
 _unpackb = msgpack.unpackb
 
 
