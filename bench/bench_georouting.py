@@ -1,6 +1,6 @@
 """GPSR figures at HESPER scale: next_hop calls/s, planarisation cost, route lengths.
 
-The HESPER set-up (spec 004 Table 4.1): 4000 or 8000 nodes uniformly in a
+The HESPER set-up (Zheng 2008, Table 4.1): 4000 or 8000 nodes uniformly in a
 1000 m x 1000 m square, radio range 70 m or 100 m. For each network it
 prints the mean degree, the cost of one local planarisation (GG, RNG), the
 rate of ``next_hop`` decisions in greedy and in perimeter mode, and the hop

@@ -26,8 +26,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "firmware-sim"))
 
-from meshsim.medium import LogDistance, Medium, testbed  # noqa: E402
-from meshsim.medium.radio import LinearRamp, RadioModel  # noqa: E402
+from meshsim.medium import Medium  # noqa: E402
+from meshsim.radio import (  # noqa: E402
+    LinearRamp,
+    LogDistance,
+    RadioModel,
+)
+from meshsim.vmesh import testbed  # noqa: E402
 
 RUN = "mb"
 AREA_M = 1000.0

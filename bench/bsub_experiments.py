@@ -68,7 +68,7 @@ class RunSpec:
 
 
 def load(spec: RunSpec, extra: list[str] | None = None) -> Scenario:
-    """The shipped scenario with the spec's trace length, protocol and parameters.
+    """The shipped scenario with the run's trace length, protocol and parameters.
 
     PUSH gets an unlimited buffer and hop count, as the paper's epidemic
     baseline; every protocol the same TTL.

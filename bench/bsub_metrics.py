@@ -4,8 +4,8 @@ One function, ``metrics``, turns the records every driver writes (``publish``,
 ``subscribe``, ``deliver``, ``drop``, ``tx``, ``broker``) into the figures of
 the results page. It is deliberately written against the record schema only,
 so that mesheval's Spark job can compute the same figures from the same
-records and be checked against this one (definitions: spec 001 §7.1, §9
-#27-28):
+records and be checked against this one (definitions after Zhao and Wu 2010,
+§VII-A):
 
 - **judged messages**: published at or after ``since`` (the broker election's
   warm-up: every node starts as a user) and whose lifetime ended within the
@@ -13,14 +13,14 @@ records and be checked against this one (definitions: spec 001 §7.1, §9
 - **delivery ratio**: delivered (message, interested consumer) pairs / all
   such pairs, over judged messages; a consumer is a node subscribed to the
   message's key, other than its producer; delivered means a ``deliver``
-  record within the TTL (spec §9 #27);
+  record within the TTL;
 - **delivered to >= 1**: judged messages delivered to at least one interested
   consumer / judged messages that have one (the per-message view of #27);
 - **delay**: publication to delivery of the delivered pairs only, in hours
   (mean and median; the paper plots it on a log axis);
 - **forwardings per delivered message**: every DATA transmission of a judged
   message (any mode: direct, copy, handoff; PUSH and PULL DATA) / delivered
-  pairs (spec §9 #28). Control traffic (filters, offers, summary vectors)
+  pairs. Control traffic (filters, offers, summary vectors)
   is counted apart, in bytes, by the caller;
 - **FPR**: false deliveries / (deliveries + false deliveries) of judged
   messages, a false delivery being a DATA that passed a consumer's Bloom

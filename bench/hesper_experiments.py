@@ -13,7 +13,7 @@ under ``docs/results/hesper/``):
 2. mesheval evaluates the RUNDIRs of each size (Spark ``local[2]``, ``run_batch``, energy
    charged per message of Table 4.1's M_b = 320 bits) and writes metrics.json, tables and
    its report into ``--eval``/<size>.
-3. The page's figures are mesheval's per-run metrics (spec 004 §4.7.2):
+3. The page's figures are mesheval's per-run metrics (after Zheng 2008, §4.4.1):
 
    - delivery message cost = ``tx_data_per_event`` (every hop of every copy);
    - average delivery energy = ``energy_per_subscriber_j`` (tx at the real link length,
@@ -60,7 +60,7 @@ KEPT = ("report.md", "delivery_ratio.png", "overhead.png", "protocols.png")
 
 
 def monte_carlo_hops(samples: int, seed: int = 4) -> tuple[float, float, float]:
-    """(H_h, H_d, max stretch): TR = 1, s = 1/sqrt(2), as in spec 004 §9."""
+    """(H_h, H_d, max stretch): TR = 1, s = 1/sqrt(2), Theorem 4.1's set-up (Zheng 2008, §4.3)."""
     rng = random.Random(seed)
     s = 1 / math.sqrt(2)
     axis = diag = 0
@@ -250,7 +250,7 @@ def write_report(results: list[Result], mc: tuple[float, float, float], samples:
         "= `energy_per_subscriber_j`, subscribing msgs = `tx_subscription_count`, subscribing "
         "energy/sub = `energy_subscription_per_subscriber_j`, mean hops = `hop_mean`, delivery "
         "ratio and duplicates as named. Energy: first-order radio model of Table 4.1 at the "
-        "real link length, the model chosen by TR (spec DECISION H-m). Two figures are not "
+        "real link length, the model chosen by TR (our reading of §4.4.1). Two figures are not "
         "general metrics and are computed by the script from the same RUNDIRs' deliver "
         "records and mobility.log: the stretch hop / (|PS| / TR) and the fit of radio hops per "
         "cell hop. The Theorem 4.1 Monte Carlo is a direct computation.",
@@ -279,7 +279,7 @@ def write_report(results: list[Result], mc: tuple[float, float, float], samples:
                 f"| {r.nodes} | {r.tr:g} | {r.subscribers} | {label} | {r.delivery_msgs:.0f} | "
                 f"{r.delivery_energy_uj:.1f} | {r.sub_msgs} | {r.sub_energy_uj:.1f} | "
                 f"{r.hops:.2f} | {r.delivery_ratio:.3f} | {r.duplicates} |")
-    lines += ["", "## Claims of spec 004 §4.7.3 and §4.8 beside our figures", "",
+    lines += ["", "## The thesis's claims (Zheng 2008, §4.3-4.4) beside our figures", "",
               "| claim (thesis) | setting | ours | agrees? / why not |", "|---|---|---|---|"]
     lines += _claims(by, mc, samples)
     fits = [(r.axis_hops, r.diag_hops, r) for r in results
@@ -291,7 +291,7 @@ def write_report(results: list[Result], mc: tuple[float, float, float], samples:
     for ax, dg, r in fits:
         lines.append(f"| {r.nodes} | {r.tr:g} | {r.subscribers} | {ax:.2f} | {dg:.2f} |")
     lines += ["", "## Theorem 4.1 Monte Carlo", "",
-              f"{samples:,} samples (TR = 1, s = 1/sqrt 2, spec §9): H_h = {h_h:.3f} "
+              f"{samples:,} samples (TR = 1, s = 1/sqrt 2, Theorem 4.1's set-up): H_h = {h_h:.3f} "
               f"(thesis 1.21), H_d = {h_d:.3f} (thesis 1.56), maximum stretch "
               f"sqrt2 * hypot(H_h, H_d - H_h) = {stretch:.3f} (thesis 1.78).", ""]
     lines += vmesh_section(ASSETS)
@@ -369,7 +369,7 @@ event is duplicated and an event on a confirmed path arrives, at the price of mo
 transmissions (retransmissions and ACKs: the control column) and a longer latency tail
 (one RTO, 0.2 s, per lost copy). In the run quoted above all 234 deliveries arrived.
 Two earlier runs, with older code, did not: in one, PENDING entries lived only the
-spec's 3 x reply window, and a reply slowed by retransmissions came after its entries
+3 x reply window, and a reply slowed by retransmissions came after its entries
 had expired (15 of 234 lost); in the other, one SHB's SUBSCRIBE failed all four
 transmissions over one link while its reply window ran, the window closed empty and
 was counted a failure, and the path was set up only at the next broker change 27 s
@@ -407,23 +407,23 @@ REASONS = """
 - **Subscribing cost.** For HESPER we count SUBSCRIBE, REPLY and (HESPER-II) CONFIRM
   transmissions, every radio hop; DF has no reply. HESPER-II's two-way branching visits
   every cell between the axis-first and the diagonal-first path, and interior cells
-  receive two copies (the second is dropped by the sub_id check, spec §4.5.2 step 2), so
+  receive two copies (the second is dropped by the sub_id check), so
   its subscribing cost is several times HESPER-I's and DF's at small subscriber counts;
   the thesis reports 2-3x DF below 80 subscribers. The ordering HESPER-I < HESPER-II and
   the fall of HESPER-II's relative cost as subscribers grow are reproduced.
 - **HESPER-II's path choice.** The thesis does not say how an SHB chooses among replies;
-  the spec's DECISION (fewest new links, then total hops) joins the closest existing
+  our choice (fewest new links, then total hops) joins the closest existing
   branch, which is not always the choice that minimises the tree, so HESPER-II is not at
   every point below HESPER-I in delivery cost.
 - **Radio hops per cell hop in simulation.** Theorem 4.1 takes the next cell's broker
   uniformly placed in its cell. Our brokers are the nodes nearest the topic's hash point,
-  which sits at the same relative place in every cell (spec §4.3.2), so consecutive brokers
+  which sits at the same relative place in every cell (Zheng 2008, §4.2), so consecutive brokers
   are about s = 0.71 TR apart on an axis step (almost always one hop) and about TR apart on
   a diagonal step (two hops about half the time). The fitted axis figure is therefore
   nearer 1 than 1.21 as density grows, the diagonal one near 1.5; the fit also spreads the
   publisher -> PHB hop over the path's cell hops, which raises both slightly.
 - **SDCT** is not implemented, so the thesis's SDCT columns have no counterpart here.
-  All the thesis says of it (ch. 2, [PRA05]; spec 004 §1.4, §4.7.1) is: a tree rooted at
+  All the thesis says of it (ch. 2, [PRA05]; §1.4, §4.4.1) is: a tree rooted at
   the publisher with the subscribers as leaves; internal nodes "selected from the
   network" cache data; a new subscriber sends a join request to the root, the root floods
   it inside the existing tree, and "according to the location of the subscriber" the best
@@ -438,11 +438,11 @@ REASONS = """
   whether events go down every branch or are filtered per subtree. [PRA05] itself is not
   among the project's sources. Each choice changes SDCT's message counts by large
   factors, so a guess could not stand in for the thesis's SDCT figures.
-- **Properties of spec §4.8 items 1-6** are checked by tests, not by this report:
+- **The protocol's own properties** are checked by tests, not by this report:
   `tests/property/test_hesper_props.py` (election determinism, topic spreading with a
   chi-squared test, HESPER-I path shape, the union in-tree, HESPER-II next-hop sets and
   once-only delivery over one confirmed path, stop on covering) and
-  `tests/protocol/test_hesper_geometry.py` (the spec's vectors: hash points, broker
+  `tests/protocol/test_hesper_geometry.py` (worked vectors: hash points, broker
   choice, sector table, worked-example paths, energy per message).
 """
 
@@ -487,8 +487,8 @@ def _claims(by: dict[tuple[int, float, int], dict[str, Result]],
             figs(lambda o, t, d: f"I {o.delivery_msgs:.0f} / II {t.delivery_msgs:.0f}"),
             "II/I = " + ", ".join(f"{r:.2f}" for r in ratio)
             + ("; agrees" if ratio[0] < 1 and abs(ratio[-1] - 1) < 0.05 else
-               "; the trend holds only roughly (one seed, reply choice of spec §4.5.5)"))
-        row("subscribing messages: HESPER-I < HESPER-II (§4.8 item 7)", setting,
+               "; the trend holds only roughly (one seed, our reply choice)"))
+        row("subscribing messages: HESPER-I < HESPER-II (§4.4.2, Fig. 4.11)", setting,
             figs(lambda o, t, d: f"I {o.sub_msgs} / II {t.sub_msgs}"),
             "agrees" if all(o.sub_msgs < t.sub_msgs for _, o, t, _ in full)
             else "not at every point")
@@ -524,7 +524,7 @@ def _claims(by: dict[tuple[int, float, int], dict[str, Result]],
             "x" + ", x".join(f"{r:.2f}" for r in hop_ratio)
             + " with HESPER's two client hops; x" + ", x".join(f"{r:.2f}" for r in core)
             + " without them (the thesis's model has none); flat: agrees")
-        row("end-to-end hops / (|PS|/TR) <= 1.78 + eps (§4.8 item 8)", setting,
+        row("end-to-end hops / (|PS|/TR) <= 1.78 + eps (Theorem 4.1, §4.3)", setting,
             figs(lambda o, t, d: f"mean {o.stretch_mean:.2f} (without client hops "
                  f"{o.stretch_core_mean:.2f}) max {o.stretch_max:.2f}"),
             ("the mean agrees" if all(o.stretch_mean <= 1.8 for _, o, _, _ in full) else

@@ -114,9 +114,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     import os
 
     scenario = _load(args)
+    make_plan(scenario)  # every scenario error (faults, placement) before any device exists
     if os.geteuid() != 0:
         raise UsageError("meshsim run: needs root (network namespaces, containers)")
-    from meshsim.vmesh.errors import VmeshError
+    from meshsim.host.errors import VmeshError
     from meshsim.vmesh.scenario_run import RunOptions, agent_summary, run_on_vmesh
 
     def progress(msg: str) -> None:

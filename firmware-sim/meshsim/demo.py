@@ -30,9 +30,9 @@ from meshsim.cli import USER_ERRORS, UsageError, _Parser
 from meshsim.des.graph import summarize
 from meshsim.des.run import RunResult, run_scenario
 from meshsim.des.summary import outcomes, totals
-from meshsim.medium.radio import compute_links, make_model
+from meshsim.host.errors import VmeshError
+from meshsim.radio import compute_links, make_model
 from meshsim.scenario import Scenario, load_scenario
-from meshsim.vmesh.errors import VmeshError
 from meshsub.core.syntax import format_event
 
 

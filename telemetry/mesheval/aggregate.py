@@ -28,6 +28,8 @@ HEADLINE = (
     "duplicates",
     "energy_per_event_j",
     "energy_per_subscriber_j",
+    "state_entries_mean",
+    "state_bytes_mean",
 )
 """Metrics summarised per configuration (all per-run metrics are in metrics.json)."""
 

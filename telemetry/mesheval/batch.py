@@ -49,6 +49,7 @@ def run_batch(
     window_s: float = 10.0,
     range_m: float = 100.0,
     message_bits: int | None = None,
+    cache_window_s: float = 0.0,
 ) -> BatchResult:
     """Evaluate ``rundirs`` and write ``out/metrics.json`` and ``out/tables/``.
 
@@ -63,13 +64,21 @@ def run_batch(
         bad = sum(q.invalid for q in loaded.quality)
         raise InputError(f"no valid records: {bad} invalid lines in {len(loaded.quality)} files "
                          f"(first reason: {_first_reason(loaded.quality)})")
+    members = spark.createDataFrame(
+        [(s.run, int(node), name, group.get("role"))
+         for s in settings if (info := loaded.manifests.get(s.rundir)) is not None
+         for name, group in (info.raw.get("groups") or {}).items()
+         for node in group.get("nodes", [])],
+        "run string, node long, group string, role string")
     evaluation = evaluate(loaded.records, settings_frame(spark, settings), window_s=window_s,
-                          message_bits=message_bits)
+                          message_bits=message_bits, cache_window_s=cache_window_s,
+                          groups=members)
     groups = aggregate(settings, evaluation.runs)
     document = {
         "tool": "mesheval",
         "window_s": window_s,
         "message_bits": message_bits,
+        "cache_window_s": cache_window_s,
         "cdf_points": CDF_POINTS,
         "runs": [
             {**s.as_dict(), "metrics": evaluation.runs.get(s.run, {}),
@@ -79,6 +88,7 @@ def run_batch(
         "groups": groups,
         "windows": evaluation.windows,
         "nodes": evaluation.nodes,
+        "state_timeline": evaluation.state_timeline,
         "latency_cdf_groups": evaluation.group_cdf,
         "quality": {
             "files": [

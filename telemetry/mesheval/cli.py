@@ -75,6 +75,10 @@ def eval_parser() -> argparse.ArgumentParser:
     p.add_argument("--range", dest="range_m", type=_positive, default=100.0, metavar="M",
                    help="radio range for the energy model when the manifest has none "
                    "(default 100)")
+    p.add_argument("--cache-window", type=_non_negative, default=0.0, metavar="S",
+                   help="a subscription starting up to S seconds after a publication still "
+                   "counts as interested in it (protocols that serve publications from a "
+                   "cache; latency from the subscription); default 0")
     p.add_argument("--message-bits", type=_bits, metavar="N",
                    help="energy: charge every transmission as a message of N bits instead of "
                    "its frame's bytes (HESPER's Table 4.1: M_b = 320)")
@@ -137,7 +141,7 @@ def _batch(args: argparse.Namespace) -> int:
     spark = get_session(args.master)
     result = run_batch(spark, args.rundirs, args.out, warmup_s=args.warmup,
                        window_s=args.window, range_m=args.range_m,
-                       message_bits=args.message_bits)
+                       message_bits=args.message_bits, cache_window_s=args.cache_window)
     if not args.no_report:
         write_report(result.document, args.out)
     header, rows = headline(result.document)

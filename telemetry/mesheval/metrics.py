@@ -3,7 +3,10 @@
 Definitions (docs/evaluation.md has the prose, with sources):
 
 - interested pair: (event, node) with an active matching subscription at publish
-  time (``mesheval.truth``); the publisher is never in its own event's set.
+  time (``mesheval.truth``); the publisher is never in its own event's set. With a
+  cache window, subscriptions starting up to that long after the publication count
+  too (their latency runs from the subscription); a scoped event counts only the
+  members of its scope.
 - first delivery: the earliest ``deliver`` record of an interested pair;
   delivery_ratio = first deliveries / interested pairs.
 - latency: first ``deliver.ts - publish.ts`` per interested pair.
@@ -26,7 +29,8 @@ from pyspark.sql import functions as F
 
 from mesheval.energy import rx_energy_column, tx_energy_column
 from mesheval.settings import GROUP_KEYS
-from mesheval.truth import ground_truth, subscription_intervals
+from mesheval.state import state_metrics
+from mesheval.truth import ground_truth, member_intervals, scope_filter, subscription_intervals
 
 MSG_KINDS = ("data", "subscription", "control", "beacon")
 CDF_POINTS = [i / 100 for i in range(101)]
@@ -46,6 +50,8 @@ class Evaluation:
     run_cdf: dict[str, list[float]]
     group_cdf: list[dict[str, Any]]
     per_event: DataFrame
+    state_timeline: list[dict[str, Any]] = field(default_factory=list)
+    """Mean state per node by (run, role, report time): ``mesheval.state``."""
     cached: list[DataFrame] = field(default_factory=list)
 
     def release(self) -> None:
@@ -111,7 +117,8 @@ def delivery_pairs(records: DataFrame, measured: DataFrame, interested: DataFram
         )
         .withColumn(
             "latency_s",
-            F.when(F.col("state") == "hit", (F.col("first_ts") - F.col("pub_ts")) / 1e9),
+            F.when(F.col("state") == "hit", (F.col("first_ts") - F.greatest(
+                F.col("pub_ts"), F.coalesce(F.col("sub_start"), F.col("pub_ts")))) / 1e9),
         )
         .withColumn("n_records", F.coalesce(F.col("n_records"), F.lit(0)))
         .withColumn("n_subs", F.coalesce(F.col("n_subs"), F.lit(0)))
@@ -371,17 +378,27 @@ def _group_cdf(pairs: DataFrame) -> list[dict[str, Any]]:
 
 
 def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
-             message_bits: int | None = None) -> Evaluation:
+             message_bits: int | None = None, *, cache_window_s: float = 0.0,
+             groups: DataFrame | None = None) -> Evaluation:
     """Compute everything per run; ``settings`` from ``mesheval.settings.settings_frame``.
 
     ``message_bits``: see ``traffic`` (energy per message instead of per frame byte).
+    ``cache_window_s``: subscriptions starting this long after a publication still count
+    for it. ``groups``: (run, node, group, role) of the scenarios' node groups (scoped
+    events, state size by role).
     """
+    spark = records.sparkSession
+    if groups is None:
+        groups = spark.createDataFrame([], "run string, node long, group string, role string")
     pubs = publications(records, settings).cache()
     measured = pubs.filter(F.col("measured")).drop("measured")
     intervals = subscription_intervals(records).cache()
-    truth = ground_truth(measured, intervals).cache()
+    members = member_intervals(records, groups.select("run", "node", "group"))
+    truth = scope_filter(ground_truth(measured, intervals, cache_window_s), measured,
+                         members).cache()
     interested = (truth.filter(F.col("status") == "match")
-                  .select("run", "event_id", "node").distinct())
+                  .groupBy("run", "event_id", "node")
+                  .agg(F.min("start_ns").alias("sub_start")))
     pairs = delivery_pairs(records, measured.drop("content"), interested).cache()
     radio = traffic(records, pubs, settings, message_bits).cache()
 
@@ -399,6 +416,14 @@ def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
         .alias("bad_subscription_content"),
     )))
     _merge(runs, _delivery_stats(pairs))
+    _merge(runs, _collect_by_run(pairs.filter(_nonlocal() & F.col("interested")).groupBy("run")
+                                 .agg(F.sum(_i(F.col("sub_start") > F.col("pub_ts")))
+                                      .alias("interested_pairs_late"))))
+    _merge(runs, _collect_by_run(truth.filter(F.col("scope").isNotNull()).groupBy("run")
+                                 .agg(F.countDistinct("event_id").alias("scoped_events"))))
+    state_runs, state_nodes, state_timeline = state_metrics(
+        records, settings, groups.select("run", "node", "role").dropDuplicates(["run", "node"]))
+    _merge(runs, state_runs)
     _merge(runs, _collect_by_run(
         records.filter(F.col("event") == "subscribe").groupBy("run")
         .agg(F.countDistinct("node").alias("subscribers"))))
@@ -410,12 +435,17 @@ def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
     _merge(runs, _collect_by_run(forwarding_fp(records, pubs, settings)))
     windows = _windows(pairs, window_s)
     nodes = _nodes(records, radio, pairs)
+    by_node = {(n["run"], n["node"]): n for n in state_nodes}
+    for n in nodes:
+        s = by_node.get((n["run"], n["node"]), {})
+        n.update({k: s.get(k) for k in ("role", "state_entries_mean", "state_bytes_mean",
+                                        "state_bytes_max")})
     group_cdf = _group_cdf(pairs)
     run_cdf = {run: values.pop("_cdf") or [] for run, values in runs.items() if "_cdf" in values}
     for values in runs.values():
         values.pop("_cdf", None)
         _derive(values)
-    return Evaluation(runs, windows, nodes, run_cdf, group_cdf, per_event,
+    return Evaluation(runs, windows, nodes, run_cdf, group_cdf, per_event, state_timeline,
                       cached=[pubs, intervals, truth, pairs, radio])
 
 
@@ -430,6 +460,7 @@ def _derive(m: dict[str, Any]) -> None:
     for key in ("events", "events_warmup", "interested_pairs", "first_deliveries",
                 "fp_deliveries", "local_deliveries", "deliver_records", "duplicates",
                 "duplicates_same_sub", "fp_late_subscriber", "orphan_deliveries",
+                "interested_pairs_late", "scoped_events",
                 "publish_duplicates", "bad_event_content", "bad_subscription_content",
                 "events_with_interest", "events_fully_delivered", "subscribers"):
         m[key] = int(m.get(key) or 0)

@@ -195,6 +195,34 @@ def timeline(doc: Mapping[str, Any], path: Path) -> Path | None:
     return _save(fig, path)
 
 
+def state_size(doc: Mapping[str, Any], path: Path) -> Path | None:
+    """State a node holds (``state`` records): the mean per node over time, one line per
+    (run, role), and the mean per configuration with its 95% CI."""
+    rows = doc.get("state_timeline", [])
+    if not rows:
+        return None
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11.0, 4.0))
+    for (run_id, role) in sorted({(r["run"], r["role"]) for r in rows})[:12]:
+        mine = [r for r in rows if r["run"] == run_id and r["role"] == role]
+        left.plot([r["t_s"] for r in mine], [r["bytes_mean"] for r in mine], marker=".",
+                  label=f"{run_id} [{role}]")
+    left.set_xlabel("time since run start (s)")
+    left.set_ylabel("state per node (bytes, mean)")
+    left.grid(alpha=0.3)
+    left.legend(fontsize=6)
+    groups = [g for g in doc.get("groups", [])
+              if g["metrics"].get("state_bytes_mean", {}).get("mean") is not None]
+    labels = [f"{_series(g, groups)} {g['param_name']}={g['param_value']}" for g in groups]
+    means = [g["metrics"]["state_bytes_mean"]["mean"] for g in groups]
+    errs = [g["metrics"]["state_bytes_mean"]["half_width"] or 0.0 for g in groups]
+    right.bar(range(len(groups)), means, yerr=errs, capsize=3,
+              color=[f"C{i % 10}" for i in range(len(groups))])
+    right.set_xticks(range(len(groups)), labels, rotation=20, ha="right", fontsize=7)
+    right.set_ylabel("state per node (bytes, mean over the run)")
+    right.grid(alpha=0.3, axis="y")
+    return _save(fig, path)
+
+
 def draw_all(doc: Mapping[str, Any], out: Path) -> dict[str, Path]:
     """Every plot that has data; name -> file."""
     plots = {
@@ -207,5 +235,6 @@ def draw_all(doc: Mapping[str, Any], out: Path) -> dict[str, Path]:
         "load_map": load_map(doc, out / "load_map.png"),
         "protocols": protocol_comparison(doc, out / "protocols.png"),
         "timeline": timeline(doc, out / "timeline.png"),
+        "state_size": state_size(doc, out / "state_size.png"),
     }
     return {name: p for name, p in plots.items() if p is not None}

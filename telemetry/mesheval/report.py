@@ -37,6 +37,8 @@ CAPTIONS = {
     "load_map": "Transmissions per node over the area (marker size and colour).",
     "protocols": "Per-configuration comparison of four headline metrics.",
     "timeline": "Delivery ratio per window of publish time.",
+    "state_size": "State a node holds (state records, summed over its stores): mean per node "
+                  "over time by run and role, and the mean per configuration (95% CI).",
 }
 
 
@@ -152,6 +154,11 @@ DEFINITIONS = [
     "FP: deliveries to nodes outside the interested set; FP fwd: forwarding false positives "
     "reported by the protocol (n/a when it does not report them).",
     "Duplicates: deliver records beyond the first per (event, node).",
+    "Cache window (--cache-window S): subscriptions starting up to S after a publication "
+    "count as interested; their latency runs from the subscription. Scoped events (_scope): "
+    "only members of the scope at publish time are interested.",
+    "State: entries and bytes (msgpack-encoded) a node holds, from the protocols' state "
+    "records; mean over nodes of each node's mean over the measurement.",
     "Energy: first-order radio model, HESPER Table 4.1 constants; data energy of measured "
     "events per event.",
     "Cells: mean ± half-width of the 95% Student-t interval over seeds; events published in "

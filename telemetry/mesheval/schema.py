@@ -32,6 +32,8 @@ REQUIRED_BY_EVENT: Final[dict[str, tuple[str, ...]]] = {
     "rx": ("msg_kind", "bytes"),
     "drop": ("reason",),
     "position": ("x", "y"),
+    "state": ("store", "entries", "bytes"),
+    "member": ("group", "reason"),
 }
 
 

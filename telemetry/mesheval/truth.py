@@ -6,6 +6,18 @@ event's publish time and ``Subscription.matches`` (the one matcher of
 [subscribe, next unsubscribe or re-subscribe of the same sub_id); events and
 intervals meet per (run, topic) in a cogrouped pandas UDF, so the work is split
 by topic and only same-topic pairs are ever compared.
+
+Two refinements for the protocols that need them (docs/evaluation.md):
+
+- **cache window**: with ``window_ns`` > 0, a subscription that starts up to that
+  long *after* the publication counts too (``late``): a protocol that keeps
+  publications in a cache (BRVST's zone managers, Li and Wang 2014, §IV) can still
+  serve it, and its matching time runs from the subscription;
+- **scoped events**: an event whose ``_scope`` attribute names a group counts only
+  the members of that group at publish time; ``@origin[:PREFIX]`` names the
+  groups its publisher was in (TG's local events, Liu 2011, §4.2). Memberships
+  come from the manifest's node groups and from ``member`` records
+  (``scope_filter``).
 """
 
 from __future__ import annotations
@@ -13,10 +25,12 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.functions import pandas_udf
 from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
+
+SCOPE_ATTR = "_scope"
 
 TRUTH_SCHEMA = StructType(
     [
@@ -25,10 +39,14 @@ TRUTH_SCHEMA = StructType(
         StructField("node", LongType()),
         StructField("sub_id", StringType()),
         StructField("status", StringType()),
+        StructField("start_ns", LongType()),
+        StructField("scope", StringType()),
     ]
 )
 """One row per matching (event, node, subscription); ``status`` 'match', or 'bad_event' /
-'bad_subscription' (with the offending id) for content the parser rejected."""
+'bad_subscription' (with the offending id) for content the parser rejected. ``start_ns``
+is the subscription's start (after the publication for a cache-window match), ``scope``
+the event's ``_scope`` (null: every node)."""
 
 
 def subscription_intervals(records: DataFrame) -> DataFrame:
@@ -50,8 +68,12 @@ def subscription_intervals(records: DataFrame) -> DataFrame:
     )
 
 
-def _match_group(events: pd.DataFrame, subs: pd.DataFrame) -> pd.DataFrame:
-    """All active, matching (event, subscription) pairs of one (run, topic)."""
+def _match_group(events: pd.DataFrame, subs: pd.DataFrame, window_ns: int = 0) -> pd.DataFrame:
+    """All active, matching (event, subscription) pairs of one (run, topic).
+
+    Active: started by the publication, or up to ``window_ns`` after it; not ended
+    before it.
+    """
     from meshsub.core.syntax import parse_event, parse_subscription
 
     out: list[tuple[Any, ...]] = []
@@ -63,24 +85,29 @@ def _match_group(events: pd.DataFrame, subs: pd.DataFrame) -> pd.DataFrame:
         events["event_id"], events["pub_node"], events["pub_ts"], events["content"], strict=True
     ):
         try:
-            parsed_events.append((event_id, int(pub_node), int(pub_ts), parse_event(content)))
+            event = parse_event(content)
         except ValueError:
-            out.append((run, event_id, None, None, "bad_event"))
+            out.append((run, event_id, None, None, "bad_event", None, None))
+            continue
+        scope = event.attrs.get(SCOPE_ATTR)
+        parsed_events.append((event_id, int(pub_node), int(pub_ts), event,
+                              scope if isinstance(scope, str) else None))
     for node, sub_id, start, end, content in zip(
         subs["node"], subs["sub_id"], subs["start_ns"], subs["end_ns"], subs["content"], strict=True
     ):
         try:
             sub = parse_subscription(content)
         except ValueError:
-            out.append((run, None, int(node), sub_id, "bad_subscription"))
+            out.append((run, None, int(node), sub_id, "bad_subscription", None, None))
             continue
         start_ns = int(start)
         end_ns = None if pd.isna(end) else int(end)
-        for event_id, pub_node, pub_ts, event in parsed_events:
-            if pub_node == node or pub_ts < start_ns or (end_ns is not None and pub_ts >= end_ns):
+        for event_id, pub_node, pub_ts, event, scope in parsed_events:
+            if pub_node == node or pub_ts + window_ns < start_ns \
+                    or (end_ns is not None and pub_ts >= end_ns):
                 continue
             if sub.matches(event):
-                out.append((run, event_id, int(node), sub_id, "match"))
+                out.append((run, event_id, int(node), sub_id, "match", start_ns, scope))
     return pd.DataFrame(out, columns=TRUTH_SCHEMA.fieldNames())
 
 
@@ -112,13 +139,15 @@ def by_event_topic(events: DataFrame, intervals: DataFrame) -> DataFrame:
     return exact.unionByName(expanded)
 
 
-def ground_truth(events: DataFrame, intervals: DataFrame) -> DataFrame:
+def ground_truth(events: DataFrame, intervals: DataFrame, window_s: float = 0.0) -> DataFrame:
     """Matching rows (``TRUTH_SCHEMA``) for ``events`` (run, event_id, pub_node, pub_ts,
-    topic, content) against ``intervals`` (from ``subscription_intervals``).
+    topic, content) against ``intervals`` (from ``subscription_intervals``); subscriptions
+    starting up to ``window_s`` after a publication count for it (the cache window).
 
     The publisher itself is never in the interested set of its own event
     (local delivery is not a network delivery).
     """
+    window_ns = round(window_s * 1e9)
     ev = events.select("run", "topic", "event_id", "pub_node", "pub_ts", "content")
     # fresh column ids on one side: both sides descend from the same records, and a
     # cogroup of two plans sharing attribute ids is rejected as an ambiguous self-join
@@ -128,5 +157,59 @@ def ground_truth(events: DataFrame, intervals: DataFrame) -> DataFrame:
     return (
         ev.groupBy("run", "topic")
         .cogroup(sb.groupBy("run", "topic"))
-        .applyInPandas(_match_group, schema=TRUTH_SCHEMA)
+        .applyInPandas(lambda e, s: _match_group(e, s, window_ns), schema=TRUTH_SCHEMA)
     )
+
+
+def member_intervals(records: DataFrame, static: DataFrame) -> DataFrame:
+    """(run, node, group, start_ns, end_ns): who was in which group when.
+
+    ``static`` holds the scenario's node groups (run, node, group), members for the
+    whole run; ``member`` records add the groups protocols form, [join, next join or
+    leave of the same group).
+    """
+    ops = records.filter(F.col("event") == "member").select(
+        "run", "node", "group", "ts_ns", "reason",
+        F.coalesce(F.col("rec"), F.lit(0)).alias("_rec"))
+    order = Window.partitionBy("run", "node", "group").orderBy("ts_ns", "_rec")
+    dynamic = (
+        ops.withColumn("end_ns", F.lead("ts_ns").over(order))
+        .filter(F.col("reason") == "join")
+        .select("run", "node", "group", F.col("ts_ns").alias("start_ns"), "end_ns")
+    )
+    fixed = static.select("run", "node", "group", F.lit(0).cast("long").alias("start_ns"),
+                          F.lit(None).cast("long").alias("end_ns"))
+    return fixed.unionByName(dynamic)
+
+
+def _at(ts: str) -> Column:
+    return (F.col("_ms") <= F.col(ts)) & (F.col("_me").isNull() | (F.col(ts) < F.col("_me")))
+
+
+def scope_filter(truth: DataFrame, events: DataFrame, members: DataFrame) -> DataFrame:
+    """The truth rows of scoped events kept only for members of the scope at publish time;
+    rows of events without a scope unchanged."""
+    pubs = events.select("run", "event_id", "pub_node", "pub_ts")
+    free = truth.filter(F.col("scope").isNull())
+    scoped = truth.filter(F.col("scope").isNotNull()).join(pubs, ["run", "event_id"])
+
+    def m() -> DataFrame:  # fresh column ids each time: the sides share their lineage
+        return members.select(*(F.col(a).alias(b) for a, b in (
+            ("run", "_m_run"), ("node", "_m_node"), ("group", "_g"), ("start_ns", "_ms"),
+            ("end_ns", "_me"))))
+
+    same_run = F.col("run") == F.col("_m_run")
+    named = scoped.filter(~F.col("scope").startswith("@")).join(
+        m(), same_run & (F.col("node") == F.col("_m_node")) & (F.col("scope") == F.col("_g"))
+        & _at("pub_ts"), "left_semi")
+    origin = scoped.filter(F.col("scope").startswith("@origin")).withColumn(
+        "_prefix", F.regexp_extract("scope", r"^@origin:?(.*)$", 1))
+    publisher_groups = origin.join(
+        m(), same_run & (F.col("_m_node") == F.col("pub_node")) & _at("pub_ts")
+        & F.col("_g").startswith(F.col("_prefix"))).select(
+        *truth.columns, "pub_ts", F.col("_g").alias("_pub_group"))
+    same_group = publisher_groups.join(
+        m(), same_run & (F.col("node") == F.col("_m_node"))
+        & (F.col("_pub_group") == F.col("_g")) & _at("pub_ts"), "left_semi")
+    keep = named.select(*truth.columns).unionByName(same_group.select(*truth.columns))
+    return free.unionByName(keep.distinct())

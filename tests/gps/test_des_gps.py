@@ -15,7 +15,7 @@ from meshsim.gps.settings import GpsSettings, Outage
 from meshsim.scenario import from_dict
 from meshsub.core.api import Input, NeighborChanged, NeighborUp, Position, PositionChanged
 from meshsub.core.geo import LocalFrame
-from meshsub.runtime.location.tracker import UERE_M
+from meshsub.core.tracking import UERE_M
 
 
 def doc(gps: dict[str, Any], **mobility: Any) -> dict[str, Any]:

@@ -19,8 +19,8 @@ from meshsim.gps.feeder import GpsFeeder, PositionFn
 from meshsim.gps.settings import GpsSettings, Outage
 from meshsub.core.api import Position
 from meshsub.core.geo import LocalFrame
+from meshsub.core.tracking import UERE_M
 from meshsub.runtime.location import Gating, GpsdSource, LocationService, LocationTracker
-from meshsub.runtime.location.tracker import UERE_M
 
 pytestmark = needs_gpsd
 

@@ -10,7 +10,7 @@ import pytest
 
 from meshsim.gps.model import VDOP_RATIO, ReceiverModel, dops
 from meshsim.gps.settings import GpsSettings, GpsSettingsError, Outage
-from meshsub.runtime.location.tracker import UERE_M
+from meshsub.core.tracking import UERE_M
 
 Z = NormalDist().inv_cdf(1 - 0.0005)
 """Two-sided 99.9 %: with fixed seeds a bound is either met or not, never flaky."""

@@ -1,7 +1,7 @@
 """Self-tests of the nftables medium on a container-less test bed (root).
 
 Five plain netns on the medium bridge, laid out as the virtual mesh lays them
-out (``meshsim.medium.testbed``, run ``mt``: ``msub-mt-n1..5``,
+out (``meshsim.vmesh.testbed``, run ``mt``: ``msub-mt-n1..5``,
 ``msub-mt-medium``), all removed at the end even when a test fails. Traffic is
 raw test frames (``mediumhelpers``), so each frame is one trial of the medium.
 
@@ -36,9 +36,10 @@ from mediumhelpers import (
     wait_for,
 )
 
-from meshsim.medium import DelayConfig, Medium, MediumError, htb, nft, testbed
+from meshsim.medium import DelayConfig, Medium, MediumError, htb, nft
 from meshsim.medium.delay import Delayer
-from meshsim.medium.radio import LinearRamp
+from meshsim.radio import LinearRamp
+from meshsim.vmesh import testbed
 from meshsim.vmesh.net import netns_exists
 from meshsim.vmesh.plan import NodePlan, Plan
 

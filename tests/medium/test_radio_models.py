@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from meshsim.medium.radio import (
+from meshsim.radio import (
     LINK_CUTOFF,
     LinearRamp,
     LogDistance,

@@ -1,4 +1,4 @@
-"""TCBF merge laws, decay laws and wire round trips, for arbitrary filters (spec 001 §8)."""
+"""TCBF merge laws, decay laws and wire round trips, for arbitrary filters (Zhao and Wu, §IV)."""
 
 from __future__ import annotations
 

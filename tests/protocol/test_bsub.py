@@ -1,4 +1,4 @@
-"""B-SUB over the in-test harness: the protocol items of spec 001 §8 (15-19, 22) and more."""
+"""B-SUB over the in-test harness: the contact procedure, brokers, copies and handoffs."""
 
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def test_registered_ids_and_kinds() -> None:
 
 def test_params_validate_and_eq5_default() -> None:
     p = params()
-    # Eq. 5 with N = 123, T = TTL = 10 h: the paper's 0.138/min (spec 001 §3.8 b)
+    # Eq. 5 with N = 123, T = TTL = 10 h: the paper's 0.138/min (Zhao and Wu 2010, §VI-A)
     assert p.decay_per_s() * 60 == pytest.approx(0.138, abs=0.001)
     assert p.decay_per_s() == decay_factor(123, initial=50, lifetime=36000.0)
     assert params(DF=0.0).decay_per_s() == 0.0

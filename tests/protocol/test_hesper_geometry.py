@@ -1,4 +1,4 @@
-"""HESPER's pure parts against the spec's vectors: sectors, paths, hash points, election, energy."""
+"""HESPER's pure parts against worked vectors: sectors, paths, hash points, election, energy."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pytest
 
 from meshsub.core.grid import Cell, chebyshev
 from meshsub.core.params import ParameterError, parse_params
+from meshsub.core.region import make_grid
 from meshsub.protocols.hesper.election import Member, claim_rank, elect
 from meshsub.protocols.hesper.energy import EnergyMeter, RadioEnergyModel
 from meshsub.protocols.hesper.params import HesperParams
-from meshsub.protocols.hesper.region import make_grid
 from meshsub.protocols.hesper.sectors import (
     Sector,
     classify,

@@ -10,6 +10,7 @@ import pytest
 from harness import Net
 
 from meshsub.core.api import (
+    EnergyChanged,
     FrameReceived,
     Message,
     MessageId,
@@ -203,7 +204,7 @@ def test_rotation_hands_state_over_and_delivery_continues() -> None:
     mid = next(i for i in cells[(2, 2)] if "temp" in net.nodes[i].topics)  # type: ignore[attr-defined]
     old = net.nodes[mid].topics["temp"]  # type: ignore[attr-defined]
     old_entries = {k: (e.filter, e.upstream, set(e.downstream)) for k, e in old.entries.items()}
-    for action in net.nodes[mid].feed_energy(net.now, 0.1):  # type: ignore[attr-defined]
+    for action in net.nodes[mid].handle(EnergyChanged(net.now, 0.1)):
         net._act(mid, action)
     net.run(until=6.0)
     assert "temp" not in net.nodes[mid].topics  # type: ignore[attr-defined]

@@ -1,4 +1,4 @@
-"""B-SUB, PUSH and PULL in the simulator on a shortened Haggle-like trace (spec 001 §8).
+"""B-SUB, PUSH and PULL in the simulator on a shortened Haggle-like trace (Zhao and Wu 2010, §VII).
 
 The calibrated trace is cut to a few hours and 40 nodes (with the contact rate
 per pair kept) so that the three runs and the DF sweep stay cheap; the full
@@ -98,7 +98,7 @@ def test_broker_share_near_thirty_percent(runs: dict[str, Any]) -> None:
 
 
 def test_df_sweep_delivery_and_forwardings_fall_towards_one(runs: dict[str, Any]) -> None:
-    """As DF rises, delivery and forwardings fall and forwardings approach 1 (spec §8 #21).
+    """As DF rises, delivery and forwardings fall and forwardings approach 1 (paper §VII).
 
     Not asserted, because they do not hold here (docs/results/bsub.md says why):
     the paper's "delay falls with DF" (at large DF B-SUB degenerates to PULL, whose

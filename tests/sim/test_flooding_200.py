@@ -13,7 +13,7 @@ from simhelpers import SCENARIOS, read_run
 
 from meshsim.des.graph import summarize
 from meshsim.des.run import run_scenario
-from meshsim.medium.radio import compute_links, make_model
+from meshsim.radio import compute_links, make_model
 from meshsim.scenario import load_scenario, make_plan
 from meshsub.core.syntax import parse_event, parse_subscription
 

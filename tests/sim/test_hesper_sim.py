@@ -84,7 +84,11 @@ def test_every_subscriber_gets_every_matching_event_exactly_once(
                   for r in records if r["event"] == "deliver")
     assert set(got) == expected
     assert max(got.values()) == 1
-    assert not [r for r in records if r["event"] == "drop"]
+    # Nothing is lost; HESPER-II's second branch is recorded where it is not taken
+    # (a subscription met twice, a pending entry the other branch won).
+    by_design = {"II": {"duplicate_subscribe", "pending_expired"},
+                 "df": {"duplicate_event"}}.get(name, set())
+    assert {r["reason"] for r in records if r["event"] == "drop"} <= by_design
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from simhelpers import SCENARIOS, base_doc
 
-from meshsim.medium.radio import compute_links, is_connected, make_model
+from meshsim.radio import compute_links, is_connected, make_model
 from meshsim.scenario import ScenarioError, from_dict, load_scenario, loads_scenario, make_plan
 from meshsim.scenario.overrides import apply_override, split_path
 from meshsub.core.params import params_to_dict

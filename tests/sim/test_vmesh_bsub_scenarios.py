@@ -1,4 +1,4 @@
-"""B-SUB on the two virtual-mesh scenarios, in the simulator (spec 001 §5.1-5.2).
+"""B-SUB on the two virtual-mesh scenarios, in the simulator (Zhao and Wu 2010, §V-B to §V-D).
 
 ``vmesh-bsub-groups``: events published in group A reach the subscribers of
 group B only through a courier that the users elected broker. ``vmesh-bsub-cut``:

@@ -84,7 +84,7 @@ def test_energy(m: dict[str, Any]) -> None:
 
 
 def test_thesis_cost_metrics(m: dict[str, Any]) -> None:
-    """HESPER's metrics (spec 004 §4.7.2) as general ones: cost per event, per subscriber, hops."""
+    """HESPER's metrics (Zheng, §4.4.1) as general ones: cost per event, per subscriber, hops."""
     assert m["tx_data_per_event"] == pytest.approx(6 / 3)  # data tx of E1, E2, E3
     # first deliveries: n2 E1 hop 1 (not its duplicate), n3 E1 hop 2, n3 E2 hop 1,
     # n4 E2 hop 2, n1 E3 hop 1

@@ -46,7 +46,7 @@ def test_t_cdf_is_symmetric_and_monotone(t: float, df: int) -> None:
 
 
 def test_energy_matches_hesper_checks() -> None:
-    # spec 004 §4.8 property 10: 320-bit message
+    # Table 4.1 (Zheng 2008, §4.4.1): a 320-bit message
     assert RadioModel(70).tx_joules(40) == pytest.approx(31.68e-6)
     assert RadioModel(100).tx_joules(40) == pytest.approx(57.6e-6)
     assert RadioModel.rx_joules(40) == pytest.approx(16e-6)

@@ -1,4 +1,4 @@
-"""Bloom filter: spec test vectors, formulas vs measurement, set operations, wire form."""
+"""Bloom filter: worked test vectors, formulas vs measurement, set operations, wire form."""
 
 from __future__ import annotations
 

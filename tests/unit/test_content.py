@@ -170,7 +170,7 @@ def test_filter_covering(f2: str, f1: str, expected: bool) -> None:
 
 # -------------------------------------------------------------------- covering
 
-# The single-attribute table of spec 004 §3.1 (S2 covers S1), plus its negatives.
+# Single-attribute covering (Zheng 2008's examples, S2 covers S1), plus its negatives.
 TABLE = [
     ("", "x<10", True),  # ANY (no predicates) covers everything
     ("x<10", "x<10", True),

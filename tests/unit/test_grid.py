@@ -1,4 +1,4 @@
-"""Grid cells, distances, neighbours and border hysteresis (spec 004 §3.2, §4.3.1, §4.3.6)."""
+"""Grid cells, distances, neighbours and border hysteresis (Zheng 2008, §4.2, §5.2)."""
 
 from __future__ import annotations
 

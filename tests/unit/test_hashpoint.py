@@ -1,4 +1,4 @@
-"""Broker-position hash (spec 004 §4.3.2, §4.8 items 1-2) and the general hash point."""
+"""Broker-position hash (Zheng 2008, §4.2) and the general hash point."""
 
 from __future__ import annotations
 

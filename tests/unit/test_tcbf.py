@@ -1,4 +1,4 @@
-"""TCBF: the vectors and properties of spec 001 §8 items 1-14 that concern the filter."""
+"""TCBF: worked vectors and the properties of the filter (Zhao and Wu 2010, §IV and §VI)."""
 
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from meshsim.host.errors import VmeshError
 from meshsim.vmesh import bake, devstate, image, wheelhouse
-from meshsim.vmesh.errors import VmeshError
 
 
 def fake_wheelhouse(path: Path, meshsub: bytes = b"meshsub wheel",

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from meshsim.host.errors import VmeshError
 from meshsim.vmesh import image, inventory
-from meshsim.vmesh.errors import VmeshError
 from meshsim.vmesh.plan import DEFAULT_RUN, make_plan
 from meshsim.vmesh.runstate import RunState, forget, load_state
 

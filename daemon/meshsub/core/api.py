@@ -37,7 +37,7 @@ class MessageId:
     """End-to-end identity of a message: who made it, in which boot, which one.
 
     The boot epoch makes ids unique across reboots without persisting every
-    sequence number (spec 004 §3.3 DECISION).
+    sequence number (GIANT's (PHB, seq) ids, Zheng 2008, §6.3, survive a reboot this way).
     """
 
     origin: NodeId
@@ -82,6 +82,9 @@ class Message:
         return replace(self, hop=self.hop + 1, ttl=self.ttl - 1, reliable_id=None)
 
 
+LINK_PROTOCOL_ID = 0
+"""Frame-header protocol id of the link layer's own frames (beacons); no protocol takes it."""
+
 FIRST_PROTOCOL_TYPE = 16
 """Message types 0..15 belong to the core (ACKs, beacons); protocols use 16+."""
 
@@ -116,6 +119,8 @@ class NeighborInfo:
     """Estimated probability that a frame to/from this neighbour arrives (0..1]."""
     protocol: str = ""
     capabilities: tuple[str, ...] = ()
+    """What the neighbour advertises it is: its roles (``meshsub.core.roles``), e.g.
+    ``("base_station",)``; a protocol reads a static base station or a ferry here."""
 
 
 # ----------------------------------------------------------------------------
@@ -158,6 +163,22 @@ class PositionChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class EnergyChanged:
+    """The node's energy store changed (or was read for the first time).
+
+    ``fraction`` is the remaining battery charge in [0, 1], ``None`` when the
+    driver cannot tell; ``on_mains`` says the node is powered externally (a
+    base station, a laptop on its charger). The daemon reads the Linux
+    power-supply class (``/sys/class/power_supply``), the simulator its energy
+    model; a driver that knows nothing sends nothing.
+    """
+
+    now: float
+    fraction: float | None
+    on_mains: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class TimerFired:
     now: float
     name: str
@@ -191,6 +212,7 @@ Input: TypeAlias = (
     | NeighborChanged
     | NeighborDown
     | PositionChanged
+    | EnergyChanged
     | TimerFired
     | LocalSubscribe
     | LocalUnsubscribe

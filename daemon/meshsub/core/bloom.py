@@ -1,7 +1,7 @@
 """A general Bloom filter on mmh3: the set summary several protocols build on.
 
 BRVST, the semantic-cluster protocol and B-SUB's TCBF all summarise sets of
-keys in ``m`` bits with ``k`` hashes, but their specifications fix different
+keys in ``m`` bits with ``k`` hashes, but their implementations fix different
 hash schemes, so the scheme is a parameter and is carried in the serialised
 form (a receiver never compares filters built with different hashes):
 
@@ -10,9 +10,9 @@ form (a receiver never compares filters built with different hashes):
   ``(h1 + i * (h2 | 1)) mod 2**64 mod m`` (Kirsch-Mitzenmacher double
   hashing: one hash call per key, the FPR of k independent hashes).
 - ``MMH3_SEEDS``: ``mmh3.hash(key, seed=i, signed=False) % m`` for
-  ``i = 0..k-1`` (the B-SUB specification, 001 §3.1).
-- ``SHA256_DOUBLE``: double hashing from SHA-256 (the semantic-cluster
-  specification, 002 §3.2).
+  ``i = 0..k-1`` (the TCBF's, ``meshsub.core.tcbf``).
+- ``SHA256_DOUBLE``: double hashing from SHA-256 (for the semantic-cluster
+  protocol).
 
 Keys are ``bytes`` or ``str`` (UTF-8, hashed as-is: canonicalisation is the
 caller's job). Bit ``p`` lives in byte ``p >> 3`` under mask ``1 << (p & 7)``

@@ -1,14 +1,15 @@
 """Square grid cells over local metres: the geometry HESPER, PUMA, GIANT and BRVST share.
 
 Coordinates are local metres about the deployment origin (x east, y north),
-as in ``meshsub.core.api.Position``. A cell's index is the spec's floor
-formula (spec 004 §3.2): ``gx = floor((x - x0) / s)``, ``gy = floor((y - y0) / s)``,
+as in ``meshsub.core.api.Position``. A cell's index is the floor
+formula of Zheng 2008 (§4.2, §5.2, §6.2):
+``gx = floor((x - x0) / s)``, ``gy = floor((y - y0) / s)``,
 with ``(x0, y0)`` the lower-left corner, ``gx`` growing east and ``gy`` north.
 Cells own their west and south borders; a point exactly on the far (east or
 north) edge of the deployment belongs to the last cell, so every point of the
 closed rectangle has a cell.
 
-``CellTracker`` adds hysteresis at cell borders (spec 004 §4.10): GPS jitter of
+``CellTracker`` adds hysteresis at cell borders: GPS jitter of
 a node standing on a border must not flip its cell, because every flip forces
 broker re-elections.
 """
@@ -155,7 +156,7 @@ class Grid:
         )
 
     def raw_cell(self, x: float, y: float) -> Cell:
-        """The spec's floor formula, unclamped (may name a cell outside the grid)."""
+        """The floor formula, unclamped (may name a cell outside the grid)."""
         return Cell(
             math.floor((x - self.origin_x) / self.cell_size),
             math.floor((y - self.origin_y) / self.cell_size),

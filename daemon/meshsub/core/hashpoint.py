@@ -2,8 +2,8 @@
 
 HESPER picks, for each (cell, topic), the node of the cell closest to a point
 obtained by hashing the topic, so topics spread over a cell's nodes without
-coordination (spec 004 §4.3.2). The thesis gives ``x <- H^i(topic)``,
-``y <- H^j(topic)`` with i != j; the spec's DECISION fixes H = SHA-256,
+coordination (Zheng 2008, §4.2). The thesis gives ``x <- H^i(topic)``,
+``y <- H^j(topic)`` with i != j and no H; we fix H = SHA-256,
 i = 1, j = 2 and maps the first 8 bytes of each digest to a fractional offset
 in the cell, so the point has the same relative place in every cell.
 
@@ -76,7 +76,7 @@ def closest_node(candidates: Mapping[int, Point], point: Point) -> int | None:
     """The candidate nearest to ``point`` (ties go to the smaller node id); ``None`` if empty.
 
     Every node holding the same candidate view computes the same answer,
-    which is what makes a hash election deterministic (spec 004 §4.8 item 1).
+    which is what makes a hash election deterministic.
     """
     best: int | None = None
     best_d2 = math.inf

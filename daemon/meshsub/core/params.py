@@ -33,6 +33,18 @@ class ParameterError(ValueError):
         self.problem = problem
 
 
+def positive(key: str, value: float) -> None:
+    """``ParameterError`` unless ``value`` is a finite number above 0."""
+    if not (math.isfinite(value) and value > 0):
+        raise ParameterError(key, "must be a positive number")
+
+
+def non_negative(key: str, value: float) -> None:
+    """``ParameterError`` unless ``value`` is a finite number of at least 0."""
+    if not (math.isfinite(value) and value >= 0):
+        raise ParameterError(key, "must be a non-negative number")
+
+
 P = TypeVar("P", bound=ProtocolParams)
 
 

@@ -1,6 +1,6 @@
 """Attribute predicates: one condition of a subscription's conjunction.
 
-Semantics (HESPER spec: "comparisons across different types never match"):
+Semantics (comparisons across different types never match):
 
 * a predicate on an absent attribute is false, every operator included;
 * numbers (int, float) compare numerically with each other, strings with

@@ -2,9 +2,13 @@
 
 A subclass overrides the ``on_*`` hooks it needs and calls the services
 (``send``, ``broadcast``, ``relay``, ``deliver_local``, ``set_timer``, ``emit``,
-...), which queue actions; ``handle`` returns the queued actions to the driver.
-State the driver must see (neighbours, own position, local subscriptions) is
-updated here *before* the hook runs, so hooks read a consistent view.
+``drop``, ...), which queue actions; ``handle`` returns the queued actions to the
+driver. ``handle`` is the only way in: every input of ``meshsub.core.api``
+(frames, neighbours, position, energy, timers, local applications) goes
+through it, so a driver never reaches into a protocol's state, and ``drops``
+is read-only to drivers (``drop`` counts *and* records). State the driver must
+see (neighbours, own position, energy, local subscriptions) is updated here
+*before* the hook runs, so hooks read a consistent view.
 """
 
 from __future__ import annotations
@@ -12,8 +16,11 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any, ClassVar
+
+import msgpack
 
 from meshsub.core.api import (
     Action,
@@ -22,6 +29,7 @@ from meshsub.core.api import (
     CoreType,
     Deliver,
     Emit,
+    EnergyChanged,
     FrameReceived,
     Input,
     LocalPublish,
@@ -56,6 +64,8 @@ from meshsub.core.reliable import (
 )
 from meshsub.core.syntax import format_event, format_subscription
 
+STATE_TIMER = "state:report"
+
 
 class Protocol:
     """Base class; subclasses set the class attributes and override hooks."""
@@ -68,6 +78,10 @@ class Protocol:
     """Message type -> telemetry kind, for the protocol's own types (>= 16)."""
     reloadable_params: ClassVar[frozenset[str]] = frozenset()
     """Parameters a running node may change (daemon SIGHUP): ones read at each use."""
+    buffer_store: ClassVar[bool] = False
+    """True if the constructor takes ``store``, a ``meshsub.core.buffer.BufferStore`` for
+    the messages it carries: a driver with storage (the daemon) passes a persistent one,
+    so a restart loses nothing (``meshsub.core.carry.StoreCarryForward`` sets it)."""
 
     def __init__(
         self,
@@ -77,30 +91,56 @@ class Protocol:
         params: ProtocolParams | None = None,
         seed: int = 0,
         dedup_capacity: int = 65536,
+        capabilities: tuple[str, ...] = (),
+        state_every_s: float = 0.0,
     ) -> None:
         self.node = node
         self.epoch = epoch
         self.params = params if params is not None else self.Params()
+        self.capabilities = tuple(capabilities)
+        """This node's roles (``meshsub.core.roles``), the same its beacons advertise."""
         self.rng = random.Random(seed ^ (node * 0x9E3779B1))
         self.now = 0.0
         self.position: Position | None = None
         self.neighbors: dict[NodeId, NeighborInfo] = {}
         self.subscriptions: dict[str, Subscription] = {}
+        self.energy_fraction: float | None = None
+        """Remaining battery charge in [0, 1] as last reported; ``None``: not known."""
+        self.on_mains = False
         self.dedup = DuplicateCache(dedup_capacity)
-        self.drops: Counter[str] = Counter()
+        self._drops: Counter[str] = Counter()
         self._seq = 0
         self._delivered = DuplicateCache(dedup_capacity)
         self._actions: list[Action] = []
+        self._clock_known = False
         policy = self.retransmit_policy()
         rel_rng = random.Random(f"rel:{seed}:{node}:{epoch}")
         self.reliable = ReliableSender(policy, rel_rng, first_id=rel_rng.getrandbits(32))
         self._reliable_received = ReceivedIds(memory_s=max(60.0, 4 * policy.worst_case_span()))
+        self._core_timers: dict[str, Callable[[str], None]] = {
+            TIMER_PREFIX: lambda name: self._apply_reliable(self.reliable.on_timer(self.now,
+                                                                                   name)),
+        }
+        """Timer-name prefix -> the core service that owns those timers."""
+        self.state_every_s = state_every_s
+        """How often to report ``state_sizes`` as ``state`` records (a driver setting; 0: never)."""
+        self.add_core_timer(STATE_TIMER, self._report_state)
+
+    @property
+    def drops(self) -> Mapping[str, int]:
+        """Drops by reason (read-only: ``drop`` is the one way to count one)."""
+        return MappingProxyType(self._drops)
 
     # ------------------------------------------------------------------ driver
 
     def handle(self, inp: Input) -> list[Action]:
         """Process one input and return the actions it caused, in order."""
         self.now = inp.now
+        if not self._clock_known:  # the first input: the driver's clock is known now
+            self._clock_known = True
+            if self.state_every_s > 0:
+                self.set_timer(STATE_TIMER, self.state_every_s)
+            self.on_start()
         match inp:
             case FrameReceived(sender=sender, message=message):
                 self._on_frame_core(sender, message)
@@ -118,9 +158,14 @@ class Protocol:
             case PositionChanged(position=position):
                 self.position = position
                 self.on_position(position)
+            case EnergyChanged(fraction=fraction, on_mains=on_mains):
+                self.energy_fraction = fraction
+                self.on_mains = on_mains
+                self.on_energy(fraction, on_mains)
             case TimerFired(name=name):
-                if name.startswith(TIMER_PREFIX):
-                    self._apply_reliable(self.reliable.on_timer(self.now, name))
+                core = self._core_timer(name)
+                if core is not None:
+                    core(name)
                 else:
                     self.on_timer(name)
             case LocalSubscribe(sub_id=sub_id, subscription=sub):
@@ -170,10 +215,28 @@ class Protocol:
             return MsgKind.BEACON
         return self.message_kinds.get(message_type, MsgKind.CONTROL)
 
+    def state_sizes(self) -> dict[str, tuple[int, int]]:
+        """What this node holds, by store: ``(entries, bytes)``, bytes msgpack-encoded.
+
+        The evaluation's state-size measure (``state`` records). The base class
+        reports the local subscriptions; a protocol adds its own tables (a
+        broker's routing table, filters about others) under their own names.
+        """
+        subs = self.subscriptions.values()
+        return {"subscriptions": (len(subs), sum(len(msgpack.packb(s.to_wire())) for s in subs))}
+
+    def join_group(self, group: str) -> None:
+        """This node is now in ``group`` (a ``member`` record: scoped ground truth)."""
+        self.emit("member", group=group, reason="join")
+
+    def leave_group(self, group: str) -> None:
+        self.emit("member", group=group, reason="leave")
+
     def status(self) -> dict[str, Any]:
         """Protocol state for operators (``meshsubctl status``); extend in subclasses."""
         return {
             "protocol": self.name,
+            "roles": list(self.capabilities),
             "neighbors": len(self.neighbors),
             "subscriptions": len(self.subscriptions),
             "drops": dict(self.drops),
@@ -181,6 +244,9 @@ class Protocol:
         }
 
     # ----------------------------------------------------------------- hooks
+
+    def on_start(self) -> None:
+        """The first input arrived: ``self.now`` is the driver's clock from here on."""
 
     def on_frame(self, sender: NodeId, message: Message) -> None:
         """A protocol message arrived from neighbour ``sender``."""
@@ -197,8 +263,11 @@ class Protocol:
     def on_position(self, position: Position | None) -> None:
         """Own position changed; ``None`` means the fix was lost."""
 
+    def on_energy(self, fraction: float | None, on_mains: bool) -> None:
+        """The energy store changed (already in ``energy_fraction``/``on_mains``)."""
+
     def on_timer(self, name: str) -> None:
-        """A timer set with ``set_timer`` fired (names starting ``rel:`` are the core's)."""
+        """A timer set with ``set_timer`` fired (the core's own, ``rel:``/``scf:``, never)."""
 
     def on_subscribe(self, sub_id: str, subscription: Subscription) -> None:
         """A local application subscribed (already in ``self.subscriptions``)."""
@@ -294,8 +363,12 @@ class Protocol:
         self._actions.append(Emit(event, attrs))
 
     def drop(self, reason: str, message: Message | None = None, **attrs: TelemetryValue) -> None:
-        """Count and report a discarded message or event; never silent."""
-        self.drops[reason] += 1
+        """Count and record a discarded message, event or piece of state; never silent.
+
+        The one way to count a drop: ``drops`` (``meshsubctl status``) and the
+        ``drop`` records (the evaluation) always agree.
+        """
+        self._drops[reason] += 1
         if message is not None:
             attrs.setdefault("event_id", str(message.id))
             attrs.setdefault("msg_type", message.type)
@@ -303,6 +376,21 @@ class Protocol:
         self.emit("drop", reason=reason, **attrs)
 
     # -------------------------------------------------------------- internals
+
+    def add_core_timer(self, prefix: str, handler: Callable[[str], None]) -> None:
+        """Route timers named ``prefix...`` to a core service instead of ``on_timer``."""
+        self._core_timers[prefix] = handler
+
+    def _report_state(self, name: str) -> None:
+        for store, (entries, nbytes) in sorted(self.state_sizes().items()):
+            self.emit("state", store=store, entries=entries, bytes=nbytes)
+        self.set_timer(STATE_TIMER, self.state_every_s)
+
+    def _core_timer(self, name: str) -> Callable[[str], None] | None:
+        for prefix, handler in self._core_timers.items():
+            if name.startswith(prefix):
+                return handler
+        return None
 
     def _on_frame_core(self, sender: NodeId, message: Message) -> None:
         """Core message types are handled here; the rest go to ``on_frame``.

@@ -1,4 +1,4 @@
-"""The Temporal Counting Bloom Filter (TCBF) of B-SUB (Zhao & Wu, ICDCS 2010; spec 001).
+"""The Temporal Counting Bloom Filter (TCBF) of B-SUB (Zhao & Wu, ICDCS 2010, §IV).
 
 A TCBF is an m-bit Bloom filter whose set bits carry a one-byte counter.
 The counters do not count keys: they say how fresh and how strongly held an
@@ -9,10 +9,10 @@ decays at ``DF`` units per unit time, so an interest that is not reinforced
 disappears. Forwarding compares two filters' counters for a key (the
 *preference*).
 
-Representation (spec 001 §3.3): ``counters`` is a ``bytearray(m)`` and bit j
+Representation (Zhao and Wu 2010, §IV-A): ``counters`` is a ``bytearray(m)`` and bit j
 is set exactly when ``counters[j] > 0``; counters saturate at ``C_MAX`` = 255.
 
-Hashing (spec 001 §3.1, normative): a ``str`` key is canonicalised (Unicode
+Hashing (ours: the paper fixes no hash functions): a ``str`` key is canonicalised (Unicode
 NFC, casefold, all whitespace removed, UTF-8); ``bytes`` are hashed as they
 are. Position i is ``mmh3.hash(key, seed=i, signed=False) % m`` for
 i = 0..k-1, and duplicate positions collapse.
@@ -40,7 +40,7 @@ C_MAX = 255
 HASH_ID_MMH3_SEEDS = 1
 """``hash_id`` on the wire for the scheme above (canonical key, mmh3 seeds 0..k-1)."""
 MAX_M = 0xFFFF
-"""Largest filter length: ``m`` travels as a u16 (spec 001 §4.3)."""
+"""Largest filter length: ``m`` travels as a u16 (the FILTER message, ``bsub.wire``)."""
 DEFAULT_M = 256
 DEFAULT_K = 4
 DEFAULT_I = 50
@@ -61,7 +61,7 @@ class TCBFConfigMismatch(TCBFDecodeError):
 
 
 class InsertAfterMergeError(TCBFError):
-    """Keys may only be inserted into a filter that was never merged (spec 001 §3.3)."""
+    """Keys may only be inserted into a filter that was never merged (Zhao and Wu 2010, §IV-A)."""
 
 
 # ----------------------------------------------------------------- hashing
@@ -202,7 +202,7 @@ class TCBF:
         return out
 
     def insert_positions(self, pos: Iterable[int], now: float | None = None) -> None:
-        """Set each still-clear position to ``I``; set ones keep their value (spec 001 §3.3)."""
+        """Set each still-clear position to ``I``; set ones keep their value (§IV-A)."""
         if self.merged:
             raise InsertAfterMergeError(
                 "cannot insert into a merged TCBF: insert into a fresh filter and merge it"
@@ -314,7 +314,7 @@ def preference(own: TCBF, peer: TCBF, key: Key, now: float | None = None) -> flo
 
     ``(c_peer - c_own) / c_own`` when ``own`` holds the key, else ``c_peer``
     (the paper's formula; its remark that the value is ``c_own`` would make it
-    always 0 there, spec 001 §3.3). Forward when the result is > 0.
+    always 0 there; Zhao and Wu 2010, §V-D). Forward when the result is > 0.
     """
     return preference_at(own, peer, own.positions(key), now)
 
@@ -333,7 +333,7 @@ def preference_at(own: TCBF, peer: TCBF, pos: Iterable[int], now: float | None =
 
 
 class TCBFSet:
-    """Dynamic multi-filter allocation (paper §VI-D; spec 001 §3.8 g and §9 item 21).
+    """Dynamic multi-filter allocation (Zhao and Wu 2010, §VI-D).
 
     A new sub-filter opens when the newest one's fill ratio exceeds ``tau``.
     A-merges go into the newest sub-filter; an M-merge of two sets merges
@@ -414,7 +414,7 @@ class TCBFSet:
 
 
 class FilterKind(enum.IntEnum):
-    """What a FILTER message carries (spec 001 §4.3); BF kinds have no counters."""
+    """What a FILTER message carries (``bsub.wire``); BF kinds have no counters."""
 
     GENUINE = 0
     RELAY = 1
@@ -436,7 +436,7 @@ class Encoding(enum.IntEnum):
 _HEADER = struct.Struct(">BHBBBH")  # kind, m, k, hash_id, enc, count
 HEADER_SIZE = _HEADER.size  # 8 bytes
 # Tie-break when two encodings have the same size: dense before sparse (the
-# spec's "sparse iff alpha < m / ceil(log2 m)"), uniform before per-bit counters.
+# rule "sparse iff alpha < m / ceil(log2 m)"), uniform before per-bit counters.
 _PREFERENCE = (Encoding.DENSE_UNIFORM, Encoding.DENSE, Encoding.SPARSE_UNIFORM, Encoding.SPARSE)
 
 
@@ -640,7 +640,7 @@ def estimate_keys(fill_ratio: float, m: int = DEFAULT_M, k: int = DEFAULT_K) -> 
 def distinct_keys_uniform(n_collected: float, n_universe: int) -> float:
     """Expected distinct keys among N draws from K equally popular keys: K (1 - (1 - 1/K)^N).
 
-    Replaces the paper's Eq. 6, which decreases for large N (spec 001 §3.8 d).
+    Replaces the paper's Eq. 6 (Zhao and Wu 2010, §VI-C), which decreases for large N.
     """
     if n_universe < 1:
         raise TCBFError("the key universe must hold at least one key")
@@ -738,7 +738,7 @@ def best_filter_count(
     """Eq. 9/10 with an equal split: the largest h with S(h) < S_max, and its threshold tau.
 
     The joint FPR falls as h grows while the size rises (the paper's text
-    says otherwise; spec 001 §3.8 g), so the best h is the largest that fits.
+    says otherwise, §VI-D), so the best h is the largest that fits.
     tau = 1 - e^(-k (n/h) / m). h never exceeds n (one key per filter).
     """
     if n_keys < 1:

@@ -28,6 +28,8 @@ EVENTS: Final = frozenset(
         "position",
         "broker",  # a protocol-specific role change (e.g. a B-SUB/HESPER broker)
         "counter",  # a periodic counter snapshot (name in reason, value in bytes)
+        "state",  # a gauge of state a node holds: store, entries, bytes
+        "member",  # the node joined or left a group (group; reason "join" or "leave")
     }
 )
 
@@ -56,6 +58,9 @@ ATTRIBUTE_FIELDS: Final[Mapping[str, tuple[type, ...]]] = {
     "x": (float, int),
     "y": (float, int),
     "role": (str,),
+    "store": (str,),  # state: which table or buffer (e.g. "buffer", "subscriptions")
+    "entries": (int,),  # state: how many entries it holds
+    "group": (str,),  # member: the group's name (a protocol's own, e.g. "tg:17")
 }
 FIELDS: Final = {**RESOURCE_FIELDS, **ATTRIBUTE_FIELDS}
 MSG_KINDS: Final = frozenset(k.value for k in MsgKind)

@@ -10,7 +10,7 @@ then a node sends one copy per distinct next node, so overlap saves only by
 chance, which is the property the thesis contrasts with HESPER's merging.
 
 The region convention (``gx``/``gy`` attributes) and the grid are HESPER's
-(``meshsub.protocols.hesper.region``); the rendezvous point of a region is
+(``meshsub.core.region``); the rendezvous point of a region is
 the centre of its cell, where the thesis's experiments put the publisher.
 DF defines no soft state; subscriptions stay until unsubscribed.
 """
@@ -34,8 +34,7 @@ from meshsub.core.georouting import GeoHeader, GeoRoutingError, next_hop
 from meshsub.core.grid import Cell, Point
 from meshsub.core.params import ProtocolParams
 from meshsub.core.protocol import Protocol
-from meshsub.protocols.hesper.params import GridParams
-from meshsub.protocols.hesper.region import event_region, make_grid, subscription_region
+from meshsub.core.region import GridParams, event_region, make_grid, subscription_region
 
 SUBSCRIBE = FIRST_PROTOCOL_TYPE
 EVENT = FIRST_PROTOCOL_TYPE + 1
@@ -227,7 +226,7 @@ class DF(Protocol):
                                         msg.hop, msg.ttl))
                 return
         if self.is_duplicate(msg.id):
-            self.drops["duplicate_event"] += 1
+            self.drop("duplicate_event", msg)
             return
         targets: set[int] = set()
         for grad in self.gradients.values():

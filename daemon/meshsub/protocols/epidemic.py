@@ -35,8 +35,6 @@ import msgpack
 
 from meshsub.core.api import (
     FIRST_PROTOCOL_TYPE,
-    Action,
-    Input,
     Message,
     MessageId,
     MsgKind,
@@ -45,22 +43,18 @@ from meshsub.core.api import (
 )
 from meshsub.core.buffer import (
     BufferFormatError,
-    BufferStore,
-    Dropped,
     DropPolicy,
-    ScfBuffer,
     message_id_from_obj,
     message_id_to_obj,
 )
+from meshsub.core.carry import StoreCarryForward
 from meshsub.core.content import Event
 from meshsub.core.params import ParameterError, ProtocolParams
-from meshsub.core.protocol import Protocol
 from meshsub.core.reliable import ReliableParams
 
 DATA = FIRST_PROTOCOL_TYPE
 VECTOR = FIRST_PROTOCOL_TYPE + 1
 REQUEST = FIRST_PROTOCOL_TYPE + 2
-EXPIRY_TIMER = "expire"
 REQUEST_TIMER = "request"
 MAX_IDS_PER_MESSAGE = 1024
 """Longest id list accepted from a peer (its chunk size may differ from ours)."""
@@ -144,7 +138,7 @@ def decode_ids(body: Any) -> list[MessageId]:
         raise ValueError(str(exc)) from None
 
 
-class Epidemic(Protocol):
+class Epidemic(StoreCarryForward):
     """Summary-vector exchange at every contact, plus push of new messages."""
 
     name: ClassVar[str] = "epidemic"
@@ -158,24 +152,13 @@ class Epidemic(Protocol):
 
     params: EpidemicParams
 
-    def __init__(self, node: NodeId, *, store: BufferStore | None = None, **kwargs: Any) -> None:
-        """``store`` backs the buffer (the daemon passes a persistent one)."""
+    def __init__(self, node: NodeId, **kwargs: Any) -> None:
         super().__init__(node, **kwargs)
-        self.buffer = ScfBuffer(self.params.buffer_size, self.params.drop_policy, store)
         self.dedup.extend(self.buffer.summary_vector())  # carried over a restart
         self._peers: dict[NodeId, _Peer] = {}
         self._requested: dict[MessageId, tuple[NodeId, float]] = {}
         """Ids asked for and not yet received: from whom, when (one supplier at a time)."""
-        self._expiry_at: float | None = None
         self._request_timer_at: float | None = None
-        self._started = False
-
-    def handle(self, inp: Input) -> list[Action]:
-        if not self._started:  # first input: the clock is known, sweep a reloaded buffer
-            self._started = True
-            self.now = inp.now
-            self._sweep()
-        return super().handle(inp)
 
     # ------------------------------------------------------------------ hooks
 
@@ -184,12 +167,12 @@ class Epidemic(Protocol):
         self.deliver_local(event, event_id, hop=0, published_at=self.now)
         message = Message(DATA, event_id, encode_data(event.to_wire(), self.now, self.params.ttl_s),
                           hop=0, ttl=self.params.max_hops)
-        if self._store(message, self.now + self.params.ttl_s):
+        if self.carry(message, self.now + self.params.ttl_s):
             self._push(event_id, source=None)
 
     def on_neighbor_up(self, info: NeighborInfo) -> None:
         self._peers.setdefault(info.node, _Peer())  # its vector may have come first
-        self._sweep()
+        self.sweep()
         ids = [message_id_to_obj(mid) for mid in self.buffer.summary_vector()]
         ids.sort()
         self._send_ids(info.node, VECTOR, ids)
@@ -215,10 +198,7 @@ class Epidemic(Protocol):
             self.drop("unknown_type", message, peer=sender)
 
     def on_timer(self, name: str) -> None:
-        if name == EXPIRY_TIMER:
-            self._expiry_at = None
-            self._sweep()
-        elif name == REQUEST_TIMER:
+        if name == REQUEST_TIMER:
             self._request_timer_at = None
             horizon = self.now - self.params.request_timeout
             self._rerequest([m for m, (_, at) in self._requested.items() if at <= horizon])
@@ -248,7 +228,7 @@ class Epidemic(Protocol):
         if peer is not None:
             peer.has.add(message.id)
         if message.id in self.dedup:
-            self.drops["duplicate"] += 1  # the rx records already show every copy
+            self.drop("duplicate", message, peer=sender)
             return
         try:
             event, published_at, remaining = decode_data(message.body)
@@ -262,7 +242,7 @@ class Epidemic(Protocol):
             self.drop("expired", message, peer=sender)
             return
         copy = self.relay(message)
-        if copy is not None and self._store(copy, self.now + remaining):
+        if copy is not None and self.carry(copy, self.now + remaining):
             self._push(message.id, source=sender)
 
     def _on_vector(self, sender: NodeId, ids: list[MessageId]) -> None:
@@ -313,7 +293,7 @@ class Epidemic(Protocol):
 
     def _on_request(self, sender: NodeId, ids: list[MessageId]) -> None:
         peer = self._peers.setdefault(sender, _Peer())
-        self._sweep()
+        self.sweep()
         for mid in ids:
             if mid not in self.buffer:
                 self.drop("request_unavailable", event_id=str(mid), peer=sender)
@@ -383,30 +363,3 @@ class Epidemic(Protocol):
             body[2] = entry.expires_at - self.now
             peer.inflight.add(mid)
             self.send_reliable(node, Message(DATA, mid, body, hop=stored.hop, ttl=stored.ttl))
-
-    # ------------------------------------------------------------------ buffer
-
-    def _store(self, message: Message, expires_at: float) -> bool:
-        stored, dropped = self.buffer.add(message, self.now, expires_at)
-        self._report(dropped)
-        if stored:
-            self._arm_expiry()
-        return stored
-
-    def _sweep(self) -> None:
-        self._report(self.buffer.expire(self.now))
-        self._arm_expiry()
-
-    def _report(self, dropped: list[Dropped]) -> None:
-        for item in dropped:
-            self.drop(item.reason, item.entry.message)
-
-    def _arm_expiry(self) -> None:
-        at = self.buffer.next_expiry()
-        if at is not None and (self._expiry_at is None or at < self._expiry_at):
-            self._expiry_at = at
-            self.set_timer(EXPIRY_TIMER, at - self.now)
-
-    def status(self) -> dict[str, Any]:
-        return {**super().status(), "buffered": len(self.buffer),
-                "buffer_capacity": self.buffer.capacity}

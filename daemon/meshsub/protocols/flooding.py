@@ -84,7 +84,7 @@ class Flooding(Protocol):
             self.drop("unknown_type", message, peer=sender)
             return
         if message.id in self.dedup:
-            self.drops["duplicate"] += 1  # the rx records already show every copy
+            self.drop("duplicate", message, peer=sender)
             return
         try:
             event, published_at = decode_body(message.body)

@@ -18,23 +18,20 @@ from typing import Any, ClassVar
 
 from meshsub.core.api import (
     FIRST_PROTOCOL_TYPE,
-    Action,
-    Input,
     Message,
     MessageId,
     MsgKind,
     NeighborInfo,
     NodeId,
 )
-from meshsub.core.buffer import BufferStore, Dropped, DropPolicy, ScfBuffer
+from meshsub.core.buffer import BufferEntry, DropPolicy
+from meshsub.core.carry import StoreCarryForward
 from meshsub.core.content import ContentError, Event, Subscription
 from meshsub.core.params import ParameterError, ProtocolParams
-from meshsub.core.protocol import Protocol
 from meshsub.core.reliable import ReliableParams
 
 DATA = FIRST_PROTOCOL_TYPE
 INTEREST = FIRST_PROTOCOL_TYPE + 1
-EXPIRY_TIMER = "expire"
 MAX_INTERESTS = 256
 """Most subscriptions accepted from a peer in one contact."""
 
@@ -97,7 +94,7 @@ def decode_data(body: Any) -> tuple[Event, float, float]:
     return event, float(published_at), float(remaining)
 
 
-class Pull(Protocol):
+class Pull(StoreCarryForward):
     """One-hop collection of wanted messages from the producers one meets."""
 
     name: ClassVar[str] = "pull"
@@ -110,32 +107,18 @@ class Pull(Protocol):
 
     params: PullParams
 
-    def __init__(self, node: NodeId, *, store: BufferStore | None = None, **kwargs: Any) -> None:
+    def __init__(self, node: NodeId, **kwargs: Any) -> None:
         super().__init__(node, **kwargs)
-        self.buffer = ScfBuffer(self.params.buffer_size, self.params.drop_policy, store)
         self._peers: dict[NodeId, _Peer] = {}
         self._told: dict[MessageId, set[NodeId]] = {}
         """Per own message: neighbours that acknowledged it (never sent twice)."""
-        self._expiry_at: float | None = None
-        self._started = False
-
-    def handle(self, inp: Input) -> list[Action]:
-        if not self._started:
-            self._started = True
-            self.now = inp.now
-            self._sweep()
-        return super().handle(inp)
 
     # ------------------------------------------------------------------ hooks
 
     def on_publish(self, event: Event, event_id: MessageId) -> None:
         self.deliver_local(event, event_id, hop=0, published_at=self.now)
         body = [event.to_wire(), self.now, self.params.TTL]
-        stored, dropped = self.buffer.add(Message(DATA, event_id, body, ttl=1), self.now,
-                                          self.now + self.params.TTL)
-        self._report(dropped)
-        if stored:
-            self._arm_expiry()
+        if self.carry(Message(DATA, event_id, body, ttl=1), self.now + self.params.TTL):
             for node in sorted(self._peers):
                 self._offer(node, [event_id])
 
@@ -159,7 +142,7 @@ class Pull(Protocol):
                 return
             peer = self._peers.setdefault(sender, _Peer())
             peer.interests.extend(subs)
-            self._sweep()
+            self.sweep()
             self._offer(sender, list(self.buffer.summary_vector()))
         elif message.type == DATA:
             try:
@@ -173,11 +156,6 @@ class Pull(Protocol):
                 self.drop("duplicate", message, peer=sender)
         else:
             self.drop("unknown_type", message, peer=sender)
-
-    def on_timer(self, name: str) -> None:
-        if name == EXPIRY_TIMER:
-            self._expiry_at = None
-            self._sweep()
 
     def on_reliable_acked(self, node: NodeId, message: Message) -> None:
         if message.type != DATA:
@@ -228,20 +206,5 @@ class Pull(Protocol):
 
     # ------------------------------------------------------------------ buffer
 
-    def _sweep(self) -> None:
-        self._report(self.buffer.expire(self.now))
-        self._arm_expiry()
-
-    def _report(self, dropped: list[Dropped]) -> None:
-        for item in dropped:
-            self._told.pop(item.entry.message.id, None)
-            self.drop(item.reason, item.entry.message)
-
-    def _arm_expiry(self) -> None:
-        at = self.buffer.next_expiry()
-        if at is not None and (self._expiry_at is None or at < self._expiry_at):
-            self._expiry_at = at
-            self.set_timer(EXPIRY_TIMER, at - self.now)
-
-    def status(self) -> dict[str, Any]:
-        return {**super().status(), "buffered": len(self.buffer)}
+    def on_buffer_drop(self, entry: BufferEntry, reason: str) -> None:
+        self._told.pop(entry.message.id, None)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from meshsub.core.params import ParameterError, ProtocolParams, parse_params
+from meshsub.core.roles import RoleError, check_roles
 
 if TYPE_CHECKING:
     from meshsub.core.protocol import Protocol
@@ -56,6 +57,9 @@ class ConfigError(ValueError):
 class NodeConfig:
     id: int
     name: str
+    roles: tuple[str, ...] = ()
+    """What this node is for the protocol (``meshsub.core.roles``): its capabilities,
+    advertised in beacons."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +178,16 @@ class TelemetryConfig:
     roll_bytes: int = 1_000_000
     roll_seconds: float = 60.0
     mqtt_topic: str = ""
+    state_every_s: float = 60.0
+    """How often the protocol reports the state it holds (``state`` records); 0: never."""
+
+
+@dataclass(frozen=True, slots=True)
+class EnergyConfig:
+    source: str = "auto"
+    """``auto``: the power-supply class, where the device has one; ``none``: never."""
+    poll_s: float = 30.0
+    power_supply_dir: str = "/sys/class/power_supply"
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +220,7 @@ class Config:
     storage: StorageConfig
     telemetry: TelemetryConfig
     log: LogConfig
+    energy: EnergyConfig = field(default_factory=EnergyConfig)
     source: str = field(default="", compare=False)
 
     @property
@@ -352,8 +367,12 @@ def _node(root: _Table) -> NodeConfig:
     name = t.get_str("name", socket.gethostname() or f"node-{node_id:x}", nonempty=True)
     if len(name.encode()) > 63:
         raise ConfigError(t.key("name"), "must be at most 63 bytes (a DNS-SD label)")
+    try:
+        roles = check_roles(t.str_list("roles", []))
+    except RoleError as exc:
+        raise ConfigError(t.key("roles"), str(exc)) from None
     t.finish()
-    return NodeConfig(node_id, name)
+    return NodeConfig(node_id, name, roles)
 
 
 def _link(root: _Table) -> LinkConfig:
@@ -629,6 +648,7 @@ def _telemetry(root: _Table) -> TelemetryConfig:
         roll_bytes=t.get_int("roll_bytes", 1_000_000, lo=4096),
         roll_seconds=t.get_float("roll_seconds", 60.0, lo=1.0),
         mqtt_topic=topic,
+        state_every_s=t.get_float("state_every_s", 60.0, lo=0.0),
     )
     if cfg.roll_bytes > cfg.max_spool_bytes:
         raise ConfigError(t.key("roll_bytes"), "must not exceed telemetry.max_spool_bytes")
@@ -643,6 +663,18 @@ def _log(root: _Table) -> LogConfig:
         raise ConfigError(t.key("level"), f"must be one of {', '.join(LOG_LEVELS)}, got {level!r}")
     t.finish()
     return LogConfig(level)
+
+
+def _energy(root: _Table) -> EnergyConfig:
+    t = root.table("energy")
+    cfg = EnergyConfig(
+        source=t.choice("source", ("auto", "none"), "auto"),
+        poll_s=t.get_float("poll_s", 30.0, lo=1.0),
+        power_supply_dir=t.get_str("power_supply_dir", "/sys/class/power_supply",
+                                   nonempty=True),
+    )
+    t.finish()
+    return cfg
 
 
 def parse_config(data: Mapping[str, Any], *, base_dir: Path = Path("."), source: str = "",
@@ -662,6 +694,7 @@ def parse_config(data: Mapping[str, Any], *, base_dir: Path = Path("."), source:
         storage=_storage(root),
         telemetry=_telemetry(root),
         log=_log(root),
+        energy=_energy(root),
         source=source,
     )
     root.finish()

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from meshsub.core.api import Message, NodeId, TelemetryValue
+from meshsub.core.api import LINK_PROTOCOL_ID, Message, NodeId, TelemetryValue
 from meshsub.core.protocol import Protocol
 from meshsub.core.telemetry import frame_attrs
 from meshsub.runtime.link import Address, Link, LinkState
@@ -23,11 +23,10 @@ from meshsub.wire import DECODE_REASONS, Decoded, FrameCodec, FrameError
 
 log = get_logger("meshsub.frames")
 
+__all__ = ["LINK_PROTOCOL_ID", "FrameIO", "Record"]
+
 Record = Callable[[str, Mapping[str, TelemetryValue]], None]
 """Write one telemetry record (event name, attributes) for this node."""
-
-LINK_PROTOCOL_ID = 0
-"""Frames of protocol id 0 belong to the link layer (beacons)."""
 
 
 class FrameIO:
@@ -51,7 +50,6 @@ class FrameIO:
         except FrameError as err:
             reason = f"encode_{err.reason}"
             self.drops[reason] += 1
-            self.protocol.drops[reason] += 1
             self._record("drop", {"reason": reason, "event_id": str(message.id),
                                   "msg_type": message.type, "msg_kind": kind})
             log.warning("message not encodable", reason=err.reason, event_id=str(message.id),
@@ -149,6 +147,12 @@ class FrameIO:
         message = decoded.message
         self._record("drop", {"reason": "wrong_protocol", "event_id": str(message.id),
                               "msg_type": message.type, "peer": decoded.transmitter})
+
+    def link_unknown_type(self, message: Message, transmitter: NodeId) -> None:
+        """A link-layer (protocol id 0) frame that is not a beacon (counted, recorded)."""
+        self.drops["link_unknown_type"] += 1
+        self._record("drop", {"reason": "link_unknown_type", "msg_type": message.type,
+                              "peer": transmitter})
 
     def frame_drops(self) -> dict[str, int]:
         """Refused frames by the codec's reason (``meshsubctl status``)."""

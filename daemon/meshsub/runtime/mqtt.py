@@ -34,7 +34,6 @@ import hashlib
 import json
 import math
 import random
-import re
 import sqlite3
 from collections import Counter, deque
 from collections.abc import Callable
@@ -48,6 +47,8 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from meshsub.core.api import Deliver, MessageId, NodeId
 from meshsub.core.content import Event, Subscription
+from meshsub.core.subids import SubIdError
+from meshsub.core.subids import check_sub_id as core_check_sub_id
 from meshsub.core.syntax import format_subscription, parse_subscription
 from meshsub.core.topics import validate_topic
 from meshsub.core.values import ContentError
@@ -63,12 +64,8 @@ PROP_EVENT_ID = "meshsub-event-id"
 PROP_NODE = "meshsub-node"
 """User property: the node whose daemon published this MQTT message."""
 
-CONTROL_SUB_PREFIX = "ctl-"
-"""Subscription ids the control socket uses; MQTT applications may not take them."""
-
 _WINDOW = 32
 """Deliveries in flight to the broker at once (QoS 1 acknowledgements awaited together)."""
-_SUB_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}\Z")
 
 
 class PayloadError(ValueError):
@@ -138,16 +135,11 @@ class MqttSettings:
 
 
 def check_sub_id(sub_id: str) -> str:
-    """A subscription id: one topic level of ``[A-Za-z0-9_.-]``, 1-64 characters."""
-    if not _SUB_ID.match(sub_id):
-        raise PayloadError(
-            "bad_sub_id", f"subscription id {sub_id!r} must match [A-Za-z0-9_.-]{{1,64}}"
-        )
-    if sub_id.startswith(CONTROL_SUB_PREFIX):
-        raise PayloadError(
-            "bad_sub_id", f"subscription ids starting {CONTROL_SUB_PREFIX!r} are reserved"
-        )
-    return sub_id
+    """A subscription id (``meshsub.core.subids``); ``PayloadError`` ``bad_sub_id`` if not."""
+    try:
+        return core_check_sub_id(sub_id)
+    except SubIdError as exc:
+        raise PayloadError("bad_sub_id", str(exc)) from None
 
 
 def event_from_payload(topic: str, payload: bytes, max_bytes: int = 65536) -> Event:

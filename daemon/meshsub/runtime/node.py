@@ -42,6 +42,7 @@ from meshsub.core.api import (
     CoreType,
     Deliver,
     Emit,
+    EnergyChanged,
     FrameReceived,
     Input,
     LocalPublish,
@@ -72,6 +73,7 @@ from meshsub.runtime.location import LocationService, make_source, make_tracker
 from meshsub.runtime.logging import configure_logging, get_logger
 from meshsub.runtime.mqtt import MqttBridge, MqttSettings, delivery_payload
 from meshsub.runtime.neighbors import EventKind, NeighborEvent, NeighborTable, to_input
+from meshsub.runtime.power import EnergyReading, read_power_supply
 from meshsub.runtime.sdnotify import SignalHandlers, SystemdNotifier
 from meshsub.runtime.spool import TelemetrySpool
 from meshsub.runtime.store import LocalPublisher, Store, StoreError
@@ -116,8 +118,10 @@ def _peer_addresses(config: Config) -> list[Address]:
 def _make_protocol(config: Config, epoch: int, store: Store) -> Protocol:
     cls = get_protocol(config.protocol.name)
     kwargs: dict[str, Any] = {"epoch": epoch, "params": config.protocol.params,
-                              "seed": secrets.randbits(32)}
-    if "store" in inspect.signature(cls.__init__).parameters:
+                              "seed": secrets.randbits(32), "capabilities": config.node.roles,
+                              "state_every_s": config.telemetry.state_every_s
+                              if config.telemetry.enabled else 0.0}
+    if cls.buffer_store:
         kwargs["store"] = store.buffer()  # store-carry-forward survives a restart
     return cls(config.node.id, **kwargs)
 
@@ -146,6 +150,9 @@ class Node:
         self._last_tick = time.monotonic()
         self._last_status = ""
         self._dnssd_task: asyncio.Task[None] | None = None
+        self._energy_due = 0.0
+        self.energy: EnergyReading | None = None
+        """The last power-supply reading fed to the protocol (``None``: none yet)."""
         self.store: Store | None = None
         self.spool: TelemetrySpool | None = None
         self.feed: TelemetryFeed | None = None
@@ -197,7 +204,7 @@ class Node:
                                 d.control_budget),
             transmit=self.frames.send_beacon, new_message_id=self.protocol.new_message_id,
             on_event=self._on_neighbor_event, clock=self.clock, position=lambda: self.position,
-            learn=self.link.learn, capabilities=(self.protocol.name,),
+            learn=self.link.learn, capabilities=self.protocol.capabilities,
             broadcast=cfg.link.mode != "batman",
         )
         self.publisher = HeldPublisher(self.store, self.protocol.new_message_id,
@@ -234,6 +241,7 @@ class Node:
         if self.feed is not None:
             await self.feed.start()
         self._started = True
+        self._poll_energy()  # the protocol knows its energy before the first contact
         self._on_link_up()  # if it is up already: re-feed the outbox, register DNS-SD
         await self.discovery.start()
         self.discovery.set_peers("static", _peer_addresses(cfg))
@@ -351,12 +359,26 @@ class Node:
             await asyncio.sleep(HOUSEKEEPING_S)
             self._last_tick = time.monotonic()
             self.codec.expire(self.clock())
+            self._poll_energy()
             if self.feed is not None:
                 self.feed.note_losses()
             line = self._status_line()
             if line != self._last_status or self._last_tick - last_status >= STATUS_EVERY_S:
                 self.notifier.status(line)
                 self._last_status, last_status = line, self._last_tick
+
+    def _poll_energy(self) -> None:
+        """Every ``energy.poll_s``: the power-supply reading, fed to the protocol if it changed."""
+        cfg = self.config.energy
+        now = time.monotonic()
+        if cfg.source == "none" or now < self._energy_due:
+            return
+        self._energy_due = now + cfg.poll_s
+        reading = read_power_supply(Path(cfg.power_supply_dir))
+        if reading is None or reading == self.energy:
+            return
+        self.energy = reading
+        self.handle(EnergyChanged(self.clock(), reading.fraction, reading.on_mains))
 
     def _status_line(self) -> str:
         link = self.link.state.value if self.link else "-"
@@ -490,9 +512,7 @@ class Node:
             if message.type == CoreType.BEACON and self.discovery is not None:
                 self.discovery.on_beacon(message, decoded.transmitter, addr, now)
             else:
-                self.frames.drops["link_unknown_type"] += 1
-                self.record("drop", {"reason": "link_unknown_type", "msg_type": message.type,
-                                     "peer": decoded.transmitter})
+                self.frames.link_unknown_type(message, decoded.transmitter)
             return
         self.handle(FrameReceived(now, decoded.transmitter, message,
                                   self.config.link.interface))
@@ -622,6 +642,9 @@ class Node:
                 "error_m": round(pos.error_m, 2)},
             "location": (self.location.status() if self.location is not None
                          else {"source": "none", "fix": False}),
+            "energy": {"source": self.config.energy.source,
+                       "fraction": None if self.energy is None else self.energy.fraction,
+                       "on_mains": None if self.energy is None else self.energy.on_mains},
             "link": self.link.status() if self.link else None,
             "discovery": self.discovery.status() if self.discovery else None,
             "batman": self.poller.status() if self.poller else None,

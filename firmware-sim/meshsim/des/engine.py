@@ -27,12 +27,13 @@ from typing import Protocol as TypingProtocol
 import simpy
 
 from meshsim.des.codec import Sizer, make_sizer
+from meshsim.des.energy import Batteries
 from meshsim.des.stats import Delivery, Published, SimStats
 from meshsim.gps.des import GpsView
-from meshsim.medium.radio import Links, compute_links, make_model, pair_delays
 from meshsim.mobility.contacts import contact_timeline
 from meshsim.mobility.trajectories import Trajectories
-from meshsim.scenario.model import Contact, Scenario, to_plain
+from meshsim.radio import Links, compute_links, make_model, pair_delays
+from meshsim.scenario.model import Contact, Scenario, SubscriptionSpec, to_plain
 from meshsim.scenario.plan import Plan, make_plan
 from meshsub.core.api import (
     Action,
@@ -40,10 +41,12 @@ from meshsub.core.api import (
     CancelTimer,
     Deliver,
     Emit,
+    EnergyChanged,
     FrameReceived,
     Input,
     LocalPublish,
     LocalSubscribe,
+    LocalUnsubscribe,
     Message,
     NeighborChanged,
     NeighborDown,
@@ -57,6 +60,7 @@ from meshsub.core.api import (
     TelemetryValue,
     TimerFired,
 )
+from meshsub.core.buffer import MemoryStore
 from meshsub.core.protocol import Protocol
 from meshsub.core.registry import get_protocol
 from meshsub.core.telemetry import frame_attrs
@@ -96,6 +100,9 @@ class _Node:
     sizer: Sizer
     position: tuple[float, float]
     timers: dict[str, int] = field(default_factory=dict)
+    epoch: int = EPOCH
+    store: MemoryStore | None = None
+    """What the node persisted (its SCF buffer): a crash keeps it, as the daemon's SQLite."""
 
 
 class Simulation:
@@ -118,21 +125,32 @@ class Simulation:
         self.pair_delay = pair_delays(scenario.radio.links)
         self.stats = SimStats(nodes=len(self.plan.positions))
         self._timer_gen = 0
-        cls = get_protocol(scenario.protocol.name)
+        self.cls = get_protocol(scenario.protocol.name)
         self.protocol_name = scenario.protocol.name
-        self.nodes: dict[int, _Node] = {
-            node: _Node(
-                cls(node, epoch=EPOCH, params=scenario.protocol.params, seed=scenario.meta.seed),
-                sizer_factory(node, EPOCH, scenario.radio.payload_size),
-                pos,
-            )
-            for node, pos in sorted(self.plan.positions.items())
-        }
+        self.sizer_factory = sizer_factory
+        self.roles = self.plan.roles(scenario)
+        """Every node's roles: its protocol's capabilities, what its neighbours see."""
+        self.nodes: dict[int, _Node] = {}
+        for node, pos in sorted(self.plan.positions.items()):
+            store = MemoryStore() if self.cls.buffer_store else None
+            self.nodes[node] = _Node(self._protocol(node, EPOCH, store),
+                                     sizer_factory(node, EPOCH, scenario.radio.payload_size),
+                                     pos, store=store)
+        self.crashed: dict[int, float] = {}
+        """Nodes whose daemon is down (``[[faults]]`` crash), and since when: no input at all."""
+        self.absent: set[int] = set(self.plan.absent)
+        """Nodes without links (left, or not joined yet): their daemon runs on."""
+        self._deferred: dict[int, list[Callable[[], None]]] = {}
+        """Application requests to a crashed node, fed when it recovers (the broker's queue)."""
+        self._contacts_up: dict[frozenset[int], float] = {}
         self.links: Links = {node: {} for node in self.nodes}
         self.trajectories: Trajectories = self.plan.trajectories
         self.gps = (GpsView(scenario.gps, scenario.meta.seed, self.nodes)
                     if scenario.gps.enabled else None)
         """``[gps]`` enabled: protocols see the daemon's view of a noisy fix; radio, truth."""
+        self.batteries = (Batteries(scenario.energy, self.nodes, scenario.radio.range_m)
+                          if scenario.energy.enabled else None)
+        """``[energy]`` enabled: every node's battery, drained by its transmissions."""
         self._ran = False
 
     # ------------------------------------------------------------------ running
@@ -147,6 +165,16 @@ class Simulation:
         self.stats.sim_time_s = self.scenario.end_s
         self.stats.wall_s = time.perf_counter() - started
         return self.stats
+
+    def _protocol(self, node: int, epoch: int, store: MemoryStore | None) -> Protocol:
+        """A node's protocol instance (a new one per boot: a recovery is a reboot)."""
+        s = self.scenario
+        kwargs: dict[str, Any] = {"epoch": epoch, "params": s.protocol.params_for(
+            s.nodes.role_of(node)), "seed": s.meta.seed + epoch - EPOCH,
+            "capabilities": self.roles[node], "state_every_s": s.meta.state_every_s}
+        if store is not None:
+            kwargs["store"] = store
+        return self.cls(node, **kwargs)
 
     def _at(self, t: float, fn: Callable[..., None], *args: Any) -> None:
         """Schedule ``fn(*args)`` at absolute virtual time ``t`` (FIFO among equals)."""
@@ -168,17 +196,30 @@ class Simulation:
         for sub in self.plan.subscriptions:
             self._at(sub.t, self._feed, sub.node,
                      lambda now, s=sub: LocalSubscribe(now, s.sub_id, s.subscription))
+        for unsub in self.plan.unsubscriptions:
+            self._at(unsub.t, self._feed, unsub.node,
+                     lambda now, u=unsub: LocalUnsubscribe(now, u.sub_id))
+        for fault in self.plan.faults:
+            self._at(fault.t, self._fault, fault.action, fault.nodes)
         for index, pub in enumerate(self.plan.publications):
             self._at(pub.t, self._publish, index)
         if self.gps is not None:  # scheduled after the mobility tick: epochs see the move
             self._at(self.gps.period_s, self._gps_tick)
+        if self.batteries is not None:
+            self._energy_tick()
 
     # ------------------------------------------------------------------- inputs
 
     def _feed(self, node: int, make: Callable[[float], Input]) -> None:
+        """An application's request; a crashed node gets it when it recovers."""
+        if node in self.crashed:
+            self._deferred.setdefault(node, []).append(lambda: self._feed(node, make))
+            return
         self._handle(node, make(self.env.now))
 
     def _handle(self, node: int, inp: Input) -> None:
+        if node in self.crashed:
+            return  # a daemon that is down hears nothing
         st = self.nodes[node]
         self.stats.node_events += 1
         actions = st.proto.handle(inp)
@@ -187,6 +228,9 @@ class Simulation:
 
     def _publish(self, index: int) -> None:
         pub = self.plan.publications[index]
+        if pub.node in self.crashed:
+            self._deferred.setdefault(pub.node, []).append(lambda: self._publish(index))
+            return
         proto = self.nodes[pub.node].proto
         event_id = proto.new_message_id()
         now = self.env.now
@@ -237,7 +281,6 @@ class Simulation:
         except Exception as exc:  # the codec refused the message: a counted drop
             reason = getattr(exc, "reason", type(exc).__name__)
             self.stats.encode_errors[reason] += 1
-            proto.drops[f"encode_{reason}"] += 1
             self._record(node, "drop", {"reason": f"encode_{reason}",
                                         "event_id": str(message.id),
                                         "msg_type": message.type, "msg_kind": kind})
@@ -249,13 +292,18 @@ class Simulation:
         delay = radio.delay_s + serial
         neighbors = self.links[node]
         attrs = frame_attrs(message, kind, nbytes)
+        batteries = self.batteries
         if dests is None:
             self._count_tx(node, kind, nbytes, nframes, attrs)
+            if batteries is not None:
+                batteries.charge_tx(node, nbytes, None)
             candidates = sorted(neighbors.items())
         else:
             candidates = []
             for dest in dests:
                 self._count_tx(node, kind, nbytes, nframes, {**attrs, "peer": dest})
+                if batteries is not None:
+                    batteries.charge_tx(node, nbytes, self._distance(node, dest))
                 loss = neighbors.get(dest)
                 if loss is None:
                     self.stats.no_link += 1
@@ -305,27 +353,49 @@ class Simulation:
                 stats.rx_copies[(event_id, dest)] += 1
             stats.records += 1
             sink.record(dest, ts_ns, "rx", attrs)
+            if self.batteries is not None:
+                self.batteries.charge_rx(dest, nbytes)
             st = nodes[dest]
             stats.node_events += 1
             actions = st.proto.handle(inp)
             if actions:
                 self._apply(dest, st, actions)
 
+    # ------------------------------------------------------------------- energy
+
+    def _distance(self, a: int, b: int) -> float:
+        (xa, ya), (xb, yb) = self.nodes[a].position, self.nodes[b].position
+        return float(((xa - xb) ** 2 + (ya - yb) ** 2) ** 0.5)
+
+    def _energy_tick(self) -> None:
+        """Every node's battery reading, as its protocol's energy input; then the next."""
+        assert self.batteries is not None
+        now = self.env.now
+        for node in self.nodes:
+            fraction, on_mains = self.batteries.reading(node)
+            self._handle(node, EnergyChanged(now, fraction, on_mains))
+        period = self.scenario.energy.report_s
+        if now + period < self.scenario.end_s:
+            self._at(now + period, self._energy_tick)
+
     # ----------------------------------------------------------------- topology
 
     def _radio_links(self) -> Links:
-        positions = {node: st.position for node, st in self.nodes.items()}
+        positions = {node: st.position for node, st in self.nodes.items()
+                     if node not in self.crashed and node not in self.absent}
         return compute_links(positions, self.model, self.scenario.radio.links)
 
     def _info(self, node: int, loss: float) -> NeighborInfo:
+        caps = self.roles[node]
         if self.gps is not None:  # what the neighbour's beacons carry: its own belief
-            return NeighborInfo(node, self.gps.believed(node), 1.0 - loss)
+            return NeighborInfo(node, self.gps.believed(node), 1.0 - loss, capabilities=caps)
         x, y = self.nodes[node].position
-        return NeighborInfo(node, Position(x, y, fixed_at=self.env.now), 1.0 - loss)
+        return NeighborInfo(node, Position(x, y, fixed_at=self.env.now), 1.0 - loss,
+                            capabilities=caps)
 
     def _position(self, node: int, pos: tuple[float, float]) -> None:
         self.nodes[node].position = pos
-        if self.gps is not None:
+        if self.gps is not None or node in self.crashed:
             return  # the true position moves the radio; the protocol hears the GPS
         now = self.env.now
         self._record(node, "position", {"x": pos[0], "y": pos[1]})
@@ -398,15 +468,87 @@ class Simulation:
             self._at(now + period, self._tick, period)
 
     def _contact(self, c: Contact) -> None:
+        pair = frozenset((c.a, c.b))
         if c.up:
-            if c.b in self.links[c.a]:
-                return
             loss = self.scenario.radio.loss
             for o in self.scenario.radio.links:
                 if {o.a, o.b} == {c.a, c.b} and o.loss is not None:
                     loss = o.loss
+            self._contacts_up[pair] = loss
+            if c.b in self.links[c.a] or not (self._active(c.a) and self._active(c.b)):
+                return
             self._link_up(c.a, c.b, loss)
             self._link_up(c.b, c.a, loss)
-        elif c.b in self.links[c.a]:
-            self._link_down(c.a, c.b)
-            self._link_down(c.b, c.a)
+        else:
+            self._contacts_up.pop(pair, None)
+            if c.b in self.links[c.a]:
+                self._link_down(c.a, c.b)
+                self._link_down(c.b, c.a)
+
+    # ------------------------------------------------------------------- faults
+
+    def _active(self, node: int) -> bool:
+        """Up and present: a node that has links."""
+        return node not in self.crashed and node not in self.absent
+
+    def _relink(self) -> None:
+        """The link graph after a fault: the radio's, or the contacts up, among active nodes."""
+        if self.scenario.contacts is None:
+            self._set_links(self._radio_links())
+            return
+        links: Links = {node: {} for node in self.nodes}
+        for pair, loss in self._contacts_up.items():
+            a, b = sorted(pair)
+            if self._active(a) and self._active(b):
+                links[a][b] = links[b][a] = loss
+        self._set_links(links)
+
+    def _fault(self, action: str, nodes: tuple[int, ...]) -> None:
+        """``[[faults]]``: crash, recover, leave or join, as the plan resolved it."""
+        if action == "crash":
+            for node in nodes:
+                self.crashed[node] = self.env.now
+                self.nodes[node].timers.clear()  # a dead daemon's timers die with it
+        elif action == "recover":
+            down_since = {node: self.crashed.pop(node) for node in nodes}
+        elif action == "leave":
+            self.absent.update(nodes)
+        else:
+            self.absent.difference_update(nodes)
+        if action == "crash":  # neighbours lose it before anything else happens
+            self._relink()
+        if action == "recover":
+            for node in nodes:
+                self._reboot(node, down_since[node])
+        if action != "crash":
+            self._relink()
+
+    def _reboot(self, node: int, down_since: float) -> None:
+        """A recovered node: a new daemon (next epoch) with what it persisted.
+
+        As the daemon starts: its store-carry-forward buffer from the store, its
+        position, its energy, the applications' subscriptions (the MQTT bridge
+        restores them), then what the applications sent while it was down.
+        """
+        st = self.nodes[node]
+        st.epoch += 1
+        st.proto = self._protocol(node, st.epoch, st.store)
+        st.sizer = self.sizer_factory(node, st.epoch, self.scenario.radio.payload_size)
+        st.timers.clear()
+        now = self.env.now
+        if self.gps is None:
+            x, y = st.position
+            self._handle(node, PositionChanged(now, Position(x, y, fixed_at=now)))
+        if self.batteries is not None:
+            fraction, on_mains = self.batteries.reading(node)
+            self._handle(node, EnergyChanged(now, fraction, on_mains))
+        for sub in self._active_subscriptions(node, down_since):
+            self._handle(node, LocalSubscribe(now, sub.sub_id, sub.subscription))
+        for thunk in self._deferred.pop(node, []):
+            thunk()
+
+    def _active_subscriptions(self, node: int, at: float) -> list[SubscriptionSpec]:
+        """The node's subscriptions in force when it went down at ``at`` (what it persisted;
+        the ones due since then were deferred and come after)."""
+        return [s for s in self.plan.subscriptions
+                if s.node == node and s.t <= at and (s.until is None or s.until > at)]

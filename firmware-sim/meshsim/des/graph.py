@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from meshsim.medium.radio import Links
+from meshsim.radio import Links
 
 
 @dataclass(frozen=True, slots=True)

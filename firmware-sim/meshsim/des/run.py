@@ -12,7 +12,7 @@ from meshsim.des.engine import Simulation, default_run_id
 from meshsim.des.stats import SimStats
 from meshsim.mobility.log import LOG_NAME, write_mobility_log
 from meshsim.scenario.model import Scenario, to_plain
-from meshsim.scenario.plan import Plan, make_plan
+from meshsim.scenario.plan import Plan, make_plan, manifest_facts
 from meshsim.telemetry_files import RunWriter, base_manifest
 from meshsub.core.params import params_to_dict
 
@@ -60,6 +60,7 @@ def run_scenario(scenario: Scenario, out: Path | None, *, run_id: str | None = N
         manifest["duration_s"] = scenario.meta.duration_s
         manifest["drain_s"] = scenario.meta.drain_s
         manifest["epoch"] = 1
+        manifest.update(manifest_facts(scenario, plan))
         m = scenario.mobility
         points = write_mobility_log(plan.trajectories, writer.run_dir / LOG_NAME, header=(
             f"meshsim mobility log: run {run}, scenario {scenario.meta.name}, seed "

@@ -40,7 +40,8 @@ def expected_pairs(plan: Plan) -> list[set[tuple[int, str]]]:
     out = []
     for pub in plan.publications:
         out.append({(s.node, s.sub_id) for s in plan.subscriptions
-                    if s.t <= pub.t and s.subscription.matches(pub.event)})
+                    if s.t <= pub.t and (s.until is None or s.until > pub.t)
+                    and s.subscription.matches(pub.event)})
     return out
 
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from meshsim.gps.model import ReceiverModel
 from meshsim.gps.settings import GpsSettings
 from meshsub.core.api import Position
-from meshsub.runtime.location import Fix, Gating, LocationTracker
+from meshsub.core.tracking import Fix, Gating, LocationTracker
 
 
 class GpsView:

@@ -14,7 +14,7 @@ noise_m^2``, so each axis is N(0, noise_m^2) at any instant. ``correlation_s =
 0`` makes all of it white.
 
 HDOP and the error agree through the daemon's own relation (``UERE_M`` of
-``meshsub.runtime.location.tracker``): the daemon estimates the horizontal
+``meshsub.core.tracking``): the daemon estimates the horizontal
 error as ``HDOP x UERE`` and reads it as the DRMS (root of the mean squared
 horizontal error), which is ``sqrt(2) x sigma`` for a per-axis sigma. So by
 default ``HDOP = sqrt(2) noise_m / UERE`` (noise 3 m: HDOP 0.85), and with a

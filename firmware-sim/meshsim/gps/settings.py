@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from meshsub.runtime.location.tracker import UERE_M
+from meshsub.core.tracking import UERE_M
 
 MAX_RATE_HZ = 10.0
 MAX_NOISE_M = 1000.0

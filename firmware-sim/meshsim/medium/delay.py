@@ -23,11 +23,11 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from meshsim.host import sh
+from meshsim.host.errors import VmeshError
 from meshsim.medium.errors import MediumError
-from meshsim.medium.radio import pair_delays
+from meshsim.radio import pair_delays
 from meshsim.scenario.model import Radio
-from meshsim.vmesh import sh
-from meshsim.vmesh.errors import VmeshError
 
 QUEUE = 0x4D53  # "MS"; queue numbers are per netns, so one per medium is enough
 CHAIN = "MSUB-DELAY"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from meshsim.vmesh.errors import VmeshError
+from meshsim.host.errors import VmeshError
 
 
 class MediumError(VmeshError):

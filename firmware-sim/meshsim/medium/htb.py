@@ -21,10 +21,10 @@ from __future__ import annotations
 import math
 import re
 
+from meshsim.host import sh
+from meshsim.host.errors import VmeshError
 from meshsim.medium.errors import MediumError
 from meshsim.medium.nft import check_ifname
-from meshsim.vmesh import sh
-from meshsim.vmesh.errors import VmeshError
 
 HANDLE = "4d53"  # "MS"
 CLASS = f"{HANDLE}:1"

@@ -12,10 +12,11 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from meshsim.host.netns import netns_exists
 from meshsim.medium import nft
 from meshsim.medium.delay import DelayConfig, Delayer, DelayStats
 from meshsim.medium.errors import MediumError
-from meshsim.medium.radio import (
+from meshsim.radio import (
     DirectedLinks,
     Positions,
     RadioModel,
@@ -23,7 +24,6 @@ from meshsim.medium.radio import (
     directed,
 )
 from meshsim.scenario.model import LinkOverride
-from meshsim.vmesh.net import netns_exists
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,10 +32,10 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import TypeVar
 
+from meshsim.host import sh
+from meshsim.host.errors import VmeshError
 from meshsim.medium.errors import MediumError
-from meshsim.medium.radio import LINK_CUTOFF, LOSS_STEP
-from meshsim.vmesh import sh
-from meshsim.vmesh.errors import VmeshError
+from meshsim.radio import LINK_CUTOFF, LOSS_STEP
 
 TABLE = "msub_medium"
 CHUNK = 2000

@@ -1,4 +1,4 @@
-"""From a scenario's ``[mobility]`` to every node's trajectory.
+"""From a scenario's ``[mobility]`` (or each node group's) to every node's trajectory.
 
 Random models draw from one stream per node (``random.Random(f"{seed}:mobility:{node}")``,
 and per group for reference points), separate from the placement, workload and
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from meshsim.mobility.gauss_markov import gauss_markov
 from meshsim.mobility.geometry import Box
 from meshsim.mobility.group import member_track, reference_track
+from meshsim.mobility.lattice_walk import lattice_walk
 from meshsim.mobility.random_walk import random_walk
 from meshsim.mobility.random_waypoint import random_waypoint
 from meshsim.mobility.setdest import setdest_tracks
@@ -22,6 +23,8 @@ from meshsim.mobility.trajectories import Track, Trajectories
 from meshsim.scenario.model import (
     GaussMarkov,
     GroupMobility,
+    LatticeWalk,
+    Mobility,
     RandomWalk,
     RandomWaypoint,
     Scenario,
@@ -45,11 +48,22 @@ def make_trajectories(scenario: Scenario,
     """Every node's track from t = 0 to at least the end of the run.
 
     ``placed`` is the placement (``meshsim.scenario.plan.place_nodes``); nodes a model
-    does not move stay there.
+    does not move stay there. With node groups, each group's own mobility moves it.
     """
-    m = scenario.mobility
+    groups = scenario.nodes.groups
+    if not groups:
+        return Trajectories(_tracks(scenario, scenario.mobility, placed))
+    tracks: dict[int, Track] = {}
+    for group in groups:
+        tracks.update(_tracks(scenario, group.mobility, {n: placed[n] for n in group.ids}))
+    return Trajectories(tracks)
+
+
+def _tracks(scenario: Scenario, m: Mobility,
+            placed: Mapping[int, tuple[float, float]]) -> dict[int, Track]:
+    """The tracks of the nodes in ``placed`` under mobility ``m``."""
     if m.model == "scripted":
-        return Trajectories.from_waypoints(m.waypoints, placed)
+        return dict(Trajectories.from_waypoints(m.waypoints, placed).items())
     tracks = {node: Track(x, y) for node, (x, y) in placed.items()}
     box, until, params = area_box(scenario), scenario.end_s, m.params
     if isinstance(params, Setdest):
@@ -68,9 +82,13 @@ def make_trajectories(scenario: Scenario,
                                         placed[node], until)
     elif isinstance(params, GroupMobility):
         tracks.update(group_tracks(scenario, params, box, until)[1])
+    elif isinstance(params, LatticeWalk):
+        for node in m.nodes:
+            tracks[node] = lattice_walk(mobility_rng(scenario, node), params, placed[node],
+                                        until)
     elif m.model != "static":
         raise ValueError(f"mobility model {m.model!r} has no parameters")
-    return Trajectories(tracks)
+    return tracks
 
 
 def trajectories_for(scenario: Scenario, plan: Plan) -> Trajectories:

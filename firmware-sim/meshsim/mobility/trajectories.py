@@ -101,6 +101,9 @@ class Trajectories:
     def track(self, node: int) -> Track:
         return self._tracks[node]
 
+    def items(self) -> Iterator[tuple[int, Track]]:
+        return iter(self._tracks.items())
+
     def position(self, node: int, t: float) -> tuple[float, float]:
         return self._tracks[node].position(t)
 

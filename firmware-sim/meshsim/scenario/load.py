@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import tomllib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +22,16 @@ from meshsim.gps.settings import (
     GpsSettingsError,
     Outage,
 )
-from meshsim.medium.radio import LINK_CUTOFF, make_model
+from meshsim.radio import LINK_CUTOFF, make_model
+from meshsim.scenario.faults import parse_faults
+from meshsim.scenario.groups import members, parse_groups
 from meshsim.scenario.mobility_section import parse_mobility
 from meshsim.scenario.model import (
     PLACEMENTS,
     RADIO_MODELS,
     Area,
-    AttrDist,
     Contact,
+    Energy,
     LinkOverride,
     Meta,
     Mobility,
@@ -40,24 +42,24 @@ from meshsim.scenario.model import (
     Radio,
     Scenario,
     SubscriberGen,
+    SubscriptionArrivals,
     SubscriptionSpec,
-    Template,
     WeightedExpr,
     Workload,
 )
 from meshsim.scenario.overrides import apply_override
-from meshsim.scenario.reader import ScenarioError, Table, check_int, check_number, type_name
+from meshsim.scenario.reader import ScenarioError, Table, check_int, type_name
+from meshsim.scenario.templates import event_template, lifetime, sub_template
 from meshsim.scenario.traces import parse_contact_line, parse_contacts
 from meshsub.core.content import ContentError
 from meshsub.core.params import ParameterError, ProtocolParams, parse_params
 from meshsub.core.protocol import Protocol
 from meshsub.core.registry import UnknownProtocolError, get_protocol
+from meshsub.core.subids import SubIdError, check_sub_id
 from meshsub.core.syntax import parse_event, parse_subscription
-from meshsub.runtime.mqtt import PayloadError, check_sub_id
 
 LOG_DISTANCE_KEYS = ("tx_power_dbm", "ref_loss_db", "ref_distance_m", "path_loss_exp",
                      "noise_floor_dbm", "frame_bytes")
-ATTR_KINDS = ("uniform_int", "uniform_float", "choice", "const", "random_text")
 PUBLISHER_WEIGHTS = ("uniform", "contact_degree")
 
 
@@ -93,17 +95,22 @@ def from_dict(doc: dict[str, Any], *, base_dir: Path = Path("."),
     root = Table(doc, "")
     meta = _meta(root.table("scenario", required=True))
     area = _area(root.table("area", required=True))
-    nodes = _nodes(root.table("nodes", required=True), area)
+    nodes = _nodes(root.table("nodes", required=True), area, meta, base_dir)
     ids = set(nodes.ids)
     radio = _radio(root.table("radio"), ids)
     mobility = _mobility(root.table("mobility"), nodes, area, meta, base_dir)
     contacts = _contacts(root, ids, base_dir)
-    protocol = _protocol(root.table("protocol", required=True))
-    workload = _workload(root.table("workload"), ids, meta)
+    protocol = _protocol(root.table("protocol", required=True),
+                         frozenset(g.role for g in nodes.groups if g.role is not None))
+    groups = {g.name: g.ids for g in nodes.groups}
+    workload = _workload(root.table("workload"), ids, meta, groups)
     gps = _gps(root.table("gps"), ids, meta)
+    energy = _energy(root.table("energy"), ids, nodes)
+    faults = parse_faults(root, ids, groups, meta)
     root.done()
     return Scenario(meta, area, radio, nodes, mobility, contacts, protocol, workload,
-                    gps=gps, source=copy.deepcopy(doc), overrides=overrides)
+                    gps=gps, energy=energy, faults=faults, source=copy.deepcopy(doc),
+                    overrides=overrides)
 
 
 # --------------------------------------------------------------------- sections
@@ -120,6 +127,7 @@ def _meta(t: Table) -> Meta:
         drain_s=t.number("drain_s", 10.0, lo=0.0),
         warmup_s=t.number("warmup_s", 0.0, lo=0.0),
         description=t.string("description", ""),
+        state_every_s=t.number("state_every_s", 0.0, lo=0.0),
     )
     if meta.warmup_s >= meta.duration_s:
         raise t.err("warmup_s", "must be less than duration_s")
@@ -204,45 +212,19 @@ def _log_distance(t: Table, base: Radio) -> Radio:
     return dataclasses.replace(radio, range_m=model.range_m)
 
 
-def _nodes(t: Table, area: Area) -> Nodes:
-    placement = t.string("placement", choices=PLACEMENTS)
-    positions: list[tuple[int, float, float]] = []
-    if placement == "explicit":
-        for pt in t.tables("positions"):
-            pid = pt.integer("id", len(positions) + 1, lo=0, hi=0xFFFF_FFFF)
-            x = pt.number("x", lo=0.0, hi=area.width_m)
-            y = pt.number("y", lo=0.0, hi=area.height_m)
-            pt.done()
-            positions.append((pid, x, y))
-        if not positions:
-            raise t.err("positions", "explicit placement needs at least one position")
-        count = t.integer("count", len(positions), lo=1)
-        if count != len(positions):
-            raise t.err("count", f"is {count} but {len(positions)} positions are listed")
-        ids = [p[0] for p in positions]
-        dup = next((i for i in ids if ids.count(i) > 1), None)
-        if dup is not None:
-            raise t.err("positions", f"node id {dup} appears twice")
-    else:
-        if t.has("positions"):
-            t.raw("positions")
-            raise t.err("positions", f"only for placement = \"explicit\" (not {placement!r})")
-        count = t.integer("count", lo=1, hi=100_000)
-        first = t.integer("first_id", 1, lo=0, hi=0xFFFF_FFFF - count + 1)
-        ids = list(range(first, first + count))
-    pinned: list[tuple[int, float, float]] = []
-    for pt in t.tables("pinned"):
-        pid = pt.integer("id", lo=0, hi=0xFFFF_FFFF)
-        if placement == "explicit":
-            raise t.err("pinned", "not with placement = \"explicit\" (list the position there)")
-        if pid not in ids:
-            raise pt.err("id", f"node {pid} is not one of the scenario's nodes")
-        if any(p[0] == pid for p in pinned):
-            raise pt.err("id", f"node {pid} is pinned twice")
-        x = pt.number("x", lo=0.0, hi=area.width_m)
-        y = pt.number("y", lo=0.0, hi=area.height_m)
-        pt.done()
-        pinned.append((pid, x, y))
+def _nodes(t: Table, area: Area, meta: Meta, base_dir: Path) -> Nodes:
+    if t.has("groups"):
+        return _grouped_nodes(t, area, meta, base_dir)
+    placement = t.string("placement", choices=tuple(p for p in PLACEMENTS if p != "lattice"))
+    ids, positions = members(t, placement, area, 1, id_required=False)
+    dup = next((i for i in ids if ids.count(i) > 1), None)
+    if dup is not None:
+        raise t.err("positions", f"node id {dup} appears twice")
+    count = len(ids)
+    if placement == "explicit" and t.has("pinned"):
+        t.raw("pinned")
+        raise t.err("pinned", "not with placement = \"explicit\" (list the position there)")
+    pinned = _pinned(t, area, set(ids))
     nodes = Nodes(
         count=count,
         placement=placement,
@@ -259,7 +241,45 @@ def _nodes(t: Table, area: Area) -> Nodes:
     return nodes
 
 
+def _pinned(t: Table, area: Area, ids: set[int] | None) -> tuple[tuple[int, float, float], ...]:
+    pinned: list[tuple[int, float, float]] = []
+    for pt in t.tables("pinned"):
+        pid = pt.integer("id", lo=0, hi=0xFFFF_FFFF)
+        if ids is not None and pid not in ids:
+            raise pt.err("id", f"node {pid} is not one of the scenario's nodes")
+        if any(p[0] == pid for p in pinned):
+            raise pt.err("id", f"node {pid} is pinned twice")
+        x = pt.number("x", lo=0.0, hi=area.width_m)
+        y = pt.number("y", lo=0.0, hi=area.height_m)
+        pt.done()
+        pinned.append((pid, x, y))
+    return tuple(pinned)
+
+
+def _grouped_nodes(t: Table, area: Area, meta: Meta, base_dir: Path) -> Nodes:
+    """``[nodes]`` with ``[[nodes.groups]]`` (``meshsim.scenario.groups``)."""
+    for key in ("count", "placement", "first_id", "spacing_m", "positions"):
+        if t.has(key):
+            t.raw(key)
+            raise t.err(key, "not with groups: each group has its own")
+    pinned = _pinned(t, area, None)  # the ids are checked once the groups are read
+    connected = t.boolean("connected", False)
+    max_tries = t.integer("max_tries", 1000, lo=1)
+    nodes = parse_groups(t, area, meta, base_dir, _read_lines, pinned, connected, max_tries)
+    t.done()
+    return nodes
+
+
 def _mobility(t: Table, nodes: Nodes, area: Area, meta: Meta, base_dir: Path) -> Mobility:
+    if nodes.groups:  # each group has its own; here only the simulator's tick
+        for key in t.data:
+            if key != "tick_s":
+                t.raw(key)
+                raise t.err(key, "with [[nodes.groups]] each group has its own mobility "
+                                 "table; [mobility] holds only tick_s")
+        mobility = Mobility(tick_s=t.number("tick_s", 1.0, lo=0.0, lo_open=True))
+        t.done()
+        return mobility
     return parse_mobility(t, nodes, area, meta, base_dir, _read_lines)
 
 
@@ -311,7 +331,7 @@ def _generated_contacts(t: Table, ids: set[int]) -> list[Contact]:
         raise ScenarioError(t.path, str(exc)) from None
 
 
-def _protocol(t: Table) -> ProtocolSpec:
+def _protocol(t: Table, roles: frozenset[str]) -> ProtocolSpec:
     """``[protocol]``: the selected ``name`` and one parameter table per protocol.
 
     ``[protocol.NAME]`` holds protocol NAME's parameters, so one scenario runs under
@@ -329,18 +349,32 @@ def _protocol(t: Table) -> ProtocolSpec:
     if name not in tables:
         tables[name] = Table({}, f"{t.path}.{name}")
     selected: ProtocolParams | None = None
+    role_params: tuple[tuple[str, ProtocolParams], ...] = ()
     for key, values in tables.items():
         cls = _protocol_class(t, key, "name" if key == name else key)
-        try:
-            params = parse_params(cls.Params, dict(values.data))
-        except ParameterError as exc:
-            raise ScenarioError(f"{values.path}.{exc.key}", exc.problem) from None
-        except ValueError as exc:
-            raise ScenarioError(values.path, str(exc)) from None
+        base = {k: v for k, v in values.data.items() if k != "roles"}
+        params = _params(cls, base, values.path)
+        by_role = []
+        rt = Table(values.data.get("roles", {}), f"{values.path}.roles")
+        for role in sorted(rt.data):
+            if role not in roles:
+                raise rt.err(role, f"no node group has role {role!r} "
+                                   f"(roles: {', '.join(sorted(roles)) or 'none'})")
+            own = rt.table(role)
+            by_role.append((role, _params(cls, {**base, **own.data}, own.path)))
         if key == name:
-            selected = params
+            selected, role_params = params, tuple(by_role)
     assert selected is not None
-    return ProtocolSpec(name, selected)
+    return ProtocolSpec(name, selected, role_params)
+
+
+def _params(cls: type[Protocol], values: Mapping[str, Any], path: str) -> ProtocolParams:
+    try:
+        return parse_params(cls.Params, dict(values))
+    except ParameterError as exc:
+        raise ScenarioError(f"{path}.{exc.key}", exc.problem) from None
+    except ValueError as exc:
+        raise ScenarioError(path, str(exc)) from None
 
 
 def _protocol_class(t: Table, name: str, key: str) -> type[Protocol]:
@@ -354,7 +388,8 @@ def _protocol_class(t: Table, name: str, key: str) -> type[Protocol]:
         raise t.err(key, f"cannot load protocol {name!r}: {exc}") from None
 
 
-def _workload(t: Table, ids: set[int], meta: Meta) -> Workload:
+def _workload(t: Table, ids: set[int], meta: Meta, groups: Mapping[str, tuple[int, ...]]
+              ) -> Workload:
     subs = []
     for i, st in enumerate(t.tables("subscriptions")):
         node = _node_ref(st, "node", ids)
@@ -363,12 +398,15 @@ def _workload(t: Table, ids: set[int], meta: Meta) -> Workload:
         if sub_id:
             try:  # the virtual mesh subscribes over MQTT: the same id rules apply
                 check_sub_id(sub_id)
-            except PayloadError as exc:
+            except SubIdError as exc:
                 raise st.err("id", str(exc)) from None
         start = st.number("t", 0.0, lo=0.0)
+        until = st.opt_number("until", lo=0.0)
+        if until is not None and until <= start:
+            raise st.err("until", f"must be after t ({start:g})")
         st.done()
         subs.append(SubscriptionSpec(node, expr, _parse_sub(st, "expr", expr), start,
-                                     sub_id or f"s{i}"))
+                                     sub_id or f"s{i}", until))
     pubs = []
     for pt in t.tables("publications"):
         node = _node_ref(pt, "node", ids)
@@ -378,8 +416,11 @@ def _workload(t: Table, ids: set[int], meta: Meta) -> Workload:
         text = pt.string("event")
         pt.done()
         pubs.append(PublicationSpec(when, node, text, _parse_event(pt, "event", text)))
-    subscribers = _subscribers(t.table("subscribers"), ids) if t.has("subscribers") else None
-    generator = _generator(t.table("generator"), ids, meta) if t.has("generator") else None
+    subscribers = _subscribers(t.table("subscribers"), ids, groups) \
+        if t.has("subscribers") else None
+    generator = _generator(t.table("generator"), ids, meta, groups) \
+        if t.has("generator") else None
+    arrivals = _arrivals(t.table("arrivals"), ids, meta, groups) if t.has("arrivals") else None
     t.done()
     seen: set[tuple[int, str]] = set()
     for i, s in enumerate(subs):
@@ -387,17 +428,19 @@ def _workload(t: Table, ids: set[int], meta: Meta) -> Workload:
             raise ScenarioError(f"workload.subscriptions[{i}].id",
                                 f"duplicate id {s.sub_id!r} on node {s.node}")
         seen.add((s.node, s.sub_id))
-    return Workload(tuple(subs), subscribers, tuple(sorted(pubs, key=lambda p: p.t)), generator)
+    return Workload(tuple(subs), subscribers, tuple(sorted(pubs, key=lambda p: p.t)), generator,
+                    arrivals)
 
 
-def _subscribers(t: Table, ids: set[int]) -> SubscriberGen:
+def _subscribers(t: Table, ids: set[int], groups: Mapping[str, tuple[int, ...]]
+                 ) -> SubscriberGen:
     count = t.opt_integer("count", lo=0)
     fraction = t.opt_number("fraction", lo=0.0)
     if fraction is not None and fraction > 1.0:
         raise t.err("fraction", f"must be <= 1 (got {fraction:g})")
     if (count is None) == (fraction is None):
         raise t.err("count", "give exactly one of count and fraction")
-    candidates = _node_list(t, "nodes", ids)
+    candidates = _node_list(t, "nodes", ids, groups)
     if count is not None and count > len(candidates):
         raise t.err("count", f"is {count} but only {len(candidates)} candidate nodes exist")
     exprs = []
@@ -406,42 +449,60 @@ def _subscribers(t: Table, ids: set[int]) -> SubscriberGen:
         weight = et.number("weight", 1.0, lo=0.0, lo_open=True)
         et.done()
         exprs.append(WeightedExpr(expr, _parse_sub(et, "expr", expr), weight))
-    if not exprs:
-        raise t.err("expressions", "at least one expression is needed")
-    gen = SubscriberGen(count, fraction, candidates, t.integer("per_node", 1, lo=1),
+    templates = tuple(sub_template(tt) for tt in t.tables("templates"))
+    if not exprs and not templates:
+        raise t.err("expressions", "at least one expression (or template) is needed")
+    if exprs and templates:
+        raise t.err("templates", "give expressions or templates, not both")
+    per_node, per_node_max = _count_range(t, "per_node")
+    life = lifetime(t.raw("lifetime", "forever"), f"{t.path}.lifetime")
+    gen = SubscriberGen(count, fraction, candidates, per_node,
                         tuple(exprs), t.number("t", 0.0, lo=0.0),
-                        t.number("interval_s", 0.0, lo=0.0))
+                        t.number("interval_s", 0.0, lo=0.0), templates,
+                        per_node_max if per_node_max != per_node else None, life)
     t.done()
     return gen
 
 
-def _generator(t: Table, ids: set[int], meta: Meta) -> PublicationGen:
-    templates = []
-    for tt in t.tables("templates"):
-        topic = tt.string("topic")
-        weight = tt.number("weight", 1.0, lo=0.0, lo_open=True)
-        at = tt.table("attrs")
-        attrs = tuple((name, _attr_dist(at, name)) for name in sorted(at.data))
-        at.done()
-        tt.done()
-        template = Template(topic, weight, attrs)
-        _parse_event(tt, "topic", topic, template)
-        templates.append(template)
-    if not templates:
-        raise t.err("templates", "at least one event template is needed")
+def _count_range(t: Table, key: str) -> tuple[int, int]:
+    """``N`` or ``[min, max]`` (both >= 1)."""
+    raw = t.raw(key, 1)
+    if isinstance(raw, list):
+        if len(raw) != 2:
+            raise t.err(key, "expected N or [min, max]")
+        lo = check_int(raw[0], f"{t.path}.{key}", lo=1)
+        hi = check_int(raw[1], f"{t.path}.{key}", lo=lo)
+        return lo, hi
+    n = check_int(raw, f"{t.path}.{key}", lo=1)
+    return n, n
+
+
+def _window(t: Table, meta: Meta) -> tuple[float, float, int | None, str, float]:
+    """start_s, stop_s, count, process and rate of a generator over time."""
     start = t.number("start_s", meta.warmup_s, lo=0.0)
     stop = t.number("stop_s", meta.duration_s, lo=0.0)
     if stop > meta.duration_s:
         raise t.err("stop_s", f"must be <= scenario.duration_s ({meta.duration_s:g})")
     if start >= stop:
         raise t.err("start_s", f"must be less than stop_s ({stop:g})")
+    return (start, stop, t.opt_integer("count", lo=1),
+            t.string("process", "poisson", choices=("poisson", "periodic")),
+            t.number("rate_per_s", lo=0.0, lo_open=True))
+
+
+def _generator(t: Table, ids: set[int], meta: Meta, groups: Mapping[str, tuple[int, ...]]
+               ) -> PublicationGen:
+    templates = [event_template(tt, frozenset(groups)) for tt in t.tables("templates")]
+    if not templates:
+        raise t.err("templates", "at least one event template is needed")
+    start, stop, count, process, rate = _window(t, meta)
     gen = PublicationGen(
-        rate_per_s=t.number("rate_per_s", lo=0.0, lo_open=True),
-        process=t.string("process", "poisson", choices=("poisson", "periodic")),
+        rate_per_s=rate,
+        process=process,
         start_s=start,
         stop_s=stop,
-        count=t.opt_integer("count", lo=1),
-        publishers=_node_list(t, "publishers", ids),
+        count=count,
+        publishers=_node_list(t, "publishers", ids, groups),
         templates=tuple(templates),
         publisher_weight=t.string("publisher_weight", "uniform", choices=PUBLISHER_WEIGHTS),
     )
@@ -449,43 +510,18 @@ def _generator(t: Table, ids: set[int], meta: Meta) -> PublicationGen:
     return gen
 
 
-def _attr_dist(t: Table, name: str) -> AttrDist:
-    spec = t.raw(name)
-    path = f"{t.path}.{name}"
-    if not isinstance(spec, dict):
-        return AttrDist("const", (_scalar(spec, path),))
-    st = Table(spec, path)
-    kinds = [k for k in ATTR_KINDS if k in spec]
-    if len(kinds) != 1:
-        st.raw("decimals", None)
-        for k in ATTR_KINDS:
-            st.raw(k, None)
-        st.done()
-        raise ScenarioError(path, f"give exactly one of {', '.join(ATTR_KINDS)}")
-    kind = kinds[0]
-    decimals = st.opt_integer("decimals", lo=0)
-    raw = st.raw(kind)
-    st.done()
-    where = f"{path}.{kind}"
-    if kind == "const":
-        return AttrDist(kind, (_scalar(raw, where),))
-    if not isinstance(raw, list) or not raw:
-        raise ScenarioError(where, f"expected a non-empty array, got {type_name(raw)}")
-    if kind == "choice":
-        return AttrDist(kind, tuple(_scalar(v, where) for v in raw))
-    if len(raw) != 2:
-        raise ScenarioError(where, "expected [low, high]")
-    lo: float
-    hi: float
-    if kind in ("uniform_int", "random_text"):
-        lo, hi = check_int(raw[0], where), check_int(raw[1], where)
-        if kind == "random_text" and not 0 <= lo <= hi <= 1024:
-            raise ScenarioError(where, "text lengths must be within 0..1024")
-    else:
-        lo, hi = check_number(raw[0], where), check_number(raw[1], where)
-    if lo > hi:
-        raise ScenarioError(where, "low must not exceed high")
-    return AttrDist(kind, (lo, hi), decimals)
+def _arrivals(t: Table, ids: set[int], meta: Meta, groups: Mapping[str, tuple[int, ...]]
+              ) -> SubscriptionArrivals:
+    """``[workload.arrivals]``: subscriptions over time, each ending in an unsubscribe."""
+    templates = tuple(sub_template(tt) for tt in t.tables("templates"))
+    if not templates:
+        raise t.err("templates", "at least one subscription template is needed")
+    start, stop, count, process, rate = _window(t, meta)
+    gen = SubscriptionArrivals(rate, process, start, stop, count,
+                               _node_list(t, "nodes", ids, groups), templates,
+                               lifetime(t.raw("lifetime", "forever"), f"{t.path}.lifetime"))
+    t.done()
+    return gen
 
 
 def _gps(t: Table, ids: set[int], meta: Meta) -> GpsSettings:
@@ -525,15 +561,23 @@ def _gps(t: Table, ids: set[int], meta: Meta) -> GpsSettings:
     return gps
 
 
+def _energy(t: Table, ids: set[int], nodes: Nodes) -> Energy:
+    """``[energy]``: simulated batteries (the simulator's energy input to protocols)."""
+    groups = {g.name: g.ids for g in nodes.groups}
+    listed = _node_list(t, "mains", ids, groups) if t.has("mains") else ()
+    mains = tuple(sorted(set(listed).union(*(g.ids for g in nodes.groups if g.mains))))
+    energy = Energy(
+        enabled=t.boolean("enabled", False),
+        initial_j=t.number("initial_j", 2.0, lo=0.0, lo_open=True),
+        report_s=t.number("report_s", 10.0, lo=0.0, lo_open=True),
+        range_m=t.opt_number("range_m", lo=0.0, lo_open=True),
+        mains=mains,
+    )
+    t.done()
+    return energy
+
+
 # ---------------------------------------------------------------------- helpers
-
-
-def _scalar(value: Any, path: str) -> int | float | str | bool:
-    if isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        return check_number(value, path)
-    raise ScenarioError(path, f"expected a number, string or boolean, got {type_name(value)}")
 
 
 def _node_ref(t: Table, key: str, ids: set[int]) -> int:
@@ -543,13 +587,20 @@ def _node_ref(t: Table, key: str, ids: set[int]) -> int:
     return node
 
 
-def _node_list(t: Table, key: str, ids: set[int]) -> tuple[int, ...]:
+def _node_list(t: Table, key: str, ids: set[int],
+               groups: Mapping[str, tuple[int, ...]] | None = None) -> tuple[int, ...]:
+    """``"all"``, a node group's name, or a non-empty array of node ids."""
     raw = t.raw(key, "all")
     if raw == "all":
         return tuple(sorted(ids))
+    if isinstance(raw, str) and groups is not None:
+        if raw not in groups:
+            raise t.err(key, f"{raw!r} is neither \"all\" nor a node group "
+                             f"({', '.join(sorted(groups)) or 'none defined'})")
+        return tuple(sorted(groups[raw]))
     if not isinstance(raw, list) or not raw:
-        raise t.err(key, f"expected \"all\" or a non-empty array of node ids, got "
-                         f"{type_name(raw)}")
+        raise t.err(key, f"expected \"all\"{', a group name' if groups else ''} or a "
+                         f"non-empty array of node ids, got {type_name(raw)}")
     out = []
     for i, v in enumerate(raw):
         node = check_int(v, f"{t.path}.{key}[{i}]")
@@ -566,14 +617,9 @@ def _parse_sub(t: Table, key: str, expr: str) -> Any:
         raise t.err(key, str(exc)) from None
 
 
-def _parse_event(t: Table, key: str, text: str, template: Template | None = None) -> Any:
-    """Parse an event text, or check a template by building one sample event."""
+def _parse_event(t: Table, key: str, text: str) -> Any:
     try:
-        if template is None:
-            return parse_event(text)
-        from meshsim.scenario.plan import sample_event  # plan imports this module
-
-        return sample_event(template, None)
+        return parse_event(text)
     except ContentError as exc:
         raise t.err(key, str(exc)) from None
 

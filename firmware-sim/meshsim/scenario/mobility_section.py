@@ -17,6 +17,7 @@ from meshsim.scenario.model import (
     Area,
     GaussMarkov,
     GroupMobility,
+    LatticeWalk,
     Meta,
     Mobility,
     MobilityParams,
@@ -46,7 +47,11 @@ MODEL_KEYS: dict[str, tuple[str, ...]] = {
                      "sigma_direction", "time_step", "edge_margin"),
     "group": ("groups", "group_size", "nodes", "radius", "speed_min", "speed_max",
               "pause_min", "pause_max", "member_step"),
+    "lattice_walk": ("nodes", "cell_m", "step_s", "motion", "border", "origin_x", "origin_y",
+                     "columns", "rows"),
 }
+LATTICE_MOTIONS = ("glide", "teleport")
+LATTICE_BORDERS = ("reflect", "resample")
 MAX_TRACK_POINTS = 10_000_000
 """About 240 MB of track in memory; a finer time step is almost certainly a mistake."""
 
@@ -88,6 +93,10 @@ def parse_mobility(t: Table, nodes: Nodes, area: Area, meta: Meta, base_dir: Pat
         movers = tuple(sorted(n for g in params.groups for n in g))
         _check_steady_start(t, nodes, movers, "model")
         _check_size(t, "member_step", len(movers) * end / params.member_step)
+    elif model == "lattice_walk":
+        movers = _movers(t, ids)
+        params = _lattice_walk(t, area)
+        _check_size(t, "step_s", 2 * len(movers) * end / params.step_s)
     t.done()
     return Mobility(model, tick, waypoints, movers, params)
 
@@ -109,7 +118,7 @@ def _scripted(t: Table, ids: set[int], area: Area, base_dir: Path,
               read_lines: ReadLines) -> tuple[Waypoint, ...]:
     waypoints = []
     for i, item in enumerate(t.array("waypoints", [])):
-        where = f"mobility.waypoints[{i}]"
+        where = join(join(t.path, "waypoints"), i)
         if not isinstance(item, list) or len(item) != 4:
             raise ScenarioError(where, "expected [t, node, x, y]")
         waypoints.append(Waypoint(check_number(item[0], where, lo=0.0),
@@ -118,8 +127,8 @@ def _scripted(t: Table, ids: set[int], area: Area, base_dir: Path,
                                   check_number(item[3], where)))
     file = t.opt_string("file")
     if file is not None:
-        waypoints.extend(parse_waypoints(read_lines(base_dir, file, "mobility.file"),
-                                         f"mobility.file {file}"))
+        where = join(t.path, "file")
+        waypoints.extend(parse_waypoints(read_lines(base_dir, file, where), f"{where} {file}"))
     if not waypoints:
         raise t.err("waypoints", "scripted mobility needs waypoints or a file")
     for w in waypoints:
@@ -137,7 +146,8 @@ def _setdest(t: Table, nodes: Nodes, area: Area, base_dir: Path,
 
     file = t.string("file")
     first = t.integer("first_ns2_node", 0, lo=0)
-    return parse_setdest(read_lines(base_dir, file, "mobility.file"), f"mobility.file {file}",
+    where = join(t.path, "file")
+    return parse_setdest(read_lines(base_dir, file, where), f"{where} {file}",
                          nodes.ids, area, first)
 
 
@@ -191,6 +201,28 @@ def _group(t: Table, ids: set[int], area: Area) -> GroupMobility:
     pause_min, pause_max = _pauses(t)
     return GroupMobility(_groups(t, ids), radius, speed_min, speed_max, pause_min, pause_max,
                          t.number("member_step", 1.0, lo=0.0, lo_open=True))
+
+
+def _lattice_walk(t: Table, area: Area) -> LatticeWalk:
+    cell = t.number("cell_m", lo=0.0, lo_open=True)
+    ox = t.number("origin_x", 0.0, lo=0.0, hi=area.width_m)
+    oy = t.number("origin_y", 0.0, lo=0.0, hi=area.height_m)
+    fit_cols, fit_rows = int((area.width_m - ox) // cell), int((area.height_m - oy) // cell)
+    columns = t.integer("columns", fit_cols, lo=1)
+    rows = t.integer("rows", fit_rows, lo=1)
+    if columns < 1 or rows < 1:  # the defaults when not even one cell fits
+        raise t.err("cell_m", f"not one {cell:g} m cell fits in the area from the origin")
+    if ox + columns * cell > area.width_m or oy + rows * cell > area.height_m:
+        raise t.err("columns", f"a {columns} x {rows} lattice of {cell:g} m cells from "
+                               f"({ox:g}, {oy:g}) does not fit in the area")
+    if columns == 1 and rows == 1:
+        raise t.err("columns", "a lattice of one cell has nowhere to walk")
+    return LatticeWalk(
+        cell_m=cell, columns=columns, rows=rows,
+        step_s=t.number("step_s", 1.0, lo=0.0, lo_open=True),
+        motion=t.string("motion", "glide", choices=LATTICE_MOTIONS),
+        border=t.string("border", "reflect", choices=LATTICE_BORDERS),
+        origin_x=ox, origin_y=oy)
 
 
 # ---------------------------------------------------------------------- helpers

@@ -17,9 +17,13 @@ from meshsub.core.content import Event, Subscription
 from meshsub.core.params import ProtocolParams, params_to_dict
 
 RADIO_MODELS = ("unit_disk", "linear_ramp", "log_distance")
-PLACEMENTS = ("grid", "line", "random", "explicit")
+PLACEMENTS = ("grid", "line", "random", "explicit", "lattice")
 MOBILITY_MODELS = ("static", "scripted", "setdest", "random_waypoint", "random_walk",
-                   "gauss_markov", "group")
+                   "gauss_markov", "group", "lattice_walk")
+FAULT_ACTIONS = ("crash", "recover", "leave", "join")
+SCOPE_ATTR = "_scope"
+"""The event attribute naming its delivery scope: a node group, or ``@origin[:PREFIX]``
+for the groups its publisher is in (docs/scenarios.md, "Scoped events")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +34,8 @@ class Meta:
     drain_s: float = 10.0
     warmup_s: float = 0.0
     description: str = ""
+    state_every_s: float = 0.0
+    """How often protocols report the state they hold (``state`` records); 0: never."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +72,7 @@ class Radio:
     links: tuple[LinkOverride, ...] = ()
     vmesh_delay: bool = False
     """The virtual mesh holds frames for delay_s (and links[].delay_s) through NFQUEUE."""
-    # log_distance only (meshsim.medium.radio.LogDistance)
+    # log_distance only (meshsim.radio.LogDistance)
     tx_power_dbm: float = 20.0
     ref_loss_db: float = 40.2
     ref_distance_m: float = 1.0
@@ -88,6 +94,19 @@ class Nodes:
     """explicit placement: (id, x, y) per node."""
     pinned: tuple[tuple[int, float, float], ...] = ()
     """grid/line/random placement: (id, x, y) of nodes placed by hand (e.g. a publisher)."""
+    groups: tuple[NodeGroup, ...] = ()
+    """``[[nodes.groups]]``; empty: every node is one group of this table's placement and
+    the top-level ``[mobility]`` (the form without groups)."""
+
+    def group_of(self, node: int) -> NodeGroup | None:
+        for group in self.groups:
+            if node in group.ids:
+                return group
+        return None
+
+    def role_of(self, node: int) -> str | None:
+        group = self.group_of(node)
+        return group.role if group is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +193,30 @@ class Setdest:
     moves: tuple[SetdestMove, ...]
 
 
-MobilityParams = RandomWaypoint | RandomWalk | GaussMarkov | GroupMobility | Setdest
+@dataclass(frozen=True, slots=True)
+class LatticeWalk:
+    """``lattice_walk``: cell to cell on a square lattice, one cell every ``step_s``.
+
+    Each step goes to one of the four axis neighbours with probability 1/4 (the
+    random walk of Zheng 2008, §5.2 and §6.2). ``border`` says what happens at
+    the lattice's edge: ``reflect`` turns a step that would leave it around,
+    ``resample`` draws again among the neighbours that exist. ``motion``:
+    ``glide`` crosses the cell at constant speed during the step, ``teleport``
+    stays in the cell and jumps at the step's end. Cell (i, j) has its centre at
+    ``origin + ((i + 0.5) cell_m, (j + 0.5) cell_m)``.
+    """
+
+    cell_m: float
+    columns: int
+    rows: int
+    step_s: float = 1.0
+    motion: str = "glide"
+    border: str = "reflect"
+    origin_x: float = 0.0
+    origin_y: float = 0.0
+
+
+MobilityParams = RandomWaypoint | RandomWalk | GaussMarkov | GroupMobility | Setdest | LatticeWalk
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +231,49 @@ class Mobility:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeGroup:
+    """``[[nodes.groups]]``: nodes placed, moved and given a role together.
+
+    ``role`` reaches each member's protocol as its capabilities (and its beacons),
+    with ``[protocol.NAME.roles.ROLE]`` parameters where the scenario gives them;
+    ``mains`` puts the members on mains power for ``[energy]``.
+    """
+
+    name: str
+    ids: tuple[int, ...]
+    placement: str
+    mobility: Mobility = field(default_factory=Mobility)
+    role: str | None = None
+    spacing_m: float | None = None
+    columns: int | None = None
+    origin: tuple[float, float] = (0.0, 0.0)
+    """lattice: the lower-left corner of cell (0, 0)."""
+    box: tuple[float, float, float, float] | None = None
+    """random: (x_min, y_min, x_max, y_max) to draw in; None: the whole area."""
+    positions: tuple[tuple[int, float, float], ...] = ()
+    mains: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FaultSpec:
+    """``[[faults]]``: at ``t``, ``action`` happens to the given nodes.
+
+    ``crash`` stops a node's daemon abruptly (what it persisted survives);
+    ``recover`` starts it again; ``leave`` cuts its links (the daemon runs on,
+    out of everyone's range); ``join`` gives them back. Nodes are named by id, or
+    drawn (``count`` or ``fraction``) from the candidates: the members of
+    ``group`` (default all) that the action applies to at that time.
+    """
+
+    t: float
+    action: str
+    nodes: tuple[int, ...] | None = None
+    count: int | None = None
+    fraction: float | None = None
+    group: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Contact:
     t: float
     a: int
@@ -200,6 +285,14 @@ class Contact:
 class ProtocolSpec:
     name: str
     params: ProtocolParams = field(default_factory=ProtocolParams)
+    role_params: tuple[tuple[str, ProtocolParams], ...] = ()
+    """``[protocol.NAME.roles.ROLE]``: the parameters of the nodes with that role."""
+
+    def params_for(self, role: str | None) -> ProtocolParams:
+        for name, params in self.role_params:
+            if name == role:
+                return params
+        return self.params
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +302,15 @@ class SubscriptionSpec:
     subscription: Subscription
     t: float = 0.0
     sub_id: str = ""
+    until: float | None = None
+    """When the application unsubscribes (None: never)."""
+
+
+@dataclass(frozen=True, slots=True)
+class UnsubscriptionSpec:
+    t: float
+    node: int
+    sub_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +329,83 @@ class WeightedExpr:
 
 
 @dataclass(frozen=True, slots=True)
+class RangeDist:
+    """A dependent pair ``lo <= hi`` inside ``[low, high]``.
+
+    ``draw = "width"``: the width from ``width`` (``uniform`` or ``log_uniform``
+    between its two bounds), then ``lo`` uniform where the pair fits; ``draw =
+    "sorted"``: two uniform endpoints, sorted. ``integer`` rounds to whole numbers.
+    """
+
+    low: float
+    high: float
+    draw: str = "width"
+    width_kind: str = "uniform"
+    width_min: float = 0.0
+    width_max: float = 0.0
+    integer: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class AttrDist:
+    """How one event attribute is drawn: uniform_int/uniform_float/choice/const/random_text,
+    or ``range`` (a ``RangeDist``: the attributes ``NAME_lo`` and ``NAME_hi``)."""
+
+    kind: str
+    args: tuple[Any, ...]
+    decimals: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PredDist:
+    """How one subscription predicate is drawn: ``exists`` (``NAME?``), ``eq`` (``NAME =``
+    a drawn value) or ``range`` (``NAME = [lo, hi]``, a ``RangeDist`` pair)."""
+
+    kind: str
+    value: AttrDist | RangeDist | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Pick:
+    """k of n names (k uniform in ``k_min..k_max``), each drawn with ``dist``: the random
+    tag or attribute sets of k-of-n workloads."""
+
+    names: tuple[str, ...]
+    k_min: int
+    k_max: int
+    dist: AttrDist | PredDist
+
+
+@dataclass(frozen=True, slots=True)
+class Template:
+    topic: str
+    weight: float
+    attrs: tuple[tuple[str, AttrDist], ...]
+    pick: Pick | None = None
+    scope: str | None = None
+    """The events' delivery scope (the ``_scope`` attribute)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SubTemplate:
+    """A generated subscription: a topic filter, predicates drawn, and/or a k-of-n pick."""
+
+    topic: str
+    weight: float
+    preds: tuple[tuple[str, PredDist], ...] = ()
+    pick: Pick | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Lifetime:
+    """How long a generated subscription lasts: ``const``, ``uniform`` [a, b],
+    ``exponential`` (mean), or ``forever``."""
+
+    kind: str = "forever"
+    args: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class SubscriberGen:
     """Generated subscriptions: which nodes subscribe, and to what (seeded)."""
 
@@ -238,22 +417,27 @@ class SubscriberGen:
     t: float = 0.0
     interval_s: float = 0.0
     """The k-th generated subscription (in node-id order) comes at ``t + k * interval_s``."""
+    templates: tuple[SubTemplate, ...] = ()
+    """Instead of ``expressions``: subscriptions drawn from templates."""
+    per_node_max: int | None = None
+    """``per_node`` given as [min, max]: each chosen node draws its number."""
+    lifetime: Lifetime = field(default_factory=Lifetime)
 
 
 @dataclass(frozen=True, slots=True)
-class AttrDist:
-    """How one event attribute is drawn: kind in uniform_int/uniform_float/choice/const."""
+class SubscriptionArrivals:
+    """``[workload.arrivals]``: subscriptions arriving over time (Poisson or periodic),
+    each drawn from the templates at a node drawn from ``nodes``, and unsubscribed
+    when its lifetime ends."""
 
-    kind: str
-    args: tuple[Any, ...]
-    decimals: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Template:
-    topic: str
-    weight: float
-    attrs: tuple[tuple[str, AttrDist], ...]
+    rate_per_s: float
+    process: str
+    start_s: float
+    stop_s: float
+    count: int | None
+    nodes: tuple[int, ...]
+    templates: tuple[SubTemplate, ...]
+    lifetime: Lifetime = field(default_factory=Lifetime)
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,6 +462,25 @@ class Workload:
     subscribers: SubscriberGen | None = None
     publications: tuple[PublicationSpec, ...] = ()
     generator: PublicationGen | None = None
+    arrivals: SubscriptionArrivals | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Energy:
+    """``[energy]``: the simulator's batteries, drained by the first-order radio model.
+
+    Every transmission and reception costs its node what ``meshsub.core.energy``
+    charges; every ``report_s`` each node's protocol gets an ``EnergyChanged``
+    with its remaining fraction (the daemon reads its device's power supply
+    instead). Nodes in ``mains`` (or whose group says so) are on mains power.
+    """
+
+    enabled: bool = False
+    initial_j: float = 2.0
+    report_s: float = 10.0
+    range_m: float | None = None
+    """TR of the model (free space below 75 m, multipath above); None: ``radio.range_m``."""
+    mains: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,6 +496,10 @@ class Scenario:
     workload: Workload
     gps: GpsSettings = field(default_factory=GpsSettings)
     """``[gps]``: simulated receivers (``meshsim.gps``); off by default."""
+    energy: Energy = field(default_factory=Energy)
+    """``[energy]``: simulated batteries feeding the protocols' energy input; off by default."""
+    faults: tuple[FaultSpec, ...] = ()
+    """``[[faults]]``: crashes, recoveries, departures and arrivals of nodes."""
     source: dict[str, Any] = field(default_factory=dict, compare=False)
     """The TOML document after ``--set`` overrides (for the manifest)."""
     overrides: tuple[str, ...] = ()

@@ -1,5 +1,5 @@
 """From a ``Scenario`` to what actually happens: positions, trajectories, subscriptions,
-publications.
+unsubscriptions, publications and faults.
 
 Everything random is drawn here from named streams derived from the seed
 (``random.Random(f"{seed}:placement")`` ...), so a change to one generator does not
@@ -15,16 +15,27 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from meshsim.medium.radio import compute_links, is_connected, make_model
+from meshsim.radio import compute_links, is_connected, make_model
+from meshsim.scenario.faults import FaultEvent, initially_absent, resolve_faults
+from meshsim.scenario.groups import lattice_shape
 from meshsim.scenario.model import (
-    AttrDist,
+    Area,
+    Lifetime,
+    NodeGroup,
     PublicationSpec,
     Scenario,
     SubscriptionSpec,
-    Template,
+    SubTemplate,
+    UnsubscriptionSpec,
 )
 from meshsim.scenario.reader import ScenarioError
-from meshsub.core.content import ContentError, Event
+from meshsim.scenario.templates import (
+    draw_lifetime,
+    sample_event,
+    sample_subscription,
+)
+from meshsub.core.content import ContentError, Subscription
+from meshsub.core.syntax import format_subscription
 
 if TYPE_CHECKING:
     from meshsim.mobility.trajectories import Trajectories
@@ -38,6 +49,29 @@ class Plan:
     publications: tuple[PublicationSpec, ...]
     trajectories: Trajectories
     """Every node's track for the whole run (``meshsim.mobility``)."""
+    unsubscriptions: tuple[UnsubscriptionSpec, ...] = ()
+    """Subscriptions ending: ``until`` of explicit ones, lifetimes of generated ones."""
+    faults: tuple[FaultEvent, ...] = ()
+    """``[[faults]]`` resolved to exact nodes, in time order."""
+    absent: frozenset[int] = frozenset()
+    """Nodes without links from t = 0 (named in a ``join`` before they ever left)."""
+
+    def roles(self, scenario: Scenario) -> dict[int, tuple[str, ...]]:
+        """Every node's roles (its group's role), what its protocol gets as capabilities."""
+        return {node: ((role,) if (role := scenario.nodes.role_of(node)) else ())
+                for node in self.positions}
+
+
+def manifest_facts(scenario: Scenario, plan: Plan) -> dict[str, object]:
+    """What the evaluation needs of the structure, in every tier's manifest: the node
+    groups (members, role), and the faults as resolved (scoped ground truth, state by
+    role, who was down when)."""
+    return {
+        "groups": {g.name: {"nodes": list(g.ids), "role": g.role}
+                   for g in scenario.nodes.groups},
+        "faults": [{"t": f.t, "action": f.action, "nodes": list(f.nodes)} for f in plan.faults],
+        "absent_at_start": sorted(plan.absent),
+    }
 
 
 def make_plan(scenario: Scenario) -> Plan:
@@ -45,8 +79,12 @@ def make_plan(scenario: Scenario) -> Plan:
     from meshsim.mobility.build import make_trajectories
 
     trajectories = make_trajectories(scenario, place_nodes(scenario))
-    return Plan(trajectories.positions(0.0), plan_subscriptions(scenario),
-                plan_publications(scenario), trajectories)
+    subscriptions = plan_subscriptions(scenario)
+    groups = {g.name: g.ids for g in scenario.nodes.groups}
+    return Plan(trajectories.positions(0.0), subscriptions, plan_publications(scenario),
+                trajectories, plan_unsubscriptions(scenario, subscriptions),
+                resolve_faults(scenario.faults, scenario.nodes.ids, groups, scenario.meta.seed),
+                initially_absent(scenario.faults))
 
 
 def rng_for(scenario: Scenario, stream: str) -> random.Random:
@@ -69,32 +107,76 @@ def _pin(scenario: Scenario,
 
 
 def _placed(scenario: Scenario) -> dict[int, tuple[float, float]]:
+    nodes = scenario.nodes
+    if not nodes.groups:
+        return _placed_legacy(scenario)
+    rngs = {g.name: rng_for(scenario, f"placement:{g.name}") for g in nodes.groups}
+    model = make_model(scenario.radio)
+    for _ in range(nodes.max_tries):
+        positions: dict[int, tuple[float, float]] = {}
+        for group in nodes.groups:
+            positions.update(_place_group(scenario, group, rngs[group.name]))
+        _pin(scenario, positions)
+        if not nodes.connected \
+                or is_connected(compute_links(positions, model, scenario.radio.links)):
+            return positions
+    raise ScenarioError("nodes.connected", f"no connected placement of {len(nodes.ids)} nodes "
+                                           f"in {nodes.max_tries} tries (extend the radio "
+                                           "range, shrink the area or raise nodes.max_tries)")
+
+
+def _place_group(scenario: Scenario, group: NodeGroup,
+                 rng: random.Random) -> dict[int, tuple[float, float]]:
+    area, ids = scenario.area, group.ids
+    if group.placement == "explicit":
+        return {pid: (x, y) for pid, x, y in group.positions}
+    if group.placement == "lattice":
+        assert group.spacing_m is not None
+        cols, _ = lattice_shape(group)
+        s, (ox, oy) = group.spacing_m, group.origin
+        return {node: (ox + (i % cols + 0.5) * s, oy + (i // cols + 0.5) * s)
+                for i, node in enumerate(ids)}
+    if group.placement == "random":
+        x0, y0, x1, y1 = group.box or (0.0, 0.0, area.width_m, area.height_m)
+        return {node: (rng.uniform(x0, x1), rng.uniform(y0, y1)) for node in ids}
+    where = f"nodes.groups.{group.name}.spacing_m"
+    return _line_or_grid(group.placement, ids, group.spacing_m, group.columns, area, where)
+
+
+def _line_or_grid(placement: str, ids: tuple[int, ...], spacing: float | None,
+                  columns: int | None, area: Area, where: str) -> dict[int, tuple[float, float]]:
+    n = len(ids)
+    if placement == "line":
+        step = spacing if spacing is not None else area.width_m / n
+        if step * (n - 1) > area.width_m:
+            raise ScenarioError(where, f"{n} nodes {step:g} m apart do not fit "
+                                       f"in area.width_m = {area.width_m:g}")
+        x0 = (area.width_m - step * (n - 1)) / 2
+        return {node: (x0 + i * step, area.height_m / 2) for i, node in enumerate(ids)}
+    cols = columns if columns is not None else math.ceil(math.sqrt(n))
+    rows = math.ceil(n / cols)
+    if spacing is not None:
+        dx = dy = spacing
+        if dx * (cols - 1) > area.width_m or dy * (rows - 1) > area.height_m:
+            raise ScenarioError(where, f"a {cols}x{rows} grid {dx:g} m apart "
+                                       "does not fit in the area")
+    else:
+        dx, dy = area.width_m / cols, area.height_m / rows
+    x0 = (area.width_m - dx * (cols - 1)) / 2
+    y0 = (area.height_m - dy * (rows - 1)) / 2
+    return {node: (x0 + (i % cols) * dx, y0 + (i // cols) * dy) for i, node in enumerate(ids)}
+
+
+def _placed_legacy(scenario: Scenario) -> dict[int, tuple[float, float]]:
+    """One placement for every node (``[nodes]`` without groups)."""
     nodes, area = scenario.nodes, scenario.area
     ids = nodes.ids
     n = len(ids)
     if nodes.placement == "explicit":
         return {pid: (x, y) for pid, x, y in nodes.positions}
-    if nodes.placement == "line":
-        step = nodes.spacing_m if nodes.spacing_m is not None else area.width_m / n
-        if step * (n - 1) > area.width_m:
-            raise ScenarioError("nodes.spacing_m", f"{n} nodes {step:g} m apart do not fit "
-                                                   f"in area.width_m = {area.width_m:g}")
-        x0 = (area.width_m - step * (n - 1)) / 2
-        return {node: (x0 + i * step, area.height_m / 2) for i, node in enumerate(ids)}
-    if nodes.placement == "grid":
-        cols = math.ceil(math.sqrt(n))
-        rows = math.ceil(n / cols)
-        if nodes.spacing_m is not None:
-            dx = dy = nodes.spacing_m
-            if dx * (cols - 1) > area.width_m or dy * (rows - 1) > area.height_m:
-                raise ScenarioError("nodes.spacing_m", f"a {cols}x{rows} grid {dx:g} m apart "
-                                                       "does not fit in the area")
-        else:
-            dx, dy = area.width_m / cols, area.height_m / rows
-        x0 = (area.width_m - dx * (cols - 1)) / 2
-        y0 = (area.height_m - dy * (rows - 1)) / 2
-        return {node: (x0 + (i % cols) * dx, y0 + (i // cols) * dy)
-                for i, node in enumerate(ids)}
+    if nodes.placement in ("line", "grid"):
+        return _line_or_grid(nodes.placement, ids, nodes.spacing_m, None, area,
+                             "nodes.spacing_m")
     rng = rng_for(scenario, "placement")
     model = make_model(scenario.radio)
     for _ in range(nodes.max_tries):
@@ -119,19 +201,75 @@ def plan_subscriptions(scenario: Scenario) -> tuple[SubscriptionSpec, ...]:
     gen = wl.subscribers
     if gen is not None:
         rng = rng_for(scenario, "subscribers")
+        lives = rng_for(scenario, "subscribers:lifetime")
         count = gen.count if gen.count is not None else round(
             (gen.fraction or 0.0) * len(gen.candidates))
         chosen = sorted(rng.sample(list(gen.candidates), count))
-        weights = [e.weight for e in gen.expressions]
+        weights = [e.weight for e in (gen.templates or gen.expressions)]
         made = 0
         for node in chosen:
-            for k in range(gen.per_node):
-                pick = rng.choices(gen.expressions, weights)[0]
+            per_node = gen.per_node if gen.per_node_max is None \
+                else rng.randint(gen.per_node, gen.per_node_max)
+            for k in range(per_node):
                 at = gen.t + made * gen.interval_s
                 made += 1
-                subs.append(SubscriptionSpec(node, pick.expr, pick.subscription, at,
-                                             f"g{k}"))
+                if gen.templates:
+                    template = rng.choices(gen.templates, weights)[0]
+                    sub = _generated(template, rng, "workload.subscribers.templates")
+                    expr = format_subscription(sub)
+                else:
+                    pick = rng.choices(gen.expressions, weights)[0]
+                    sub, expr = pick.subscription, pick.expr
+                subs.append(SubscriptionSpec(node, expr, sub, at, f"g{k}",
+                                             _until(at, gen.lifetime, lives)))
+    arrivals = wl.arrivals
+    if arrivals is not None:
+        rng = rng_for(scenario, "arrivals")
+        lives = rng_for(scenario, "arrivals:lifetime")
+        weights = [tp.weight for tp in arrivals.templates]
+        for k, at in enumerate(_times(rng, arrivals.process, arrivals.rate_per_s,
+                                      arrivals.start_s, arrivals.stop_s, arrivals.count)):
+            node = rng.choice(arrivals.nodes)
+            template = rng.choices(arrivals.templates, weights)[0]
+            sub = _generated(template, rng, "workload.arrivals.templates")
+            subs.append(SubscriptionSpec(node, format_subscription(sub), sub, at, f"a{k}",
+                                         _until(at, arrivals.lifetime, lives)))
     return tuple(sorted(subs, key=lambda s: s.t))
+
+
+def _generated(template: SubTemplate, rng: random.Random, where: str) -> Subscription:
+    try:
+        return sample_subscription(template, rng)
+    except ContentError as exc:
+        raise ScenarioError(where, str(exc)) from None
+
+
+def _until(at: float, life: Lifetime, rng: random.Random) -> float | None:
+    span = draw_lifetime(life, rng)
+    return None if span is None else at + span
+
+
+def _times(rng: random.Random, process: str, rate: float, start: float, stop: float,
+           count: int | None) -> list[float]:
+    """Arrival times of a Poisson or periodic process in ``[start, stop)``."""
+    out: list[float] = []
+    t = start
+    while True:
+        if process == "poisson":
+            t += rng.expovariate(rate)
+        elif out:
+            t += 1.0 / rate
+        if t >= stop or (count is not None and len(out) >= count):
+            return out
+        out.append(t)
+
+
+def plan_unsubscriptions(scenario: Scenario, subs: tuple[SubscriptionSpec, ...]
+                         ) -> tuple[UnsubscriptionSpec, ...]:
+    """An unsubscribe for every subscription whose end falls inside the run."""
+    return tuple(sorted((UnsubscriptionSpec(s.until, s.node, s.sub_id) for s in subs
+                         if s.until is not None and s.until < scenario.end_s),
+                        key=lambda u: u.t))
 
 
 def plan_publications(scenario: Scenario) -> tuple[PublicationSpec, ...]:
@@ -176,27 +314,3 @@ def _publisher_weights(scenario: Scenario) -> list[float] | None:
         raise ScenarioError("workload.generator.publisher_weight",
                             "contact_degree needs publishers that appear in [contacts]")
     return weights
-
-
-TEXT_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789 "
-
-
-def sample_event(template: Template, rng: random.Random | None) -> Event:
-    """One event from ``template``; with no rng, the first value of each distribution."""
-    attrs = {name: _draw(dist, rng) for name, dist in template.attrs}
-    return Event(template.topic, attrs)
-
-
-def _draw(dist: AttrDist, rng: random.Random | None) -> int | float | str | bool:
-    if dist.kind == "const":
-        return dist.args[0]  # type: ignore[no-any-return]
-    if dist.kind == "choice":
-        return dist.args[0] if rng is None else rng.choice(dist.args)  # type: ignore[no-any-return]
-    lo, hi = dist.args
-    if dist.kind == "random_text":
-        size = lo if rng is None else rng.randint(lo, hi)
-        return "x" * size if rng is None else "".join(rng.choices(TEXT_ALPHABET, k=size))
-    if dist.kind == "uniform_int":
-        return int(lo if rng is None else rng.randint(lo, hi))
-    value = float(lo if rng is None else rng.uniform(lo, hi))
-    return round(value, dist.decimals) if dist.decimals is not None else value

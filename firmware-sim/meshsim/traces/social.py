@@ -85,7 +85,7 @@ class SocialModel:
 
 
 PRESETS: dict[str, SocialModel] = {
-    # Haggle Infocom'06 (spec 001 §7.1): 79 nodes, 3 days, 67,360 contacts; a
+    # Haggle Infocom'06 (Zhao and Wu 2010, §VII-A): 79 nodes, 3 days, 67,360 contacts; a
     # conference: dense, most pairs meet, quiet nights.
     "haggle": SocialModel(nodes=79, duration_s=3 * DAY, contacts=67_360, communities=4,
                           p_meet_in=0.95, p_meet_out=0.6, community_boost=4.0,

@@ -67,7 +67,7 @@ def intervals(contacts: Sequence[Contact]) -> list[tuple[float, float, int, int]
 
 
 def degree_centrality(contacts: Sequence[Contact]) -> dict[int, float]:
-    """Distinct peers met / (n - 1) per node: the workload's centrality (spec 001 §9.29)."""
+    """Distinct peers met / (n - 1) per node: the workload's centrality (B-SUB, §VII-A)."""
     peers: dict[int, set[int]] = defaultdict(set)
     for c in contacts:
         if c.up:

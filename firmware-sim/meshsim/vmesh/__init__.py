@@ -6,6 +6,6 @@ records what a run created so ``down`` removes exactly that, and ``inventory``
 writes the Ansible inventory the playbook in ``deploy/ansible`` is run with.
 """
 
-from meshsim.vmesh.errors import VmeshError
+from meshsim.host.errors import VmeshError
 
 __all__ = ["VmeshError"]

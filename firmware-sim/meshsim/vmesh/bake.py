@@ -25,8 +25,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from meshsim.vmesh import deploy, image, nodes, sh
-from meshsim.vmesh.errors import VmeshError
+from meshsim.host import sh
+from meshsim.host.errors import VmeshError
+from meshsim.vmesh import deploy, image, nodes
 from meshsim.vmesh.plan import make_plan
 from meshsim.vmesh.runstate import run_dir
 from meshsim.vmesh.wheelhouse import meshsub_wheel, wheel_version, wheelhouse_digest

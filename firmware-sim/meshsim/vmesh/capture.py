@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from meshsim.vmesh.errors import VmeshError
+from meshsim.host.errors import VmeshError
 
 _SRC = re.compile(r"^\S+\s+([0-9a-f]{2}(?::[0-9a-f]{2}){5})\s+>", re.M)
 

@@ -15,8 +15,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from meshsim.host.errors import VmeshError
 from meshsim.vmesh import bake, deploy, image, inventory, lifecycle, nodes
-from meshsim.vmesh.errors import VmeshError
 from meshsim.vmesh.plan import DEFAULT_RUN
 from meshsim.vmesh.runstate import run_dir
 from meshsim.vmesh.wheelhouse import build_wheelhouse

@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from meshsim.vmesh.errors import VmeshError
+from meshsim.host.errors import VmeshError
 
 ANSIBLE_DIR = Path(__file__).resolve().parents[3] / "deploy" / "ansible"
 PLAYBOOK = ANSIBLE_DIR / "site.yml"

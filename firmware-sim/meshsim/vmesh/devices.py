@@ -18,8 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from meshsim.vmesh import nodes, sh
-from meshsim.vmesh.errors import VmeshError
+from meshsim.host import sh
+from meshsim.host.errors import VmeshError
+from meshsim.vmesh import nodes
 
 VENV_PYTHON = "/opt/meshsub/bin/python"
 CTL = "/opt/meshsub/bin/meshsubctl"

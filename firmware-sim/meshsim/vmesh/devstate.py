@@ -19,8 +19,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from meshsim.host.errors import VmeshError
 from meshsim.vmesh import nodes
-from meshsim.vmesh.errors import VmeshError
 
 ROOTS = ("/opt/meshsub", "/etc/meshsub", "/etc/systemd/system", "/etc/mosquitto",
          "/etc/default/gpsd", "/var/cache/meshsub", "/usr/local/sbin", "/etc/pip.conf")

@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from meshsim.vmesh import sh
-from meshsim.vmesh.errors import VmeshError
+from meshsim.host import sh
+from meshsim.host.errors import VmeshError
 
 RECIPE_DIR = Path(__file__).with_name("recipe")
 RECIPE_FILES = ("recipe.toml", "customize.sh")

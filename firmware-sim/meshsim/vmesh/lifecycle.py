@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from meshsim.vmesh import bake, image, inventory, net, nodes, sh
-from meshsim.vmesh.errors import VmeshError
+from meshsim.host import sh
+from meshsim.host.errors import VmeshError
+from meshsim.vmesh import bake, image, inventory, net, nodes
 from meshsim.vmesh.plan import DEFAULT_RUN, DEFAULT_SPACING_M, NodePlan, Plan, make_plan
 from meshsim.vmesh.runstate import RunState, forget, load_state, run_dir
 from meshsim.vmesh.wheelhouse import build_wheelhouse

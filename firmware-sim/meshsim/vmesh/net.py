@@ -7,17 +7,14 @@ tolerates names that do not exist (a crashed run may have made only some).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
-from meshsim.vmesh import sh
-from meshsim.vmesh.errors import VmeshError
+from meshsim.host import sh
+from meshsim.host.errors import VmeshError
+from meshsim.host.netns import netns_exists
 from meshsim.vmesh.plan import NodePlan, Plan
 
-NETNS_DIR = Path("/run/netns")
-
-
-def netns_exists(name: str) -> bool:
-    return (NETNS_DIR / name).exists()
+__all__ = ["attach_node", "delete_link", "delete_netns", "link_exists", "make_medium",
+           "make_mgmt_bridge", "make_netns", "netns_exists"]
 
 
 def link_exists(name: str, netns: str | None = None) -> bool:

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from meshsim.vmesh import sh
-from meshsim.vmesh.errors import VmeshError
+from meshsim.host import sh
+from meshsim.host.errors import VmeshError
 from meshsim.vmesh.plan import NodePlan
 
 PODMAN = ("podman", "--runtime", "runc", "--cgroup-manager", "cgroupfs")

@@ -23,7 +23,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from meshsim.vmesh.errors import VmeshError
+from meshsim.host.errors import VmeshError
 
 DEFAULT_RUN = "default"
 MAX_NODES = 1000

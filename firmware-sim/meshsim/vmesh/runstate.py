@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from meshsim.vmesh.errors import VmeshError
+from meshsim.host.errors import VmeshError
 from meshsim.vmesh.plan import DEFAULT_RUN, validate_run
 
 HOME_ENV = "MSUB_VMESH_HOME"

@@ -36,15 +36,18 @@ from typing import Any
 
 from meshsim.des.engine import default_run_id
 from meshsim.gps.feeder import GpsFeeder
-from meshsim.medium import Medium, delay_config, htb, make_model
+from meshsim.host.errors import VmeshError
+from meshsim.medium import Medium, delay_config, htb
 from meshsim.mobility import Trajectories, trajectories_for, write_mobility_log
+from meshsim.radio import make_model
 from meshsim.scenario.model import Scenario, to_plain
-from meshsim.scenario.plan import Plan, make_plan
+from meshsim.scenario.plan import Plan, make_plan, manifest_facts
 from meshsim.telemetry_files import atomic_write_text, base_manifest, prepare_run_dir
 from meshsim.vmesh import deploy, devices, lifecycle, nodes
-from meshsim.vmesh.errors import VmeshError
+from meshsim.vmesh.faults import VmeshFaults
 from meshsim.vmesh.inventory import GPSD_UDP_PORT, write_inventory
 from meshsim.vmesh.plan import NodePlan
+from meshsim.vmesh.roles import role_host_vars
 from meshsim.vmesh.timeline import Timeline
 from meshsim.workload.schedule import schedules
 from meshsub.core.geo import LocalFrame
@@ -122,6 +125,8 @@ def run_on_vmesh(scenario: Scenario, opts: RunOptions) -> VmeshRunResult:
     trajectories = trajectories_for(scenario, plan)
     write_mobility_log(trajectories, out / "mobility.log")
     timeline = Timeline.of(scenario, trajectories, tuple(sorted(plan.positions)))
+    clock = ScenarioClock()
+    faults = VmeshFaults({}, timeline, lambda: clock.t0)
 
     t = time.monotonic()
     up = lifecycle.up(count, opts.vmesh_run, protocol=scenario.protocol.name,
@@ -129,10 +134,11 @@ def run_on_vmesh(scenario: Scenario, opts: RunOptions) -> VmeshRunResult:
     timings["prepare_s"] = up.prepare_s  # wheelhouse, image (a bake if its inputs changed)
     timings["bring_up_s"] = time.monotonic() - t - up.prepare_s
     devmap = _device_map(plan, up.devices)
+    faults.devmap = devmap
+    faults.install(plan.faults, plan.absent)  # absent nodes start without links
     medium = Medium(netns=up.plan.medium_netns,
                     ports={sid: dev.medium_port for sid, dev in devmap.items()},
                     model=make_model(scenario.radio), overrides=scenario.radio.links)
-    clock = ScenarioClock()
     feeder = None
     try:
         t = time.monotonic()
@@ -182,6 +188,7 @@ def run_on_vmesh(scenario: Scenario, opts: RunOptions) -> VmeshRunResult:
         t = time.monotonic()
         agents, records = _collect(devmap, out, log)
         timings["collect_s"] = time.monotonic() - t
+        medium_stats["faults"] = faults.done
         manifest = _manifest(scenario, run, plan, started, t0, timings, settled, medium_stats,
                              agents, records, devmap, opts)
         atomic_write_text(out / "manifest.json", json.dumps(manifest, indent=2) + "\n")
@@ -236,10 +243,11 @@ def _write_inventory(scenario: Scenario, plan: Plan, up: lifecycle.UpResult,
                      devmap: dict[int, NodePlan], run: str) -> Path:
     """The run's inventory with this scenario's node ids, positions and protocol."""
     host_vars: dict[str, dict[str, Any]] = {}
+    roles = role_host_vars(scenario, list(devmap))
     for sid, dev in devmap.items():
         x, y = plan.positions[sid]
         host_vars[dev.hostname] = {"meshsub_node_id": sid,
-                                   "meshsub_static_position": {"x": x, "y": y}}
+                                   "meshsub_static_position": {"x": x, "y": y}, **roles[sid]}
     group_vars = {
         "meshsub_protocol": scenario.protocol.name,
         "meshsub_protocol_params": {k: v for k, v in params_to_dict(scenario.protocol.params)
@@ -248,6 +256,7 @@ def _write_inventory(scenario: Scenario, plan: Plan, up: lifecycle.UpResult,
         "meshsub_origin": {"lat": scenario.area.origin_lat, "lon": scenario.area.origin_lon},
         "meshsub_payload_size": scenario.radio.payload_size,
         "meshsub_telemetry_run": run,
+        "meshsub_telemetry_state_every_s": scenario.meta.state_every_s,
         "meshsub_beacon_interval": BEACON_INTERVAL_S,
     }
     used = dataclasses.replace(up.plan, nodes=tuple(devmap.values()))  # only these deploy
@@ -325,6 +334,8 @@ def agent_summary(agents: dict[int, dict[str, Any] | None]) -> dict[str, Any]:
     return {
         "reports_missing": sorted(s for s, r in agents.items() if r is None),
         "subscriptions_done": sum(1 for a in actions if a["op"] == "sub" and a.get("done")),
+        "unsubscriptions_done": sum(1 for a in actions
+                                    if a["op"] == "unsub" and a.get("done")),
         "publications_done": sum(1 for a in actions if a["op"] == "pub" and a.get("done")),
         "actions_failed": sum(1 for a in actions if not a.get("done")),
         "deliveries_seen": sum(len(r.get("deliveries", [])) for r in agents.values() if r),
@@ -341,6 +352,7 @@ def _manifest(scenario: Scenario, run: str, plan: Plan, started: str, t0: float,
         warmup_s=scenario.meta.warmup_s, nodes=len(plan.positions),
         scenario=to_plain(scenario), document=scenario.source,
         overrides=list(scenario.overrides), tier="vmesh")
+    manifest.update(manifest_facts(scenario, plan))
     manifest.update({
         "started": started,
         "t0_ns": round(t0 * 1e9),

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from meshsim.medium.radio import Links, compute_links, make_model
 from meshsim.mobility import Trajectories, contact_timeline
+from meshsim.radio import Links, compute_links, make_model
 from meshsim.scenario.model import Contact, Scenario
 
 EXPECTED_LOSS = 0.5
@@ -48,6 +48,10 @@ class Timeline:
     late_s: list[float] = field(default_factory=list)
     merged_ticks: int = 0
     _up: dict[frozenset[int], float] = field(default_factory=dict)
+    hooks: list[tuple[float, Callable[[], None]]] = field(default_factory=list)
+    """Calls at scenario times (``meshsim.vmesh.faults``), each followed by a medium update."""
+    absent: set[int] = field(default_factory=set)
+    """Nodes the medium gives no links (they left, or have not joined yet)."""
 
     @classmethod
     def of(cls, scenario: Scenario, trajectories: Trajectories,
@@ -56,10 +60,10 @@ class Timeline:
 
     @property
     def mobile(self) -> bool:
-        return self.scenario.mobility.model != "static" and self.scenario.contacts is None
+        return bool(self.trajectories.moving()) and self.scenario.contacts is None
 
     def positions(self, t: float) -> dict[int, tuple[float, float]]:
-        return {n: self.trajectories.position(n, t) for n in self.nodes}
+        return {n: self.trajectories.position(n, t) for n in self.nodes if n not in self.absent}
 
     def radio_links(self, t: float) -> Links:
         radio = self.scenario.radio
@@ -76,8 +80,15 @@ class Timeline:
         links: Links = {n: {} for n in self.nodes}
         for pair, loss in self._up.items():
             a, b = sorted(pair)
-            links[a][b] = links[b][a] = loss
+            if a not in self.absent and b not in self.absent:
+                links[a][b] = links[b][a] = loss
         return links
+
+    def _relink(self, medium: MediumLike, t: float) -> float:
+        """Apply the links at scenario time ``t`` (after a hook changed who has links)."""
+        if self.scenario.contacts is not None:
+            return medium.set_links(directed(self._contact_links()))
+        return medium.update(self.positions(t))
 
     def _apply_contact(self, c: Contact) -> None:
         pair = frozenset((c.a, c.b))
@@ -99,10 +110,11 @@ class Timeline:
             medium.update(self.positions(0.0))
         return neighbours(links)
 
-    def events(self, end_s: float) -> list[tuple[float, Contact | None]]:
-        """(scenario time, contact or None for a mobility tick), in order."""
-        out: list[tuple[float, Contact | None]] = [
+    def events(self, end_s: float) -> list[tuple[float, Contact | Callable[[], None] | None]]:
+        """(scenario time, contact, hook, or None for a mobility tick), in order."""
+        out: list[tuple[float, Contact | Callable[[], None] | None]] = [
             (c.t, c) for c in contact_timeline(self.scenario.contacts or ()) if 0.0 < c.t < end_s]
+        out.extend((when, hook) for when, hook in self.hooks if when < end_s)
         if self.mobile:
             tick = self.scenario.mobility.tick_s
             k = 1
@@ -119,10 +131,15 @@ class Timeline:
         while i < len(pending):
             when, contact = pending[i]
             time.sleep(max(0.0, t0 + when - time.time()))
+            if callable(contact):
+                contact()
+                i += 1
+                self._record(t0 + when, self._relink(medium, when))
+                continue
             if contact is not None:
                 self._apply_contact(contact)
                 i += 1
-                while i < len(pending) and pending[i][1] is not None \
+                while i < len(pending) and isinstance(pending[i][1], Contact) \
                         and pending[i][0] <= time.time() - t0:
                     self._apply_contact(pending[i][1])  # type: ignore[arg-type]
                     i += 1

@@ -21,8 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from meshsim.vmesh import sh
-from meshsim.vmesh.errors import VmeshError
+from meshsim.host import sh
+from meshsim.host.errors import VmeshError
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 FIXED_EPOCH = "1700000000"

@@ -51,9 +51,9 @@ def load_schedule(text: str) -> dict[str, Any]:
         if not isinstance(doc.get(key), kind) or isinstance(doc.get(key), bool):
             raise ScheduleError(f"schedule: {key} missing or of the wrong type")
     for i, item in enumerate(doc["items"]):
-        if not isinstance(item, dict) or item.get("op") not in ("sub", "pub") \
+        if not isinstance(item, dict) or item.get("op") not in ("sub", "unsub", "pub") \
                 or not isinstance(item.get("t"), int | float):
-            raise ScheduleError(f"schedule: items[{i}] is not a sub/pub with a time")
+            raise ScheduleError(f"schedule: items[{i}] is not a sub/unsub/pub with a time")
     return doc
 
 
@@ -116,6 +116,8 @@ class Agent:
         if item["op"] == "sub":
             await client.publish(f"{self.prefix}/sub/{item['sub_id']}", item["expr"].encode(),
                                  qos=1, retain=True)
+        elif item["op"] == "unsub":  # empty and retained: also clears the retained expression
+            await client.publish(f"{self.prefix}/sub/{item['sub_id']}", b"", qos=1, retain=True)
         else:
             payload = json.dumps(item["attrs"], separators=(",", ":")).encode()
             await client.publish(f"{self.prefix}/pub/{item['topic']}", payload, qos=1)

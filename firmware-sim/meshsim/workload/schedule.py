@@ -45,11 +45,15 @@ def schedules(plan: Plan, *, t0: float, end_s: float, prefix: str = "meshsub",
     for sub in plan.subscriptions:
         items[sub.node].append({"t": sub.t, "op": "sub", "sub_id": sub.sub_id,
                                 "expr": format_subscription(sub.subscription)})
+    for unsub in plan.unsubscriptions:
+        items[unsub.node].append({"t": unsub.t, "op": "unsub", "sub_id": unsub.sub_id})
     for index, pub in enumerate(plan.publications):
         items[pub.node].append({"t": pub.t, "op": "pub", "index": index,
                                 "topic": pub.event.topic, "attrs": dict(pub.event.attrs)})
     every = sorted(set(nodes if nodes is not None else plan.positions) | set(items))
-    # subscriptions before publications at equal times, then the plan's order
+    # subscriptions, then unsubscriptions, then publications at equal times (the
+    # simulator's order), then the plan's order
+    order = {"sub": 0, "unsub": 1, "pub": 2}
     return {n: Schedule(n, t0, end_s, prefix,
-                        tuple(sorted(items.get(n, []), key=lambda i: (i["t"], i["op"] != "sub"))))
+                        tuple(sorted(items.get(n, []), key=lambda i: (i["t"], order[i["op"]]))))
             for n in every}

@@ -1,4 +1,4 @@
-"""B-SUB: Bloom-filter-based pub/sub for human networks (Zhao & Wu, ICDCS 2010; spec 001)."""
+"""B-SUB: Bloom-filter-based pub/sub for human networks (Zhao & Wu, ICDCS 2010)."""
 
 from meshsub.protocols.bsub.params import BSubParams, RoleMode
 from meshsub.protocols.bsub.protocol import BSub

@@ -37,7 +37,7 @@ class Carried:
 
     @property
     def key(self) -> bytes:
-        """The B-SUB key: the event's topic in canonical form (spec 001 §3.1)."""
+        """The B-SUB key: the event's topic in canonical form (Zhao and Wu 2010, §V-A)."""
         return canonical_key(self.event.topic)
 
     def knows(self, node: NodeId) -> bool:

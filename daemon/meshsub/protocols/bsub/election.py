@@ -1,4 +1,4 @@
-"""Broker allocation from local contact counts (paper §V-A; spec 001 §5.2).
+"""Broker allocation from local contact counts (Zhao and Wu 2010, §V-B).
 
 A user keeps who it met within the sliding window ``T_w``. At each contact
 it counts the distinct brokers it met: with fewer than ``low`` it designates

@@ -1,4 +1,4 @@
-"""B-SUB parameters, named as in the paper (Zhao & Wu, ICDCS 2010; spec 001 §6).
+"""B-SUB parameters, named as in the paper (Zhao & Wu, ICDCS 2010, §VII-A).
 
 Times are seconds of the driver's clock; ``DF`` is in counter units per
 second (the paper's 0.138/min is 0.0023/s). When ``DF`` is unset it comes from

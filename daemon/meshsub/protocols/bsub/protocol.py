@@ -1,7 +1,7 @@
 """B-SUB (Zhao & Wu, ICDCS 2010): content-based pub/sub over contacts with TCBFs.
 
 A contact starts at ``NeighborUp`` and ends at ``NeighborDown``; in between
-the two nodes run the contact procedure of spec 001 §5.1 as a session, every
+the two nodes run the contact procedure (Zhao and Wu 2010, §V-C and §V-D) as a session, every
 step with the core's per-hop reliable send:
 
 1. IDENT both ways (session nonce, roles, degree, parameter digest); a user
@@ -16,7 +16,7 @@ step with the core's per-hop reliable send:
    distinct brokers, counted on ACK, deleted at C), broker handoffs by
    preference computed on the pre-merge snapshots (mode 2, highest first,
    deleted on ACK). The decisions go out as an OFFER; the peer REQUESTs the
-   ids it lacks and only those travel as DATA (spec 001 §5.7). An offered
+   ids it lacks and only those travel as DATA (ours: the paper sends DATA directly). An offered
    message the peer already holds stays here: a broker that already carries
    a copy is not "given" it (which would delete ours and merge two of the C
    copies into one), and a consumer never receives a message twice. When all
@@ -38,11 +38,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from meshsub.core.api import Action, Input, Message, MessageId, MsgKind, NeighborInfo, NodeId
-from meshsub.core.buffer import BufferStore, Dropped, ScfBuffer
+from meshsub.core.api import Message, MessageId, MsgKind, NeighborInfo, NodeId
+from meshsub.core.buffer import BufferEntry
+from meshsub.core.carry import StoreCarryForward
 from meshsub.core.content import Event, Subscription
 from meshsub.core.params import ProtocolParams
-from meshsub.core.protocol import Protocol
 from meshsub.core.tcbf import (
     C_MAX,
     TCBF,
@@ -79,8 +79,6 @@ from meshsub.protocols.bsub.wire import (
     params_digest,
 )
 
-EXPIRY_TIMER = "expire"
-
 
 @dataclass
 class _Contact:
@@ -115,7 +113,7 @@ class _Contact:
         return None
 
 
-class BSub(Protocol):
+class BSub(StoreCarryForward):
     """B-SUB over contacts: brokers, TCBF interest propagation, preference forwarding."""
 
     name: ClassVar[str] = "bsub"
@@ -133,13 +131,11 @@ class BSub(Protocol):
 
     params: BSubParams
 
-    def __init__(self, node: NodeId, *, store: BufferStore | None = None, **kwargs: Any) -> None:
-        """``store`` backs the carried messages (the daemon passes a persistent one)."""
+    def __init__(self, node: NodeId, **kwargs: Any) -> None:
         super().__init__(node, **kwargs)
         p = self.params
         self.df = p.decay_per_s()
         self.digest = params_digest(p.m, p.k, p.I, C_MAX)
-        self.buffer = ScfBuffer(p.buffer_size, p.drop_policy, store)
         self.genuine = TCBF(p.m, p.k, initial=p.I)
         self.relay_filter = TCBF(p.m, p.k, initial=p.I, df=self.df)
         self.broker = p.role_mode is RoleMode.PINNED_BROKER
@@ -159,17 +155,8 @@ class BSub(Protocol):
         self.stats: dict[str, int] = {"contacts": 0, "designations": 0, "a_merges": 0,
                                       "m_merges": 0, "copies": 0, "handoffs": 0,
                                       "direct": 0}
-        self._expiry_at: float | None = None
-        self._started = False
         if self.broker:
             self.emit("broker", role="broker")
-
-    def handle(self, inp: Input) -> list[Action]:
-        if not self._started:  # first input: the clock is known, sweep a reloaded buffer
-            self._started = True
-            self.now = inp.now
-            self._sweep()
-        return super().handle(inp)
 
     # ------------------------------------------------------------------ roles
 
@@ -195,7 +182,7 @@ class BSub(Protocol):
             return
         self.broker = broker
         self.last_role_change = self.now
-        if broker:  # a new broker starts with an empty relay filter (spec 001 §5.2)
+        if broker:  # a new broker starts with an empty relay filter (§V-B)
             p = self.params
             self.relay_filter = TCBF(p.m, p.k, initial=p.I, df=self.df, now=self.now)
         self.emit("broker", role="broker" if broker else "user")
@@ -242,7 +229,7 @@ class BSub(Protocol):
             self._set_role(broker)
 
     def _start_session(self, peer: NodeId) -> _Contact:
-        self._sweep()
+        self.sweep()
         session = self.rng.getrandbits(32) or 1
         c = _Contact(peer, session, self.roles)
         self.contacts[peer] = c
@@ -285,7 +272,7 @@ class BSub(Protocol):
         c.peer_degree = ident.degree
         peer_broker = Role.BROKER in ident.roles
         self.log.record(Meeting(sender, self.now, peer_broker, ident.degree))
-        if not self.broker:  # users allocate brokers; brokers never do (spec 001 §5.2)
+        if not self.broker:  # users allocate brokers; brokers never do (§V-B)
             verdict = designation(self.log, self.now, sender, peer_broker, ident.degree,
                                   self.params.low, self.params.up)
             if verdict is not None:
@@ -349,7 +336,7 @@ class BSub(Protocol):
         except TCBFDecodeError as exc:
             raise ValueError(str(exc)) from None
         if kind is FilterKind.RELAY:
-            f.set_df(self.df, self.now)  # received counters decay at our DF (spec 001 §9.34)
+            f.set_df(self.df, self.now)  # received counters decay at our DF (ours)
         c.filters[(msg.session, kind)] = f
         self._decide(c)
 
@@ -363,7 +350,7 @@ class BSub(Protocol):
         if any((c.peer_session, kind) not in c.filters for kind in owed):
             return
         c.decided = True
-        self._sweep()
+        self.sweep()
         self._refresh(c)
         plans = [plan for mid in list(self.buffer.summary_vector())
                  if (plan := self._plan(c, mid)) is not None]
@@ -422,7 +409,7 @@ class BSub(Protocol):
         A broker compares its pre-merge snapshot with the peer's relay TCBF. A
         demoted broker advertises no relay filter (its counter is 0), so the
         peer's preference is its counter: it hands its relay messages to the
-        next broker whose relay filter holds the key (spec 001 §5.2 step 4).
+        next broker whose relay filter holds the key (Zhao and Wu 2010, §V-D).
         """
         if self.broker:
             peer_relay = c.peer_filter(FilterKind.RELAY)
@@ -515,7 +502,7 @@ class BSub(Protocol):
 
         Unless our own earlier copy or handoff to ``node`` went unacknowledged:
         then that DATA arrived and only its ACK was lost, so the transfer is
-        completed now (the duplicate is detected by id, spec 001 §8 item 16).
+        completed now (the duplicate is detected by its message id).
         """
         unconfirmed = self.unconfirmed.get(mid)
         if unconfirmed is not None and unconfirmed[0] == node:
@@ -667,45 +654,25 @@ class BSub(Protocol):
     # ------------------------------------------------------------------ buffer
 
     def _store(self, mid: MessageId, item: Carried, expires_at: float) -> bool:
-        stored, dropped = self.buffer.add(item.to_message(mid), self.now, expires_at)
-        self._report(dropped)
+        stored = self.carry(item.to_message(mid), expires_at)
         if stored:
             self._items[mid] = item
-            self._arm_expiry()
         return stored
 
     def _update(self, mid: MessageId, item: Carried, expires_at: float) -> None:
         """Rewrite an entry's bookkeeping (write-through to the store)."""
         self.buffer.discard(mid)
-        _, dropped = self.buffer.add(item.to_message(mid), self.now, expires_at)
         self._items[mid] = item
-        self._report(dropped)
+        self.carry(item.to_message(mid), expires_at)
 
     def _discard(self, mid: MessageId) -> None:
         self.buffer.discard(mid)
         self._items.pop(mid, None)
         self.unconfirmed.pop(mid, None)
 
-    def on_timer(self, name: str) -> None:
-        if name == EXPIRY_TIMER:
-            self._expiry_at = None
-            self._sweep()
-
-    def _sweep(self) -> None:
-        self._report(self.buffer.expire(self.now))
-        self._arm_expiry()
-
-    def _report(self, dropped: list[Dropped]) -> None:
-        for item in dropped:
-            self._items.pop(item.entry.message.id, None)
-            self.unconfirmed.pop(item.entry.message.id, None)
-            self.drop(item.reason, item.entry.message)
-
-    def _arm_expiry(self) -> None:
-        at = self.buffer.next_expiry()
-        if at is not None and (self._expiry_at is None or at < self._expiry_at):
-            self._expiry_at = at
-            self.set_timer(EXPIRY_TIMER, at - self.now)
+    def on_buffer_drop(self, entry: BufferEntry, reason: str) -> None:
+        self._items.pop(entry.message.id, None)
+        self.unconfirmed.pop(entry.message.id, None)
 
     def status(self) -> dict[str, Any]:
         self.relay_filter.apply_decay(self.now)

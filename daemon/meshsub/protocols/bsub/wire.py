@@ -1,8 +1,8 @@
 """B-SUB message types and bodies (msgpack lists inside the meshsub frame).
 
-The spec's own UDP layout (spec 001 §4.3) is replaced by meshsub's framing,
-which already authenticates, numbers and segments; the bodies keep the spec's
-fields. Every decoder raises ``ValueError`` with a one-line reason, which the
+A UDP layout of its own is replaced by meshsub's framing,
+which already authenticates, numbers and segments; the bodies keep the
+paper's fields. Every decoder raises ``ValueError`` with a one-line reason, which the
 protocol turns into a counted ``malformed`` drop.
 
 - IDENT ``[session, roles, degree, digest]``: starts a contact session.
@@ -12,7 +12,7 @@ protocol turns into a counted ``malformed`` drop.
   truthfully (``election.py``).
 - FILTER ``[session, encoded]``: a TCBF/BF as ``meshsub.core.tcbf.encode_filter`` makes it.
 - OFFER ``[offer, [[origin, epoch, seq, mode], ...]]``: the messages the sender
-  means to send, in its order (spec 001 §4.3, §5.7).
+  means to send, in its order.
 - REQUEST ``[offer, [[origin, epoch, seq], ...]]``: the offered ids the receiver
   lacks; only those travel as DATA, so a node that already holds (or was
   delivered) a message never receives it again, and a broker that already holds
@@ -53,7 +53,7 @@ U32 = 0xFFFF_FFFF
 
 
 class Role(enum.IntFlag):
-    """Role bits of IDENT (spec 001 §4.3): producer, consumer, broker."""
+    """Role bits of IDENT: producer, consumer, broker (Zhao and Wu 2010, §V-A)."""
 
     NONE = 0
     PRODUCER = 1
@@ -62,7 +62,7 @@ class Role(enum.IntFlag):
 
 
 class Mode(enum.IntEnum):
-    """How a DATA travels (spec 001 §4.3)."""
+    """How a DATA travels: direct delivery, producer copy or broker handoff (§V-D)."""
 
     DIRECT = 0
     """To an interested node; the sender keeps its copy, no copy is counted."""
@@ -78,7 +78,7 @@ def params_digest(m: int, k: int, initial: int, c_max: int) -> int:
 
 
 def filters_sent(sender: Role, receiver: Role) -> frozenset[FilterKind]:
-    """Which FILTERs ``sender`` sends to ``receiver`` (spec 001 §4.2, §5.1 step 3).
+    """Which FILTERs ``sender`` sends to ``receiver`` (Zhao and Wu 2010, §V-C).
 
     Both ends compute this from the roles exchanged in IDENT, so each knows
     which filters to wait for before it decides.

@@ -3,7 +3,7 @@
 ``Hesper`` is the protocol (registered as ``hesper``, protocol id 3), with
 ``variant = "I"`` or ``"II"``; ``HesperParams`` its parameters. The pure
 geometry (``sectors``), election, energy model, messages and broker state are
-separate modules so that tests can check each against the spec's vectors.
+separate modules so that tests can check each against worked vectors.
 """
 
 from meshsub.protocols.hesper.params import HesperParams

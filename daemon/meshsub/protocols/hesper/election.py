@@ -60,7 +60,7 @@ def claim_rank(member: Member, node: int, point: Point, e_rot: float) -> tuple[i
     """Order of two conflicting broker claims: eligible first, then nearer, then smaller id.
 
     Used when two nodes of a cell both act as broker for a topic because
-    their membership views differed (spec 004 §4.10): the smaller rank wins
+    their membership views differed (on a real radio they can): the smaller rank wins
     and the loser hands its state over.
     """
     return (0 if member.eligible(e_rot) else 1, _d2(member.pos, point), node)

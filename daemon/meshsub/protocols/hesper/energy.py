@@ -1,8 +1,8 @@
 """The first-order radio energy model of Table 4.1 ([YOU04]), and a node's energy meter.
 
 The thesis picks the model from TR against the threshold distance TD (free
-space when TR < TD, multipath when TR > TD) and never defines d; the spec's
-DECISION (§4.6, erratum H5) uses the real link length d with the model chosen
+space when TR < TD, multipath when TR > TD) and never defines d; we use the
+real link length d with the model chosen
 by TR, which is what ``tx_energy`` does.
 """
 
@@ -42,7 +42,7 @@ class EnergyMeter:
 
     ``source`` is ``"config"`` (fixed ``fraction``), ``"model"`` (``initial_j``
     minus what the radio model charges per message) or ``"external"`` (the
-    driver feeds readings, e.g. from ``/sys/class/power_supply``).
+    driver's ``EnergyChanged`` readings, e.g. from ``/sys/class/power_supply``).
     """
 
     def __init__(self, source: str, fraction: float, initial_j: float,

@@ -1,11 +1,11 @@
-"""HESPER's messages (spec 004 §4.4): types, fields and their msgpack-able wire forms.
+"""HESPER's messages (named in Zheng 2008, §4.2-4.3): types, fields and wire forms.
 
 Every message between brokers travels in an *envelope* that names the cell it
 is for (and the topic, so that any node of that cell can elect the topic's
 broker and redirect the message to it), an optional destination node (a
 known broker after a BROKER_UPDATE, or a client), a redirect counter and the
-GPSR header of ``meshsub.core.georouting`` (spec §4.5.3: multi-hop transport
-between consecutive cell brokers). BEACON and STATE_TRANSFER are one-hop and
+GPSR header of ``meshsub.core.georouting`` (multi-hop transport between
+consecutive cell brokers). BEACON and STATE_TRANSFER are one-hop and
 carry no envelope. ``decode_*`` raise ``ValueError`` for anything malformed;
 the protocol turns that into a counted drop.
 """

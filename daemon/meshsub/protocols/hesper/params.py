@@ -1,55 +1,15 @@
-"""HESPER's parameters: Table 4.1 names where the thesis has them, spec §4.5.8 timers else."""
+"""HESPER's parameters: Table 4.1's names (Zheng 2008, §4.4.1) where the thesis has them."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from meshsub.core.params import ParameterError
-from meshsub.core.reliable import ReliableParams
+from meshsub.core.params import non_negative as _non_negative
+from meshsub.core.params import positive as _positive
+from meshsub.core.region import GridParams
 
 ENERGY_SOURCES = ("config", "model", "external")
-
-
-def _positive(key: str, value: float) -> None:
-    if not (math.isfinite(value) and value > 0):
-        raise ParameterError(key, "must be a positive number")
-
-
-def _non_negative(key: str, value: float) -> None:
-    if not (math.isfinite(value) and value >= 0):
-        raise ParameterError(key, "must be a non-negative number")
-
-
-@dataclass(frozen=True, slots=True)
-class GridParams(ReliableParams):
-    """The deployment grid every node must agree on (shared with the DF baseline)."""
-
-    TR: float = 70.0
-    """Transmission range (m); the cell side is TR/sqrt(2) unless ``cell_side_m`` is set."""
-    cell_side_m: float = 0.0
-    """Cell side (m); 0 = TR/sqrt(2) (thesis). Set it on Wi-Fi meshes (spec §4.10)."""
-    area_width_m: float = 1000.0
-    area_height_m: float = 1000.0
-    origin_x: float = 0.0
-    origin_y: float = 0.0
-    max_hops: int = 255
-    """Radio-hop budget of one message end to end (the frame TTL)."""
-
-    def validate(self) -> None:
-        ReliableParams.validate(self)
-        _positive("TR", self.TR)
-        _non_negative("cell_side_m", self.cell_side_m)
-        _positive("area_width_m", self.area_width_m)
-        _positive("area_height_m", self.area_height_m)
-        if not (math.isfinite(self.origin_x) and math.isfinite(self.origin_y)):
-            raise ParameterError("origin_x", "origin must be finite")
-        if not 1 <= self.max_hops <= 255:
-            raise ParameterError("max_hops", "must be in 1..255")
-
-    @property
-    def cell_side(self) -> float:
-        return self.cell_side_m if self.cell_side_m > 0 else self.TR / math.sqrt(2.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +29,8 @@ class HesperParams(GridParams):
     """Rotation threshold, as a fraction of the initial energy."""
     energy_source: str = "config"
     """"config" (fixed ``energy_fraction``), "model" (first-order radio model) or
-    "external" (the driver calls ``Hesper.feed_energy``)."""
+    "external" (the driver's ``EnergyChanged`` readings: the power-supply class on a
+    device, the energy model in the simulator)."""
     energy_fraction: float = 1.0
     E_initial: float = 2.0
     """Initial energy (J), for ``energy_source = "model"``."""
@@ -93,7 +54,7 @@ class HesperParams(GridParams):
     """Per-hop ACKs for SUBSCRIBE, REPLY, CONFIRM, UNSUBSCRIBE, STATE_TRANSFER and
     BROKER_UPDATE; false reproduces the thesis's loss-free message counts."""
     reliable_events: bool = False
-    """Per-hop ACKs for EVENTs too (spec §4.10's reliability class for events): on a lossy
+    """Per-hop ACKs for EVENTs too (a lossy Wi-Fi mesh needs them): on a lossy
     medium every lost hop otherwise loses the event for the whole subtree below it."""
 
     def validate(self) -> None:

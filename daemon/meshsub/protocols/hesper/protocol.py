@@ -18,18 +18,18 @@ import math
 from dataclasses import replace
 from typing import Any, ClassVar
 
-from meshsub.core.api import Action, Message, MessageId, MsgKind, NeighborInfo, NodeId, Position
+from meshsub.core.api import Message, MessageId, MsgKind, NeighborInfo, NodeId, Position
 from meshsub.core.content import Event, Subscription
 from meshsub.core.georouting import GeoHeader, GeoRoutingError, next_hop
 from meshsub.core.grid import Cell, CellTracker, Point, chebyshev
 from meshsub.core.hashpoint import topic_offset
 from meshsub.core.params import ProtocolParams
 from meshsub.core.protocol import Protocol
+from meshsub.core.region import event_region, make_grid, subscription_region
 from meshsub.protocols.hesper import messages as m
 from meshsub.protocols.hesper.election import Member, claim_rank, elect
 from meshsub.protocols.hesper.energy import EnergyMeter, RadioEnergyModel
 from meshsub.protocols.hesper.params import HesperParams
-from meshsub.protocols.hesper.region import event_region, make_grid, subscription_region
 from meshsub.protocols.hesper.sectors import next_offsets
 from meshsub.protocols.hesper.state import (
     Downstream,
@@ -95,17 +95,13 @@ class Hesper(Protocol):
 
     # ================================================================ inputs
 
-    def feed_energy(self, now: float, fraction: float) -> list[Action]:
-        """Driver input for ``energy_source = "external"`` (e.g. /sys/class/power_supply).
-
-        Like ``handle``: returns the actions the reading caused (a retiring
-        beacon and hand-overs when the fraction fell below ``E_rot``).
-        """
-        self.now = now
-        self.energy.feed(fraction)
+    def on_energy(self, fraction: float | None, on_mains: bool) -> None:
+        """``energy_source = "external"``: the driver's reading (the daemon's power-supply
+        class, the simulator's energy model); a node on mains power never retires."""
+        if self.energy.source != "external" or (fraction is None and not on_mains):
+            return
+        self.energy.feed(1.0 if on_mains or fraction is None else fraction)
         self._energy_check()
-        actions, self._actions = self._actions, []
-        return actions
 
     def on_position(self, position: Position | None) -> None:
         if position is None:
@@ -229,8 +225,8 @@ class Hesper(Protocol):
             st = self.topics.get(topic)
             entry = st.entries.get(sub_id) if st is not None else None
             if st is not None and entry is not None and not entry.active:
-                del st.entries[sub_id]  # HESPER-II branch not chosen (spec §4.5.5 step 4)
-                self.drops["pending_expired"] += 1
+                del st.entries[sub_id]  # HESPER-II branch not chosen (our path choice)
+                self.drop("pending_expired", sub_id=sub_id, topic=topic)
         elif name.startswith(T_REPLY):
             topic, sub_id = name[len(T_REPLY):].split(_SEP, 1)
             self._close_reply_window(topic, sub_id)
@@ -287,7 +283,7 @@ class Hesper(Protocol):
         return view
 
     def _point(self, cell: Cell, topic: str) -> Point:
-        """The topic's hash point in ``cell`` (spec §4.3.2, H = SHA-256, i/j from params)."""
+        """The topic's hash point in ``cell`` (Zheng 2008, §4.2; H = SHA-256, i/j from params)."""
         off = self._offsets.get(topic)
         if off is None:
             off = topic_offset(topic, self.params.hash_i, self.params.hash_j)
@@ -417,7 +413,7 @@ class Hesper(Protocol):
         self._route(msg, env)
 
     def _route(self, msg: Message, env: m.Envelope) -> None:
-        """One step of spec §4.5.3: process here, redirect in the cell, or GPSR onwards."""
+        """One step between cell brokers: process here, redirect in the cell, or GPSR onwards."""
         if env.dest == self.node:
             self._process(msg, env)
             return
@@ -455,7 +451,7 @@ class Hesper(Protocol):
             self._forward(nxt, msg, replace(env, geo=header))
             return
         # Home: no node is closer to the hash point. Hand over to a node of the cell if one
-        # is in range, otherwise the cell is empty (spec §4.5.3 empty-cell handling).
+        # is in range, otherwise the cell is empty (our rule; the thesis assumes no empty cell).
         inside = [n for n, pos in self._npos.items() if self.grid.locate(*pos) == env.cell]
         if inside:
             best = min(inside, key=lambda n: (_d2(self._npos[n], target), n))
@@ -565,7 +561,7 @@ class Hesper(Protocol):
         return 2 * max(1, chebyshev(shb_cell, region))
 
     def _pending_ttl(self, shb_cell: Cell, region: Cell) -> float:
-        """3 x the reply window (spec); with per-hop ACKs also the reliable sender's
+        """3 x the reply window; with per-hop ACKs also the reliable sender's
         retransmissions on every hop of SUBSCRIBE and REPLY, so that a reply slowed by
         loss still finds its PENDING entries and is decided late (``_on_reply``) rather
         than waiting a refresh period: the vmesh at 10 % loss showed replies 3 s late."""
@@ -598,7 +594,8 @@ class Hesper(Protocol):
                 self._renew(st, holder, prev, s, lease)
                 return
         elif self._seen_subs.check_and_add((topic, s.sub_id, s.seq), now):
-            self.drops["duplicate_subscribe"] += 1  # step 2: the other HESPER-II branch
+            # step 2: the other HESPER-II branch
+            self.drop("duplicate_subscribe", msg, sub_id=s.sub_id, topic=topic)
             return
         is_phb = self.cell == region
         entry = st.covering(s.filter, region)
@@ -728,7 +725,8 @@ class Hesper(Protocol):
         up = c.route_record[c.index + 1] if c.index + 1 < len(c.route_record) \
             else c.replier_cell
         if entry.active and entry.upstream != up:
-            self.drops["confirm_conflict"] += 1  # step 5: one upstream; keep the first
+            # step 5: one upstream; keep the first
+            self.drop("confirm_conflict", sub_id=c.sub_id, topic=topic)
             return
         entry.active, entry.upstream = True, up
         self.cancel_timer(f"{T_PENDING}{topic}{_SEP}{c.sub_id}")
@@ -745,7 +743,7 @@ class Hesper(Protocol):
                 self.deliver_local(ev.event, msg.id, msg.hop, ev.published_at)
             return
         if self._seen_events.check_and_add((env.topic, msg.id), self.now):
-            self.drops["duplicate_event"] += 1
+            self.drop("duplicate_event", msg, topic=env.topic)
             return
         st = self.topics.get(env.topic)
         if st is None:
@@ -769,7 +767,7 @@ class Hesper(Protocol):
         """§4.5.7: remove the pointer; an entry left without downstream goes, upstream too."""
         st = self.topics.get(env.topic)
         if st is None:
-            self.drops["unsubscribe_unknown"] += 1
+            self.drop("unsubscribe_unknown", sub_id=u.sub_id, topic=env.topic)
             return
         st.awaiting_confirm.pop(u.sub_id, None)
         for entry in st.entries.values():
@@ -794,7 +792,7 @@ class Hesper(Protocol):
                 expired = [k for k, d in entry.downstream.items() if d.expiry < now]
                 for key in expired:
                     del entry.downstream[key]
-                    self.drops["lease_expired"] += 1
+                    self.drop("lease_expired", topic=topic)
             self._remove_empty(st)
             if not st.entries and not st.awaiting_confirm and not st.replies:
                 del self.topics[topic]

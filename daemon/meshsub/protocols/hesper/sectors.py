@@ -1,8 +1,8 @@
-"""HESPER's region partition and next-cell rules (spec 004 §4.3.3, Algorithms 4.1 and 4.2).
+"""HESPER's region partition and next-cell rules (Zheng 2008, §4.3, Algorithms 4.1 and 4.2).
 
 Everything here is pure integer geometry on the offset ``(dx, dy)`` of the
 current cell from the publisher-hosting broker's (PHB) cell, east and north
-positive. The thesis's figure is lost; the spec's reconstruction is the only
+positive. The thesis's figure is lost; this reconstruction is the only
 labelling under which both algorithms give shortest (Chebyshev) paths, which
 the thesis claims, so it is used as is: X-axis vertical, Y-axis horizontal,
 L-diagonal NE-SW, A-diagonal NW-SE, parts I..VIII numbered clockwise.
@@ -38,7 +38,7 @@ _HORIZONTAL_PARTS = {Sector.I, Sector.II, Sector.V, Sector.VI}
 
 
 def classify(dx: int, dy: int) -> Sector:
-    """The spec's table of §4.3.3, condition by condition."""
+    """The partition, condition by condition."""
     if dx == 0 and dy == 0:
         return Sector.ORIGIN
     if dx == 0:

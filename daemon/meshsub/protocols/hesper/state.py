@@ -1,11 +1,11 @@
-"""A broker's per-topic state (spec 004 §4.3.4): routing entries, downstream leases, dedup.
+"""A broker's per-topic state (Zheng 2008, §4.3's routing table): entries, downstream leases, dedup.
 
 One ``Entry`` per subscription that *created* a path segment here (its
 ``owner`` sub_id); other subscriptions that the entry covers join its
 downstream set. Each downstream pointer keeps its own filter and lease, so an
 event is sent to a downstream only when one of that downstream's own filters
 matches: removing a subscription never needs a weaker filter to be re-sent
-upstream (spec §4.5.7) and over-delivery stays one hop long at most.
+upstream and over-delivery stays one hop long at most.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from meshsub.protocols.hesper.messages import Target
 
 
 class TimedDedup:
-    """Seen-before cache bounded by size *and* age (spec §4.5.8: 4096 ids or 120 s)."""
+    """Seen-before cache bounded by size *and* age (4096 ids or 120 s)."""
 
     def __init__(self, capacity: int, max_age: float) -> None:
         self.capacity = capacity
@@ -125,7 +125,7 @@ class TopicState:
     """HESPER-II SHB: reply windows open, by sub_id."""
 
     def covering(self, sub: Subscription, region: Cell) -> Entry | None:
-        """An ACTIVE entry whose filter covers ``sub`` for the same region (spec H-h)."""
+        """An ACTIVE entry whose filter covers ``sub`` for the same region (Zheng 2008, §4.3)."""
         for entry in self.entries.values():
             if entry.covers(sub, region):
                 return entry

@@ -1,36 +1,13 @@
-"""What every location source produces: a raw GNSS fix, before any gating."""
+"""What every location source is: an async iterator of raw fixes (``Fix``, before gating)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Protocol
 
+from meshsub.core.tracking import Fix
 
-@dataclass(frozen=True, slots=True)
-class Fix:
-    """One report from a position source, stamped with the driver's clock.
-
-    ``mode`` follows gpsd: 0 unknown, 1 no fix, 2 two-dimensional, 3 3D.
-    Sources that only know local metres (a configured x/y) set ``local``
-    instead of latitude/longitude. ``hdop``/``satellites`` are ``None`` when
-    the source does not report them.
-    """
-
-    received_at: float
-    mode: int
-    lat: float | None = None
-    lon: float | None = None
-    alt: float | None = None
-    hdop: float | None = None
-    satellites: int | None = None
-    local: tuple[float, float, float] | None = None
-    static: bool = False
-    """A configured position: exact, and never stale."""
-
-    @property
-    def has_position(self) -> bool:
-        return self.local is not None or (self.lat is not None and self.lon is not None)
+__all__ = ["Fix", "FixSource"]
 
 
 class FixSource(Protocol):

@@ -10,12 +10,12 @@ from typing import Any
 
 from meshsub.core.api import Position
 from meshsub.core.geo import LocalFrame
+from meshsub.core.tracking import Gating, LocationTracker, PositionReport
 from meshsub.runtime.config import LocationConfig
 from meshsub.runtime.location.fix import FixSource
 from meshsub.runtime.location.gpsd import GpsdSource
 from meshsub.runtime.location.nmea import NmeaSerialSource
 from meshsub.runtime.location.static import StaticSource
-from meshsub.runtime.location.tracker import Gating, LocationTracker, PositionReport
 
 log = logging.getLogger(__name__)
 

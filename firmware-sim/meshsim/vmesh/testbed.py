@@ -10,9 +10,9 @@ instead of ~10 s). No management network: nothing here needs SSH.
 
 from __future__ import annotations
 
+from meshsim.host import sh
+from meshsim.host.errors import VmeshError
 from meshsim.medium.errors import MediumError
-from meshsim.vmesh import sh
-from meshsim.vmesh.errors import VmeshError
 from meshsim.vmesh.net import make_medium, netns_exists
 from meshsim.vmesh.plan import Plan, make_plan
 

@@ -1,5 +1,10 @@
 """Fix-quality gating, local metres, hysteresis and staleness for the own position.
 
+Pure logic with the caller's clock, so every tier uses this one copy: the
+daemon's location service feeds it the fixes of gpsd, NMEA or a configured
+position, and the simulator feeds it its simulated receivers' fixes
+(``meshsim.gps.des``), so a protocol sees the same gated positions in both.
+
 The protocol must only see positions worth acting on: a gated fix (mode,
 HDOP, satellites), converted to local metres about the fleet's origin,
 re-announced only when it moved more than the threshold or the last report
@@ -16,7 +21,33 @@ from typing import Any
 
 from meshsub.core.api import Position
 from meshsub.core.geo import GeoError, LocalFrame
-from meshsub.runtime.location.fix import Fix
+
+
+@dataclass(frozen=True, slots=True)
+class Fix:
+    """One report from a position source, stamped with the driver's clock.
+
+    ``mode`` follows gpsd: 0 unknown, 1 no fix, 2 two-dimensional, 3 3D.
+    Sources that only know local metres (a configured x/y) set ``local``
+    instead of latitude/longitude. ``hdop``/``satellites`` are ``None`` when
+    the source does not report them.
+    """
+
+    received_at: float
+    mode: int
+    lat: float | None = None
+    lon: float | None = None
+    alt: float | None = None
+    hdop: float | None = None
+    satellites: int | None = None
+    local: tuple[float, float, float] | None = None
+    static: bool = False
+    """A configured position: exact, and never stale."""
+
+    @property
+    def has_position(self) -> bool:
+        return self.local is not None or (self.lat is not None and self.lon is not None)
+
 
 UERE_M = 5.0
 """User equivalent range error: horizontal error estimate = HDOP x UERE."""

@@ -10,7 +10,7 @@ import shlex
 import subprocess
 from collections.abc import Sequence
 
-from meshsim.vmesh.errors import VmeshError
+from meshsim.host.errors import VmeshError
 
 
 def _tail(text: str, limit: int = 300) -> str:

@@ -1,7 +1,10 @@
-"""Where HESPER's *Region* lives in meshsub's content model, and the grid it indexes.
+"""A deployment grid every node agrees on, and where a *Region* lives in the content model.
+
+Grid-based protocols (HESPER and its DF baseline, and the grid protocols still
+to come) share this module, so none of them imports another (docs/architecture.md).
 
 The thesis's event is <Region, Topic, Value> with Region the publisher's cell,
-and a subscription names one Region (spec 004 §4.2). In meshsub's model the
+and a subscription names one Region (Zheng 2008, §4.2). In meshsub's model the
 region is two integer attributes, ``gx`` and ``gy``: an event carries its
 publisher's cell (``sensors/temp gx=0 gy=0 value=21``) and a subscription names
 the cell with equality predicates (``sensors/temp gx=0 gy=0 value>20``), so the
@@ -11,10 +14,46 @@ region without any special case. The DF baseline uses the same convention.
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 from meshsub.core.content import Event, Subscription
 from meshsub.core.grid import Cell, Grid
+from meshsub.core.params import ParameterError, non_negative, positive
 from meshsub.core.predicates import Op
-from meshsub.protocols.hesper.params import GridParams
+from meshsub.core.reliable import ReliableParams
+
+
+@dataclass(frozen=True, slots=True)
+class GridParams(ReliableParams):
+    """The deployment grid every node must agree on (shared with the DF baseline)."""
+
+    TR: float = 70.0
+    """Transmission range (m); the cell side is TR/sqrt(2) unless ``cell_side_m`` is set."""
+    cell_side_m: float = 0.0
+    """Cell side (m); 0 = TR/sqrt(2) (thesis). Set it on Wi-Fi meshes."""
+    area_width_m: float = 1000.0
+    area_height_m: float = 1000.0
+    origin_x: float = 0.0
+    origin_y: float = 0.0
+    max_hops: int = 255
+    """Radio-hop budget of one message end to end (the frame TTL)."""
+
+    def validate(self) -> None:
+        ReliableParams.validate(self)
+        positive("TR", self.TR)
+        non_negative("cell_side_m", self.cell_side_m)
+        positive("area_width_m", self.area_width_m)
+        positive("area_height_m", self.area_height_m)
+        if not (math.isfinite(self.origin_x) and math.isfinite(self.origin_y)):
+            raise ParameterError("origin_x", "origin must be finite")
+        if not 1 <= self.max_hops <= 255:
+            raise ParameterError("max_hops", "must be in 1..255")
+
+    @property
+    def cell_side(self) -> float:
+        return self.cell_side_m if self.cell_side_m > 0 else self.TR / math.sqrt(2.0)
+
 
 REGION_X = "gx"
 REGION_Y = "gy"

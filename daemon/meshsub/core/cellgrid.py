@@ -1,0 +1,92 @@
+"""Static nodes on a grid of cells: the parameters and the node's own cell.
+
+PUMA's base stations and GIANT's brokers each own one cell of a square grid
+(Zheng 2008, §5.2, §6.2) and are named by it. A node's cell is configured
+(``cell_x``/``cell_y``) or follows from its position; mobile nodes (clients,
+ferries) take no cell from the configuration. ``CellGridParams`` is the
+parameter block both protocols share; ``OwnCell`` turns positions into the
+node's cell.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from meshsub.core.api import Position
+from meshsub.core.grid import Cell, CellTracker, Grid
+from meshsub.core.params import ParameterError
+from meshsub.core.reliable import ReliableParams
+
+
+def require_positive(key: str, value: float) -> None:
+    if not (math.isfinite(value) and value > 0):
+        raise ParameterError(key, "must be a positive number")
+
+
+def require_non_negative(key: str, value: float) -> None:
+    if not (math.isfinite(value) and value >= 0):
+        raise ParameterError(key, "must be a non-negative number")
+
+
+def require_at_least_one(params: object, *keys: str) -> None:
+    for key in keys:
+        if getattr(params, key) < 1:
+            raise ParameterError(key, "must be at least 1")
+
+
+@dataclass(frozen=True, slots=True)
+class CellGridParams(ReliableParams):
+    """The grid every node must agree on, and a static node's cell in it."""
+
+    cols: int = 25
+    rows: int = 25
+    cell_size_m: float = 100.0
+    origin_x: float = 0.0
+    origin_y: float = 0.0
+    cell_x: int = -1
+    cell_y: int = -1
+    """A static node's cell; -1 = the cell of its position."""
+
+    def validate(self) -> None:
+        ReliableParams.validate(self)
+        if not 1 <= self.cols <= 4096 or not 1 <= self.rows <= 4096:
+            raise ParameterError("cols", "cols and rows must be in 1..4096")
+        require_positive("cell_size_m", self.cell_size_m)
+        if not (math.isfinite(self.origin_x) and math.isfinite(self.origin_y)):
+            raise ParameterError("origin_x", "origin must be finite")
+        if (self.cell_x < 0) != (self.cell_y < 0):
+            raise ParameterError("cell_x", "set both cell_x and cell_y, or neither")
+        if self.cell_x >= self.cols or self.cell_y >= self.rows:
+            raise ParameterError("cell_x", "the cell must lie inside the grid")
+
+    @property
+    def configured_cell(self) -> Cell | None:
+        return Cell(self.cell_x, self.cell_y) if self.cell_x >= 0 else None
+
+    def grid(self) -> Grid:
+        return Grid(self.origin_x, self.origin_y, self.cell_size_m, self.cols, self.rows)
+
+
+class OwnCell:
+    """A node's cell: the configured one, else the one its position falls in.
+
+    A static node keeps its cell when its fix drops out (it has not moved);
+    a position outside the grid leaves the cell unchanged as well.
+    """
+
+    def __init__(self, params: CellGridParams) -> None:
+        self.grid = params.grid()
+        self.fixed = params.configured_cell is not None
+        self.cell: Cell | None = params.configured_cell
+        self._tracker = CellTracker(self.grid, 0.0)
+
+    def update(self, position: Position | None) -> bool:
+        """Feed a position; True if the cell changed."""
+        if self.fixed or position is None:
+            return False
+        cell = self._tracker.update(position.x, position.y)
+        if cell is None or cell == self.cell:
+            return False
+        self.cell = cell
+        return True

@@ -1,0 +1,98 @@
+"""What a GIANT ferry carries: bundles for brokers and the advertisements it spreads.
+
+Everything sits in one ``ScfBuffer`` (bounded, expiring, persistable through
+a ``BufferStore``) keyed by message id: bundles under the id the handing
+broker gave the handover, advertisements under their own id. This class is
+the ferry's whole store logic, so that it can move onto the shared
+store-carry-forward base unchanged in shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from meshsub.core import bodies
+from meshsub.core.api import Message, MessageId
+from meshsub.core.buffer import BufferStore, Dropped, DropPolicy, ScfBuffer
+from meshsub.core.grid import Cell
+from meshsub.protocols.giant import messages as m
+
+
+class FerryStore:
+    def __init__(self, capacity: int, policy: DropPolicy,
+                 store: BufferStore | None = None) -> None:
+        self.buffer = ScfBuffer(capacity, policy, store)
+        self._carried: dict[tuple[int, str, Cell], MessageId] = {}
+        """(kind, item key, receiver) -> bundle id: one copy of an item per receiver."""
+        self.corrupt = self.buffer.corrupt
+        for message in list(self.buffer):
+            self._index(message)
+
+    def __len__(self) -> int:
+        return len(self.buffer)
+
+    @staticmethod
+    def _item_key(bundle: m.Bundle) -> tuple[int, str, Cell]:
+        item = bundle.item
+        key = str(item.event_id) if isinstance(item, m.EventItem) \
+            else f"{item.sub_id}@{item.version}"
+        return bundle.kind, key, bundle.receiver
+
+    def _index(self, message: Message) -> None:
+        if message.type != m.BUNDLE:
+            return
+        try:
+            bundle = m.Bundle.decode(message.body)
+        except bodies.BodyError:
+            self.buffer.discard(message.id)
+            self.corrupt += 1
+            return
+        self._carried[self._item_key(bundle)] = message.id
+
+    def carries(self, bundle: m.Bundle) -> bool:
+        return self._item_key(bundle) in self._carried
+
+    def add(self, message: Message, now: float, expires_at: float) -> list[Dropped]:
+        """Store a bundle or an advertisement (a newer advertisement replaces the held one)."""
+        if message.type == m.ADV and message.id in self.buffer:
+            self.buffer.discard(message.id)
+        held, dropped = self.buffer.add(message, now, expires_at)
+        if held:
+            self._index(message)
+        for d in dropped:
+            self._unindex(d.entry.message)
+        return dropped
+
+    def remove(self, key: MessageId) -> None:
+        """A bundle was delivered (its receiver acknowledged it)."""
+        message = self.buffer.get(key)
+        if message is not None and self.buffer.discard(key):
+            self._unindex(message)
+
+    def _unindex(self, message: Message) -> None:
+        if message.type != m.BUNDLE:
+            return
+        for k, v in list(self._carried.items()):
+            if v == message.id:
+                del self._carried[k]
+
+    def expire(self, now: float) -> list[Dropped]:
+        dropped = self.buffer.expire(now)
+        for d in dropped:
+            self._unindex(d.entry.message)
+        return dropped
+
+    def bundles_for(self, receiver: Cell) -> Iterator[tuple[Message, m.Bundle]]:
+        for message in self.buffer:
+            if message.type != m.BUNDLE:
+                continue
+            bundle = m.Bundle.decode(message.body)
+            if bundle.receiver == receiver:
+                yield message, bundle
+
+    def advertisements(self) -> list[Message]:
+        return [msg for msg in self.buffer if msg.type == m.ADV]
+
+    def remaining(self, key: MessageId, now: float) -> float:
+        entry = self.buffer.entry(key)
+        return 0.0 if entry is None else max(0.0, entry.expires_at - now)
