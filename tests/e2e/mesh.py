@@ -117,6 +117,10 @@ class NodeProc:
     udp_port: int
     mqtt_port: int = 0
     location: dict[str, Any] = field(default_factory=dict)
+    protocol: str = "flooding"
+    params: dict[str, Any] = field(default_factory=lambda: {"ttl": 8, "jitter": 0.005})
+    link_options: dict[str, Any] = field(default_factory=dict)
+    """Extra ``[link]`` keys (e.g. ``receive_buffer``)."""
     mosquitto: subprocess.Popen[bytes] | None = None
     daemon: subprocess.Popen[bytes] | None = None
     extra: list[subprocess.Popen[bytes]] = field(default_factory=list)
@@ -153,10 +157,11 @@ class NodeProc:
         lines = [
             "[node]", f"id = {self.node_id}", f'name = "e2e-{self.name}"',
             "[link]", f'interface = "{IFACE}"', f"port = {self.udp_port}",
+            *(f"{k} = {json.dumps(v)}" for k, v in self.link_options.items()),
             "[discovery]", "beacon_interval = 1.0", "min_interval = 0.5",
             "neighbor_timeout = 5", "zeroconf = true",
-            "[protocol]", 'name = "flooding"',
-            "[protocol.params]", "ttl = 8", "jitter = 0.005",
+            "[protocol]", f'name = "{self.protocol}"',
+            "[protocol.params]", *(f"{k} = {json.dumps(v)}" for k, v in self.params.items()),
             "[security]", "current_key = 1",
             "[security.keys]", f'1 = "{KEY}"',
             "[mqtt]", 'host = "127.0.0.1"', f"port = {self.mqtt_port}",
@@ -330,8 +335,11 @@ class Subscriber:
 class Mesh:
     """Bring the three namespaces up and down; ``nodes`` by name."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, protocol: str = "flooding",
+                 params: dict[str, Any] | None = None) -> None:
         self.workdir = workdir
+        self.protocol = protocol
+        self.params = params
         self.nodes: dict[str, NodeProc] = {}
 
     # ------------------------------------------------------------ topology
@@ -376,7 +384,9 @@ table bridge {NFT_TABLE} {{
         for index, name in enumerate(NAMES):
             workdir = self.workdir / name
             workdir.mkdir(parents=True, exist_ok=True)
-            node = NodeProc(name, index, workdir, udp_port)
+            node = NodeProc(name, index, workdir, udp_port, protocol=self.protocol)
+            if self.params is not None:
+                node.params = dict(self.params)
             node.mqtt_port = free_port(node.ns)
             node.location = (location or {}).get(name, {})
             self.nodes[name] = node

@@ -122,9 +122,9 @@ def test_dnssd_finds_the_reachable_peers(mesh: Mesh) -> None:
         return sorted(node.ctl("status")["discovery"]["probe_peers"].get("dnssd", []))
 
     port = b.udp_port
-    wait_for(lambda: dnssd(b) == [f"('10.99.0.1', {port})", f"('10.99.0.3', {port})"],
+    wait_for(lambda: dnssd(b) == [f"10.99.0.1:{port}", f"10.99.0.3:{port}"],
              "B browsed A and C")
-    assert dnssd(a) == [f"('10.99.0.2', {port})"]  # A's mDNS never reaches C either
+    assert dnssd(a) == [f"10.99.0.2:{port}"]  # A's mDNS never reaches C either
 
 
 def test_positions_from_gpsd_and_nmea(mesh: Mesh) -> None:

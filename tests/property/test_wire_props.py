@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from meshsub.core.api import Message, MessageId
 from meshsub.wire import Decoded, FrameCodec, FrameError, KeyRing, ReplayWindow, seal
 from meshsub.wire.errors import DECODE_REASONS
-from meshsub.wire.frame import packb
+from meshsub.wire.frame import _whole_frame, packb, whole_message
 
 KEYS = KeyRing.single(b"p" * 32, 1)
 SETTINGS = settings(max_examples=200, deadline=None,
@@ -159,3 +159,48 @@ def test_replay_window_matches_a_reference_model(ops: list[tuple[int, int, int]]
             seen.add((node, epoch, seq))
             top_epoch, top = newest.get(node, (epoch, seq))
             newest[node] = (epoch, seq) if epoch > top_epoch else (epoch, max(top, seq))
+
+
+field_values = st.one_of(st.integers(-5, 2**64 + 5), st.none(), st.booleans(),
+                         st.text(max_size=3), st.floats(allow_nan=False))
+
+
+@SETTINGS
+@given(message=messages, protocol_id=st.integers(0, 255), node=u32, epoch=u64,
+       max_message=st.sampled_from([64, 200, 65536]))
+def test_fast_encode_is_the_general_encode(message: Message, protocol_id: int, node: int,
+                                           epoch: int, max_message: int) -> None:
+    """The one-``packb`` path makes the same bytes (or the same error) as the general one."""
+    fast = FrameCodec(node, epoch, KEYS, max_message=max_message)
+    general = FrameCodec(node, epoch, KEYS, max_message=max_message)
+    try:
+        expected = general._encode_general(protocol_id, message)
+    except FrameError as err:
+        try:
+            fast.encode(protocol_id, message)
+        except FrameError as again:
+            assert again.reason == err.reason
+        else:
+            raise AssertionError("the fast path accepted what the general one refused")
+        return
+    assert fast.encode(protocol_id, message) == expected
+    assert fast.counters == general.counters
+
+
+@SETTINGS
+@given(fields=st.lists(field_values, min_size=13, max_size=13))
+def test_fast_whole_frame_parse_is_the_field_by_field_parse(fields: list[Any]) -> None:
+    """``whole_message`` accepts exactly what ``_whole_frame`` accepts, with the same result."""
+    try:
+        frame = _whole_frame(fields, 1, 100)
+    except FrameError as err:
+        try:
+            whole_message(fields)
+        except FrameError as again:
+            assert again.reason == err.reason
+        else:
+            raise AssertionError("the fast parse accepted what the checks refuse") from None
+        return
+    assert whole_message(fields) == (frame.protocol_id, frame.transmitter,
+                                     frame.transmitter_epoch, frame.transmitter_seq,
+                                     frame.message)

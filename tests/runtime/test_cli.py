@@ -241,7 +241,7 @@ def test_logfmt_lines_are_single_lines() -> None:
     finally:
         import logging
 
-        logging.getLogger("meshsub").removeHandler(handler)
+        logging.getLogger().removeHandler(handler)
     lines = buf.getvalue().splitlines()
     assert lines == [
         'level=info logger=meshsub.test msg="connected to broker" broker=127.0.0.1:1883 queued=3',
@@ -260,7 +260,7 @@ def test_json_log_format() -> None:
     try:
         get_logger("meshsub.x").warning("queue full", dropped=2)
     finally:
-        logging.getLogger("meshsub").removeHandler(handler)
+        logging.getLogger().removeHandler(handler)
     obj = json.loads(buf.getvalue())
     assert (obj["level"], obj["logger"], obj["msg"], obj["dropped"]) == (
         "warning", "meshsub.x", "queue full", 2)

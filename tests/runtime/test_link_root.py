@@ -35,40 +35,83 @@ async def until(predicate: Callable[[], bool], guard: float = 30.0) -> None:
 
 
 @pytest.fixture
-def dummy() -> Iterator[str]:
-    """A port-less bridge stands in for a late Wi-Fi interface (no dummy module here)."""
-    name = f"msub{TAG}d"
-    yield name
+def late() -> Iterator[tuple[str, str]]:
+    """A veth pair created by the test stands in for a late Wi-Fi interface: the
+    daemon's end, and the peer whose state gives it a carrier or takes it away."""
+    name, peer = f"msub{TAG}d", f"msub{TAG}p"
+    yield name, peer
     ip("link", "del", name, check=False)
 
 
-async def test_interface_appearing_late_and_going_away(dummy: str) -> None:
+def add_late(name: str, peer: str, address: str | None) -> None:
+    ip("link", "add", name, "type", "veth", "peer", "name", peer)
+    ip("link", "set", peer, "up")
+    if address is not None:
+        ip("addr", "add", address, "brd", "+", "dev", name)
+    ip("link", "set", name, "up")
+
+
+async def test_interface_appearing_late_going_down_and_away(late: tuple[str, str]) -> None:
+    name, peer = late
     states: list[LinkState] = []
-    link = Link(interface=dummy, port=0, on_datagram=lambda d, a: None, poll_interval=0.05,
-                on_state=states.append)
+    link = Link(interface=name, port=0, on_datagram=lambda d, a: None, poll_interval=30.0,
+                on_state=states.append)  # a long poll: the kernel's events must wake it
     await link.start()
     try:
         await until(lambda: link.state == LinkState.WAITING)
         assert link.last_error == "interface missing"
-        ip("link", "add", dummy, "type", "bridge")
-        ip("link", "set", dummy, "up")
+        add_late(name, peer, None)
         await asyncio.sleep(0.2)
-        assert link.state == LinkState.WAITING  # exists, but no IPv4 address yet
-        ip("addr", "add", "10.251.7.1/24", "brd", "+", "dev", dummy)
+        assert link.state == LinkState.WAITING  # up, but no IPv4 address yet
+        assert link.last_error == "interface has no usable address"
+        ip("addr", "add", "10.251.7.1/24", "brd", "+", "dev", name)
         await until(lambda: link.state == LinkState.UP)
         assert link.info is not None and link.info.broadcast == "10.251.7.255"
         assert link.broadcast_targets() == [("10.251.7.255", 0)]
-        ip("link", "del", dummy)
+        assert link.can_send()
+
+        ip("link", "set", name, "down")  # the address stays; the link cannot send
+        await until(lambda: link.state == LinkState.DOWN)
+        assert link.last_error == "interface is down" and not link.can_send()
+        assert link.send_broadcast(b"x") == 0 and link.drops["no_broadcast_target"] == 1
+        ip("link", "set", name, "up")
+        await until(lambda: link.state == LinkState.UP)
+
+        ip("link", "set", peer, "down")  # carrier lost: the kernel would discard frames
+        await until(lambda: link.state == LinkState.DOWN)
+        assert link.last_error == "interface has no carrier"
+        ip("link", "set", peer, "up")
+        await until(lambda: link.state == LinkState.UP)
+
+        ip("link", "del", name)
         await until(lambda: link.state == LinkState.WAITING)
-        ip("link", "add", dummy, "type", "bridge")
-        ip("addr", "add", "10.251.7.2/24", "brd", "+", "dev", dummy)
-        ip("link", "set", dummy, "up")
+        add_late(name, peer, "10.251.7.2/24")
         await until(lambda: link.state == LinkState.UP)
         assert link.local == ("10.251.7.2", 0)
     finally:
         await link.stop()
-    assert states[:3] == [LinkState.WAITING, LinkState.UP, LinkState.WAITING]
-    assert link.counters["binds"] == 2
+    assert states[:4] == [LinkState.WAITING, LinkState.UP, LinkState.DOWN, LinkState.UP]
+    assert link.counters["binds"] == 4 and link.counters["interface_events"] > 0
+
+
+async def test_send_refused_by_the_kernel_is_not_counted_as_sent(
+        late: tuple[str, str]) -> None:
+    """A send the kernel refuses (the interface went down a moment ago, no event yet)
+    is a counted drop, returns False, and makes the link look at the interface."""
+    name, peer = late
+    add_late(name, peer, "10.251.9.1/24")
+    link = Link(interface=name, port=0, on_datagram=lambda d, a: None, poll_interval=30.0,
+                events=False)
+    await link.start()
+    try:
+        await until(lambda: link.state == LinkState.UP)
+        ip("link", "set", name, "down")
+        assert link.state == LinkState.UP  # nobody told it yet (no events, long poll)
+        assert link.send_to(("10.251.9.7", 9), b"lost?") is False
+        assert link.counters["tx"] == 0 and link.drops["link_down"] == 1
+        assert link.state == LinkState.DOWN  # the refusal made it look
+    finally:
+        await link.stop()
 
 
 def test_without_cap_net_raw_no_traceback(tmp_path: Path) -> None:

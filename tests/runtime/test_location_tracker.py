@@ -41,10 +41,11 @@ def test_first_good_fix_is_reported_in_local_metres() -> None:
         (dict(mode=1), "no_fix"),
         (dict(lat=None, lon=None), "no_position"),
         (dict(mode=2), "mode"),  # min_mode 3 below
-        (dict(hdop=None), "hdop_unknown"),
+        (dict(hdop=None), "quality_unknown"),
         (dict(hdop=7.5), "hdop"),
+        (dict(hdop=None, error_m=120.0), "error"),
+        (dict(hdop=2.0, error_m=150.0), "error"),
         (dict(satellites=3), "satellites"),
-        (dict(satellites=None), "satellites"),
     ],
 )
 def test_gating_rejects(fix: dict[str, Any], reason: str) -> None:
@@ -144,8 +145,39 @@ def test_status_fields() -> None:
     assert status["lat"] == pytest.approx(45.0 + 20 / M_PER_DEG_LAT)
 
 
+@pytest.mark.parametrize(
+    ("fix", "gates"),
+    [
+        (dict(hdop=None, error_m=17.1), {}),  # gpsd without SKY: TPV's eph decides
+        (dict(satellites=None), {}),  # a receiver that does not report the count
+        (dict(hdop=9.0), dict(max_hdop=0)),  # each gate can be switched off
+        (dict(hdop=None, error_m=500.0), dict(max_error_m=0)),
+        (dict(satellites=1), dict(min_satellites=0)),
+        (dict(hdop=None), dict(require_quality=False)),
+    ],
+)
+def test_gates_pass_or_are_off(fix: dict[str, Any], gates: dict[str, Any]) -> None:
+    tr = tracker(**gates)
+    report = tr.update(good(1.0, **fix), now=1.0)
+    assert report is not None and report.position is not None, tr.rejected
+    assert not tr.rejected
+
+
+def test_error_is_the_sources_own_estimate_else_hdop_times_uere() -> None:
+    tr = tracker()
+    report = tr.update(good(1.0, hdop=None, error_m=17.1), now=1.0)
+    assert report is not None and report.position is not None
+    assert report.position.error_m == pytest.approx(17.1)
+    report = tr.update(good(70.0, hdop=2.0, north_m=500), now=70.0)
+    assert report is not None and report.position is not None
+    assert report.position.error_m == pytest.approx(10.0)
+    assert tr.status(70.0)["source_error_m"] is None
+
+
 def test_gating_validation() -> None:
     with pytest.raises(ValueError):
         Gating(min_mode=1)
     with pytest.raises(ValueError):
-        Gating(max_hdop=0)
+        Gating(max_hdop=-1)
+    with pytest.raises(ValueError):
+        Gating(max_error_m=-0.5)

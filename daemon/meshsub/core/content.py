@@ -125,7 +125,7 @@ class Event:
         for name, _ in pairs:
             if not isinstance(name, str):
                 raise ContentError("attribute name must be a string")
-        return cls(validate_topic(obj[0]), Attrs(pairs))
+        return cls(obj[0], Attrs(pairs))  # __post_init__ validates the topic
 
     @property
     def key(self) -> bytes:

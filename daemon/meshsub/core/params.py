@@ -16,9 +16,32 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 
+class ParamDoc(typing.NamedTuple):
+    """What a parameter's documentation row needs beyond its name, type and default.
+
+    ``unit`` is the unit of its value ("s", "m", "hops", "messages", "" for
+    none); ``source`` where its default comes from: the paper's table or
+    section ("Zheng 2008, Table 4.1"), or "our decision". A params class lists
+    its own fields in ``param_docs``; docs/protocols/NAME.md tables are
+    generated from them (``meshsub.core.paramdocs``) and a test fails when a
+    field has no entry or a page differs from the code.
+    """
+
+    unit: str
+    source: str
+    meaning: str = ""
+    """For a field without a docstring of its own."""
+
+
+OUR_DECISION: typing.Final = "our decision"
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class ProtocolParams:
     """Base of every protocol's parameter set (no parameters)."""
+
+    param_docs: typing.ClassVar[Mapping[str, ParamDoc]] = {}
+    """Unit and source of each field this class declares (not of inherited ones)."""
 
     def validate(self) -> None:
         """Raise ``ParameterError`` for impossible values; override per protocol."""

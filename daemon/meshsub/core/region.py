@@ -15,11 +15,13 @@ region without any special case. The DF baseline uses the same convention.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from meshsub.core.content import Event, Subscription
 from meshsub.core.grid import Cell, Grid
-from meshsub.core.params import ParameterError, non_negative, positive
+from meshsub.core.params import OUR_DECISION, ParamDoc, ParameterError, non_negative, positive
 from meshsub.core.predicates import Op
 from meshsub.core.reliable import ReliableParams
 
@@ -38,6 +40,21 @@ class GridParams(ReliableParams):
     origin_y: float = 0.0
     max_hops: int = 255
     """Radio-hop budget of one message end to end (the frame TTL)."""
+
+    param_docs: ClassVar[Mapping[str, ParamDoc]] = {
+        "TR": ParamDoc("m", "Zheng 2008, Table 4.1 (70 m, 100 m)"),
+        "cell_side_m": ParamDoc("m", "Zheng 2008, §4.3 (0: the grid diagonal is TR); "
+                                     "a set side is our decision"),
+        "area_width_m": ParamDoc("m", "Zheng 2008, Table 4.1 (1000 m x 1000 m)",
+                      "Width of the deployment grid."),
+        "area_height_m": ParamDoc("m", "Zheng 2008, Table 4.1 (1000 m x 1000 m)",
+                      "Height of the deployment grid."),
+        "origin_x": ParamDoc("m", OUR_DECISION,
+                      "x of the grid's corner in local metres."),
+        "origin_y": ParamDoc("m", OUR_DECISION,
+                      "y of the grid's corner in local metres."),
+        "max_hops": ParamDoc("hops", OUR_DECISION),
+    }
 
     def validate(self) -> None:
         ReliableParams.validate(self)

@@ -21,10 +21,12 @@ from __future__ import annotations
 import math
 import random
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 from meshsub.core.api import Action, CancelTimer, Message, NodeId, SendTo, SetTimer
-from meshsub.core.params import ParameterError, ProtocolParams
+from meshsub.core.params import OUR_DECISION, ParamDoc, ParameterError, ProtocolParams
 
 TIMER_PREFIX = "rel:"
 """Timers with this prefix belong to the reliable sender; protocols must not use it."""
@@ -81,6 +83,19 @@ class ReliableParams(ProtocolParams):
     rto_max: float = 5.0
     rto_attempts: int = 4
     rto_jitter: float = 0.1
+
+    param_docs: ClassVar[Mapping[str, ParamDoc]] = {
+        "rto_initial": ParamDoc("s", OUR_DECISION,
+                      "Wait for the ACK after the first transmission of a reliable send."),
+        "rto_factor": ParamDoc("", OUR_DECISION,
+                      "Each further wait is the previous one times this (exponential back-off)."),
+        "rto_max": ParamDoc("s", OUR_DECISION,
+                      "Longest wait between two transmissions."),
+        "rto_attempts": ParamDoc("transmissions", OUR_DECISION,
+                      "Transmissions in all before the send is given up (a counted drop)."),
+        "rto_jitter": ParamDoc("fraction", OUR_DECISION,
+                      "Each wait is stretched by a random factor up to 1 + this."),
+    }
 
     def validate(self) -> None:
         self.retransmit_policy()

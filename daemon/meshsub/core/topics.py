@@ -9,7 +9,13 @@ which keeps wildcard semantics free of the ``$`` exception.
 
 from __future__ import annotations
 
+import re
+
 from meshsub.core.values import MAX_TOPIC_BYTES, ContentError
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+"""C0 and C1 control characters (one regex search instead of a loop per character:
+every received event's topic passes here)."""
 
 
 def _check_text(text: object, what: str) -> str:
@@ -26,9 +32,10 @@ def _check_text(text: object, what: str) -> str:
         raise ContentError(f"{what} is {size} bytes of UTF-8; the limit is {MAX_TOPIC_BYTES}")
     if plain.startswith("$"):
         raise ContentError(f"{what} {plain!r} starts with '$', which MQTT reserves for brokers")
-    for ch in plain:
-        if ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F:
-            raise ContentError(f"{what} {plain!r} contains control character U+{ord(ch):04X}")
+    control = _CONTROL.search(plain)
+    if control is not None:
+        raise ContentError(
+            f"{what} {plain!r} contains control character U+{ord(control.group()):04X}")
     return plain
 
 

@@ -6,7 +6,8 @@ position, and the simulator feeds it its simulated receivers' fixes
 (``meshsim.gps.des``), so a protocol sees the same gated positions in both.
 
 The protocol must only see positions worth acting on: a gated fix (mode,
-HDOP, satellites), converted to local metres about the fleet's origin,
+HDOP, the source's error estimate, satellites; each gate can be switched off),
+converted to local metres about the fleet's origin,
 re-announced only when it moved more than the threshold or the last report
 is older than ``max_age``; and exactly one ``None`` when the fix is lost or
 goes stale (Meshtastic's six-hour stale bad fix is the cautionary tale).
@@ -30,7 +31,9 @@ class Fix:
     ``mode`` follows gpsd: 0 unknown, 1 no fix, 2 two-dimensional, 3 3D.
     Sources that only know local metres (a configured x/y) set ``local``
     instead of latitude/longitude. ``hdop``/``satellites`` are ``None`` when
-    the source does not report them.
+    the source does not report them; ``error_m`` is the source's own estimate
+    of the horizontal error in metres (gpsd's TPV ``eph``), ``None`` if it
+    gives none.
     """
 
     received_at: float
@@ -40,6 +43,7 @@ class Fix:
     alt: float | None = None
     hdop: float | None = None
     satellites: int | None = None
+    error_m: float | None = None
     local: tuple[float, float, float] | None = None
     static: bool = False
     """A configured position: exact, and never stale."""
@@ -50,7 +54,8 @@ class Fix:
 
 
 UERE_M = 5.0
-"""User equivalent range error: horizontal error estimate = HDOP x UERE."""
+"""User equivalent range error: horizontal error estimate = HDOP x UERE, for sources
+that give no estimate of their own (NMEA serial)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,20 +67,38 @@ class PositionReport:
 
 @dataclass(frozen=True, slots=True)
 class Gating:
+    """The fix-quality gates; 0 switches ``max_hdop``, ``max_error_m`` and
+    ``min_satellites`` off. A gate whose figure the source does not report is
+    not applied; ``require_quality`` rejects a fix that reports neither HDOP nor
+    an error estimate (nothing tells how good it is)."""
+
     min_mode: int = 2
     max_hdop: float = 5.0
     min_satellites: int = 4
     movement_threshold: float = 10.0
     max_age: float = 60.0
     stale_after: float = 10.0
+    max_error_m: float = 100.0
+    require_quality: bool = True
 
     def __post_init__(self) -> None:
         if self.min_mode not in (2, 3):
             raise ValueError("min_mode must be 2 or 3")
-        if not (self.max_hdop > 0 and self.max_age > 0 and self.stale_after > 0):
-            raise ValueError("max_hdop, max_age and stale_after must be positive")
-        if self.movement_threshold < 0 or self.min_satellites < 0:
-            raise ValueError("movement_threshold and min_satellites must not be negative")
+        if not (self.max_age > 0 and self.stale_after > 0):
+            raise ValueError("max_age and stale_after must be positive")
+        if min(self.movement_threshold, self.min_satellites, self.max_hdop,
+               self.max_error_m) < 0:
+            raise ValueError("movement_threshold, min_satellites, max_hdop and max_error_m "
+                             "must not be negative")
+
+
+def error_estimate(fix: Fix) -> float | None:
+    """Horizontal error (m): the source's own estimate, else HDOP x UERE, else None."""
+    if fix.error_m is not None and math.isfinite(fix.error_m):
+        return fix.error_m
+    if fix.hdop is not None and math.isfinite(fix.hdop):
+        return fix.hdop * UERE_M
+    return None
 
 
 class LocationTracker:
@@ -110,11 +133,16 @@ class LocationTracker:
             return "no_position"
         if fix.mode < g.min_mode:
             return "mode"
-        if fix.hdop is None or not math.isfinite(fix.hdop):
-            return "hdop_unknown"
-        if fix.hdop > g.max_hdop:
+        hdop = fix.hdop if fix.hdop is not None and math.isfinite(fix.hdop) else None
+        error = error_estimate(fix)
+        if hdop is None and error is None and g.require_quality:
+            return "quality_unknown"
+        if g.max_hdop > 0 and hdop is not None and hdop > g.max_hdop:
             return "hdop"
-        if g.min_satellites > 0 and (fix.satellites is None or fix.satellites < g.min_satellites):
+        if g.max_error_m > 0 and error is not None and error > g.max_error_m:
+            return "error"
+        if g.min_satellites > 0 and fix.satellites is not None \
+                and fix.satellites < g.min_satellites:
             return "satellites"
         return None
 
@@ -146,7 +174,7 @@ class LocationTracker:
         self.accepted += 1
         self.fix = fix
         x, y, z = local
-        error = 0.0 if fix.static else (fix.hdop or 0.0) * UERE_M
+        error = 0.0 if fix.static else (error_estimate(fix) or 0.0)
         candidate = Position(x, y, z if fix.alt is not None or fix.local else 0.0,
                              error, fix.received_at)
         if self.position is None or self.reported_at is None:
@@ -196,6 +224,8 @@ class LocationTracker:
             "z": round(pos.z, 2) if pos else None,
             "error_m": round(pos.error_m, 2) if pos else None,
             "hdop": fix.hdop if fix else (self.last_seen.hdop if self.last_seen else None),
+            "source_error_m": (fix.error_m if fix else
+                               (self.last_seen.error_m if self.last_seen else None)),
             "sats": fix.satellites if fix else (self.last_seen.satellites
                                                 if self.last_seen else None),
             "age_s": round(now - fix.received_at, 3) if fix else None,

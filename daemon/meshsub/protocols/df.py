@@ -17,6 +17,7 @@ DF defines no soft state; subscriptions stay until unsubscribed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -32,7 +33,7 @@ from meshsub.core.api import (
 from meshsub.core.content import ContentError, Event, Subscription
 from meshsub.core.georouting import GeoHeader, GeoRoutingError, next_hop
 from meshsub.core.grid import Cell, Point
-from meshsub.core.params import ProtocolParams
+from meshsub.core.params import OUR_DECISION, ParamDoc, ProtocolParams
 from meshsub.core.protocol import Protocol
 from meshsub.core.region import GridParams, event_region, make_grid, subscription_region
 
@@ -51,6 +52,10 @@ DOWN = 1
 class DFParams(GridParams):
     reliable_control: bool = False
     """Per-hop ACKs for SUBSCRIBE/UNSUBSCRIBE (off: the thesis's loss-free counts)."""
+
+    param_docs: ClassVar[Mapping[str, ParamDoc]] = {
+        "reliable_control": ParamDoc("", OUR_DECISION),
+    }
 
 
 @dataclass(slots=True)

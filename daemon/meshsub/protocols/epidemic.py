@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -49,7 +50,7 @@ from meshsub.core.buffer import (
 )
 from meshsub.core.carry import StoreCarryForward
 from meshsub.core.content import Event
-from meshsub.core.params import ParameterError, ProtocolParams
+from meshsub.core.params import OUR_DECISION, ParamDoc, ParameterError, ProtocolParams
 from meshsub.core.reliable import ReliableParams
 
 DATA = FIRST_PROTOCOL_TYPE
@@ -79,6 +80,19 @@ class EpidemicParams(ReliableParams):
     """Announce new messages to connected neighbours (they request); False: push DATA."""
     request_timeout: float = 10.0
     """How long to wait for a requested message before asking another neighbour."""
+
+    param_docs: ClassVar[Mapping[str, ParamDoc]] = {
+        "buffer_size": ParamDoc("messages", OUR_DECISION),
+        "ttl_s": ParamDoc("s", OUR_DECISION),
+        "max_hops": ParamDoc("hops", OUR_DECISION),
+        "drop_policy": ParamDoc("", OUR_DECISION,
+                      "Which message goes when the buffer is full."),
+        "vector_chunk": ParamDoc("ids", OUR_DECISION),
+        "vector_bytes": ParamDoc("bytes", OUR_DECISION),
+        "window": ParamDoc("messages", OUR_DECISION),
+        "push_offer": ParamDoc("", OUR_DECISION),
+        "request_timeout": ParamDoc("s", OUR_DECISION),
+    }
 
     def validate(self) -> None:
         ReliableParams.validate(self)

@@ -12,12 +12,13 @@ the same instant on a real radio.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from meshsub.core.api import FIRST_PROTOCOL_TYPE, Message, MessageId, MsgKind, NodeId
 from meshsub.core.content import Event
-from meshsub.core.params import ParameterError, ProtocolParams
+from meshsub.core.params import OUR_DECISION, ParamDoc, ParameterError, ProtocolParams
 from meshsub.core.protocol import Protocol
 
 DATA = FIRST_PROTOCOL_TYPE
@@ -30,6 +31,11 @@ class FloodingParams(ProtocolParams):
     """Hops a message may travel (1 = the publisher's neighbours only)."""
     jitter: float = 0.01
     """Upper bound (s) of the uniform random delay before a rebroadcast; 0 = at once."""
+
+    param_docs: ClassVar[Mapping[str, ParamDoc]] = {
+        "ttl": ParamDoc("hops", OUR_DECISION),
+        "jitter": ParamDoc("s", OUR_DECISION),
+    }
 
     def validate(self) -> None:
         if not 1 <= self.ttl <= 255:

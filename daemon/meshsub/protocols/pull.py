@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -27,7 +28,7 @@ from meshsub.core.api import (
 from meshsub.core.buffer import BufferEntry, DropPolicy
 from meshsub.core.carry import StoreCarryForward
 from meshsub.core.content import ContentError, Event, Subscription
-from meshsub.core.params import ParameterError, ProtocolParams
+from meshsub.core.params import OUR_DECISION, ParamDoc, ParameterError, ProtocolParams
 from meshsub.core.reliable import ReliableParams
 
 DATA = FIRST_PROTOCOL_TYPE
@@ -47,6 +48,16 @@ class PullParams(ReliableParams):
     """DATA messages in flight (unacknowledged) per neighbour."""
     interest_chunk: int = 16
     """Subscriptions per INTEREST message (so each fits one frame)."""
+
+    param_docs: ClassVar[Mapping[str, ParamDoc]] = {
+        "TTL": ParamDoc("s", "Zhao & Wu 2010, §V-D (lifetime = maximum tolerable delay); "
+                             "10 h as in §VII-B"),
+        "buffer_size": ParamDoc("messages", OUR_DECISION),
+        "drop_policy": ParamDoc("", OUR_DECISION,
+                      "Which message goes when the buffer is full."),
+        "window": ParamDoc("messages", OUR_DECISION),
+        "interest_chunk": ParamDoc("subscriptions", OUR_DECISION),
+    }
 
     def validate(self) -> None:
         ReliableParams.validate(self)

@@ -72,6 +72,8 @@ class LinkConfig:
     family: str = "ipv4"
     multicast_group: str = DEFAULT_MULTICAST_GROUP
     batman_poll_interval: float = 5.0
+    receive_buffer: int = 1 << 20
+    """Socket receive buffer asked from the kernel (bytes) for bursts; 0 = the kernel's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +142,8 @@ class LocationConfig:
     movement_threshold: float = 10.0
     max_age: float = 60.0
     stale_after: float = 10.0
+    max_error_m: float = 100.0
+    require_quality: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -398,6 +402,7 @@ def _link(root: _Table) -> LinkConfig:
         family=family,
         multicast_group=group,
         batman_poll_interval=t.get_float("batman_poll_interval", 5.0, lo=0.5, hi=3600),
+        receive_buffer=t.get_int("receive_buffer", 1 << 20, lo=0, hi=1 << 30),
     )
     t.finish()
     return cfg
@@ -507,11 +512,13 @@ def _location(root: _Table) -> LocationConfig:
         nmea=nmea,
         origin=origin,
         min_mode=t.get_int("min_mode", 2, lo=2, hi=3),
-        max_hdop=t.get_float("max_hdop", 5.0, positive=True),
+        max_hdop=t.get_float("max_hdop", 5.0, lo=0.0),
         min_satellites=t.get_int("min_satellites", 4, lo=0, hi=64),
         movement_threshold=t.get_float("movement_threshold", 10.0, lo=0.0),
         max_age=t.get_float("max_age", 60.0, positive=True),
         stale_after=t.get_float("stale_after", 10.0, positive=True),
+        max_error_m=t.get_float("max_error_m", 100.0, lo=0.0),
+        require_quality=t.get_bool("require_quality", True),
     )
     t.finish()
     return cfg

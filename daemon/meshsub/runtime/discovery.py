@@ -28,6 +28,7 @@ from zeroconf.asyncio import AsyncServiceBrowser, AsyncServiceInfo, AsyncZerocon
 
 from meshsub.core.api import NODE_ID_MAX, CoreType, Message, MessageId, NodeId, Position
 from meshsub.runtime.link import Address
+from meshsub.runtime.logging import format_address
 from meshsub.runtime.neighbors import EventKind, NeighborEvent, NeighborTable
 
 log = logging.getLogger(__name__)
@@ -392,7 +393,7 @@ class Discovery:
             "seq": self.seq,
             "interval_s": self.scheduler.current,
             "broadcast": self.broadcast,
-            "probe_peers": {k: sorted(map(str, v)) for k, v in self.peers.items()},
+            "probe_peers": {k: sorted(map(format_address, v)) for k, v in self.peers.items()},
             "budget_limited_rounds": self.scheduler.budget_limited,
             "counters": dict(self.counters),
             "drops": dict(self.drops),

@@ -41,6 +41,9 @@ class FrameIO:
         self.drops: Counter[str] = Counter()
         """Node-level drops (not the codec's): wrong protocol, no route, encode errors."""
         self.counters: Counter[str] = Counter()
+        self.link_refusals = 0
+        """Transmissions the link refused (``link_down``, ``send_failed``): not sent, and
+        worth another try later, unlike a destination without an address."""
 
     # -------------------------------------------------------------- sending
 
@@ -64,6 +67,8 @@ class FrameIO:
         return "send_failed"
 
     def _unsent(self, message: Message, kind: str, reason: str, peer: NodeId | None) -> None:
+        if reason in ("link_down", "send_failed"):
+            self.link_refusals += 1
         self.drops[reason] += 1
         self._record("drop", {"reason": reason, "event_id": str(message.id),
                               "msg_type": message.type, "msg_kind": kind, "peer": peer})

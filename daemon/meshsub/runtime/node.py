@@ -13,10 +13,15 @@ protocols carry the publication time to compute delivery latency on another
 node, which is meaningful only between clocks that agree (NTP/GPS in the
 field, one host in the namespace tests).
 
-Accepted publications wait in the outbox while the link is down: "accepted by
-the protocol" is only meaningful when the protocol can send, so an event
-acknowledged to MQTT with the mesh interface gone is fed when it returns, or
-at the next start (``HeldPublisher``).
+Accepted publications wait in the outbox while the link cannot carry a frame
+(interface missing, down, without carrier or address): "accepted by the
+protocol" is only meaningful when the protocol can send, so an event
+acknowledged to MQTT meanwhile is fed when the link returns, or at the next
+start (``HeldPublisher``). A publication whose own transmission the kernel
+refuses because the link died in that instant stays in the outbox too
+(``LinkUnavailable``). Losing the link also ends every contact: the protocol
+sees its neighbours go down, and meets them again, from scratch, once the
+link is back, so store-carry-forward protocols exchange what they carry.
 """
 
 from __future__ import annotations
@@ -25,7 +30,6 @@ import asyncio
 import contextlib
 import dataclasses
 import inspect
-import logging
 import os
 import secrets
 import time
@@ -71,6 +75,7 @@ from meshsub.runtime.link import Address, Link, LinkError, LinkState
 from meshsub.runtime.livefeed import FeedSettings, TelemetryFeed
 from meshsub.runtime.location import LocationService, make_source, make_tracker
 from meshsub.runtime.logging import configure_logging, get_logger
+from meshsub.runtime.logging import set_level as set_log_level
 from meshsub.runtime.mqtt import MqttBridge, MqttSettings, delivery_payload
 from meshsub.runtime.neighbors import EventKind, NeighborEvent, NeighborTable, to_input
 from meshsub.runtime.power import EnergyReading, read_power_supply
@@ -92,23 +97,60 @@ class StartupError(RuntimeError):
     """The daemon cannot start as configured; one line for the operator."""
 
 
+class LinkUnavailable(RuntimeError):
+    """A local publication's transmission failed because the link cannot carry frames."""
+
+
 class HeldPublisher(LocalPublisher):
     """A ``LocalPublisher`` that keeps accepted events in the outbox while ``ready()`` is false.
 
     Persisting (and so acknowledging to MQTT) goes on; feeding the protocol
     waits, and ``refeed_pending`` hands everything over once the link is up.
+    A feed that raises ``LinkUnavailable`` (the link died during it) holds
+    that event and the rest of the batch the same way.
     """
 
     def __init__(self, *args: Any, ready: Callable[[], bool], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._ready = ready
         self.held = 0
+        """Events waiting in the outbox for the link now."""
+        self.held_total = 0
+        """Events that ever had to wait for the link (this run)."""
+
+    def _hold(self, count: int) -> None:
+        self.held += count
+        self.held_total += count
 
     def feed_many(self, items: Sequence[tuple[Event, MessageId]]) -> int:
-        if not self._ready():
-            self.held += len(items)
-            return 0
-        return super().feed_many(items)
+        done: list[MessageId] = []
+        for index, (event, event_id) in enumerate(items):
+            if not self._ready():
+                self._hold(len(items) - index)
+                break
+            try:
+                self._feed(event, event_id)
+            except LinkUnavailable:
+                self._hold(len(items) - index)
+                break
+            except Exception:  # the node failed: keep the entry for the next start
+                self.feed_errors += 1
+                continue
+            done.append(event_id)
+        if done:
+            self.store.outbox_remove_many(done)
+            self.fed += len(done)
+        return len(done)
+
+    def hold_pending(self) -> None:
+        """At a start without a link: everything a previous run left waits for it."""
+        self.held = 0
+        self._hold(self.store.outbox_len())
+
+    def refeed_pending(self) -> int:
+        """Feed what waits in the outbox; what the link still cannot take stays held."""
+        self.held = 0
+        return super().refeed_pending()
 
 
 def _peer_addresses(config: Config) -> list[Address]:
@@ -153,6 +195,7 @@ class Node:
         self._energy_due = 0.0
         self.energy: EnergyReading | None = None
         """The last power-supply reading fed to the protocol (``None``: none yet)."""
+        self._kernel_drops_noted = 0
         self.store: Store | None = None
         self.spool: TelemetrySpool | None = None
         self.feed: TelemetryFeed | None = None
@@ -191,6 +234,7 @@ class Node:
             mode=cfg.link.mode,
             multicast_group=cfg.link.multicast_group,
             broadcast_peers=[] if cfg.link.interface else _peer_addresses(cfg),
+            receive_buffer=cfg.link.receive_buffer,
             on_state=self._on_link_state,
         )
         self.frames = FrameIO(codec=self.codec, link=self.link, protocol=self.protocol,
@@ -208,8 +252,7 @@ class Node:
             broadcast=cfg.link.mode != "batman",
         )
         self.publisher = HeldPublisher(self.store, self.protocol.new_message_id,
-                                       self._feed_publication,
-                                       ready=lambda: self._link_up)
+                                       self._feed_publication, ready=self._can_publish)
         try:
             settings = MqttSettings.from_config(cfg.mqtt, cfg.telemetry.mqtt_topic)
         except ValueError as exc:  # what the file-level checks cannot see (key combinations)
@@ -242,6 +285,8 @@ class Node:
             await self.feed.start()
         self._started = True
         self._poll_energy()  # the protocol knows its energy before the first contact
+        if not self._link_up:
+            self.publisher.hold_pending()
         self._on_link_up()  # if it is up already: re-feed the outbox, register DNS-SD
         await self.discovery.start()
         self.discovery.set_peers("static", _peer_addresses(cfg))
@@ -349,6 +394,18 @@ class Node:
                 await task
         self._tasks = []
 
+    def _note_kernel_drops(self) -> None:
+        """Datagrams the kernel dropped for our socket (receive buffer full): a
+        ``counter`` record with the running total whenever it grew."""
+        if self.link is None:
+            return
+        total = self.link.poll_kernel_drops()
+        if total != self._kernel_drops_noted:
+            self._kernel_drops_noted = total
+            self.record("counter", {"reason": "udp_receive_drops", "bytes": total})
+            log.warning("kernel dropped datagrams: receive buffer full", total=total,
+                        receive_buffer=self.link.receive_buffer_granted)
+
     def _healthy(self) -> bool:
         """The loop turns: housekeeping ran recently (the watchdog ping depends on it)."""
         return time.monotonic() - self._last_tick < 5 * HOUSEKEEPING_S + 5
@@ -360,6 +417,9 @@ class Node:
             self._last_tick = time.monotonic()
             self.codec.expire(self.clock())
             self._poll_energy()
+            if self.publisher.held and self._link_up:  # a refused send, the link still up
+                self._refeed()
+            self._note_kernel_drops()
             if self.feed is not None:
                 self.feed.note_losses()
             line = self._status_line()
@@ -416,7 +476,7 @@ class Node:
         cfg = self.config
         applied: list[str] = []
         if any(k.startswith("log.") for k in keys):
-            logging.getLogger("meshsub").setLevel(new.log.level_number)
+            set_log_level(new.log.level_number)
             cfg = dataclasses.replace(cfg, log=new.log)
             applied.append("log.level")
         if any(k.startswith("discovery.static_peers") for k in keys):
@@ -444,7 +504,7 @@ class Node:
         """One telemetry record for this node (the spool numbers them: ``rec``)."""
         if self.spool is None:
             return
-        self.spool.emit(event, time.time_ns(), **attrs)
+        self.spool.emit_attrs(event, time.time_ns(), attrs)
 
     def handle(self, inp: Input) -> None:
         """Feed one input to the protocol and carry out its actions; never raises."""
@@ -517,9 +577,30 @@ class Node:
         self.handle(FrameReceived(now, decoded.transmitter, message,
                                   self.config.link.interface))
 
+    def _can_publish(self) -> bool:
+        """Feed local publications now? Not while the link cannot carry a frame, nor
+        while earlier ones still wait for the re-feed (acceptance order is kept)."""
+        return self.link is not None and self.publisher.held == 0 and self.link.can_send()
+
     def _on_link_state(self, state: LinkState) -> None:
         if state == LinkState.UP:
             asyncio.get_running_loop().call_soon(self._on_link_up)
+        elif self._started and state != LinkState.STOPPED:  # not at shutdown
+            # after the current input: a refused send can report the loss mid-_apply
+            asyncio.get_running_loop().call_soon(self._lose_neighbors)
+
+    def _lose_neighbors(self) -> None:
+        """Without a link there are no neighbours: end every contact now, so that the
+        protocol stops sending into the void and meets them anew when it returns."""
+        if not hasattr(self, "table") or self._link_up:
+            return
+        gone = 0
+        for neighbor in list(self.table):
+            for event in self.table.remove(neighbor.node):
+                self._on_neighbor_event(event)
+                gone += 1
+        if gone:
+            log.info("link lost: neighbours down", neighbors=gone)
 
     def _on_link_up(self) -> None:
         if not self._started or not self._link_up:
@@ -611,9 +692,18 @@ class Node:
         self.handle(LocalUnsubscribe(self.clock(), sub_id))
 
     def _feed_publication(self, event: Event, event_id: MessageId) -> None:
-        """The publisher's feed: errors propagate so the event stays in the outbox."""
+        """The publisher's feed: errors propagate so the event stays in the outbox.
+
+        If a transmission it caused was refused because the link cannot carry
+        frames (it died in this instant), ``LinkUnavailable`` keeps the event
+        in the outbox for the re-feed once the link is back.
+        """
+        refused = self.frames.link_refusals
         actions = self.protocol.handle(LocalPublish(self.clock(), event, event_id))
         self._apply(actions)
+        if self.frames.link_refusals != refused:
+            self.counters["publications_refused_by_link"] += 1
+            raise LinkUnavailable(f"event {event_id}: the link refused its transmission")
 
     def _ctl_publish(self, event: Event) -> str:
         return str(self.publisher.publish(event))
@@ -651,10 +741,13 @@ class Node:
             "mqtt": self.bridge.status() if self.bridge else None,
             "outbox": outbox,
             "held_publications": self.publisher.held if hasattr(self, "publisher") else 0,
+            "held_publications_total": (self.publisher.held_total
+                                        if hasattr(self, "publisher") else 0),
             "frames": self.codec.status(),
             "transmissions": dict(self.frames.counters),
             "drops": {"frame": self.frames.frame_drops(), "node": dict(self.frames.drops),
-                      "protocol": dict(self.protocol.drops)},
+                      "protocol": dict(self.protocol.drops),
+                      "kernel": self.link.kernel_drops if self.link else 0},
             "telemetry": ({**self.spool.status(),
                            "live": self.feed.status() if self.feed else None}
                           if self.spool else {"enabled": False}),
@@ -702,10 +795,26 @@ async def _main(config: Config) -> int:
     return EXIT_OK
 
 
+def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop when it is installed (``pip install meshsub[fast]``), else
+    asyncio's own (``None``); ``MESHSUB_EVENT_LOOP=asyncio`` forces asyncio's."""
+    if os.environ.get("MESHSUB_EVENT_LOOP", "").strip().lower() == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
+
+
 def run(config: Config) -> int:
     """Run the daemon until SIGTERM/SIGINT; the exit status (0 clean, 1 failure)."""
     configure_logging(config.log.level)
+    factory = loop_factory()
+    log.info("event loop", loop="uvloop" if factory is not None else "asyncio")
     try:
-        return asyncio.run(_main(config))
+        with asyncio.Runner(loop_factory=factory) as runner:
+            return runner.run(_main(config))
     except KeyboardInterrupt:
         return EXIT_OK

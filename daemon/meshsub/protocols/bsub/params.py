@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from meshsub.core.buffer import DropPolicy
-from meshsub.core.params import ParameterError
+from meshsub.core.params import OUR_DECISION, ParamDoc, ParameterError
 from meshsub.core.reliable import ReliableParams
 from meshsub.core.tcbf import C_MAX, MAX_M, decay_factor
 
@@ -62,6 +64,30 @@ class BSubParams(ReliableParams):
     """DATA messages in flight (unacknowledged) per contact."""
     max_told: int = 64
     """Most node ids a message remembers as already holding it (no re-sends to them)."""
+
+    param_docs: ClassVar[Mapping[str, ParamDoc]] = {
+        "m": ParamDoc("bits", "Zhao & Wu 2010, §VII-A (256-bit vectors)"),
+        "k": ParamDoc("hash functions", "Zhao & Wu 2010, §VII-A (4 hash functions)"),
+        "I": ParamDoc("counter units",
+                      "Zhao & Wu 2010, §IV-A, §VI-A (I = 50: our reading of its Eq. 5 example)"),
+        "DF": ParamDoc("counter units/s", "Zhao & Wu 2010, §VI-A Eq. 5; §VII-B (0.138/min)"),
+        "N": ParamDoc("keys", "Zhao & Wu 2010, §VI-A Eq. 5 (123 is our calibration to 0.138/min)"),
+        "T": ParamDoc("s", "Zhao & Wu 2010, §VI-A (T = TTL as in §VII-B)"),
+        "delta": ParamDoc("counter units/s", "Zhao & Wu 2010, §VI-A Eq. 5"),
+        "C": ParamDoc("copies", "Zhao & Wu 2010, §V-D; §VII-A (C = 3)"),
+        "low": ParamDoc("brokers", "Zhao & Wu 2010, §V-B; §VII-A (3)"),
+        "up": ParamDoc("brokers", "Zhao & Wu 2010, §V-B; §VII-A (5)"),
+        "T_w": ParamDoc("s", "Zhao & Wu 2010, §V-B; §VII-A (5 hours)"),
+        "TTL": ParamDoc("s", "Zhao & Wu 2010, §V-D; §VII-B (10 hours)"),
+        "T_hold": ParamDoc("s", OUR_DECISION),
+        "role_mode": ParamDoc("", OUR_DECISION,
+                      "auto: broker allocation decides; the pinned modes ignore DESIGNATE."),
+        "buffer_size": ParamDoc("messages", OUR_DECISION),
+        "drop_policy": ParamDoc("", OUR_DECISION,
+                      "Which message goes when the buffer is full."),
+        "window": ParamDoc("messages", OUR_DECISION),
+        "max_told": ParamDoc("node ids", OUR_DECISION),
+    }
 
     def validate(self) -> None:
         ReliableParams.validate(self)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
-from meshsub.core.params import ParameterError
+from meshsub.core.params import OUR_DECISION, ParamDoc, ParameterError
 from meshsub.core.params import non_negative as _non_negative
 from meshsub.core.params import positive as _positive
 from meshsub.core.region import GridParams
@@ -56,6 +58,48 @@ class HesperParams(GridParams):
     reliable_events: bool = False
     """Per-hop ACKs for EVENTs too (a lossy Wi-Fi mesh needs them): on a lossy
     medium every lost hop otherwise loses the event for the whole subtree below it."""
+
+    param_docs: ClassVar[Mapping[str, ParamDoc]] = {
+        "variant": ParamDoc("", "Zheng 2008, §4.3, Algorithms 4.1 (I) and 4.2 (II)"),
+        "hash_i": ParamDoc("iterations", "Zheng 2008, §4.2 (H^i)",
+                      "Iterations of the hash for the broker point's x (the thesis's H^i)."),
+        "hash_j": ParamDoc("iterations", "Zheng 2008, §4.2 (H^j)"),
+        "beacon_s": ParamDoc("s", OUR_DECISION),
+        "member_timeout_s": ParamDoc("s", OUR_DECISION),
+        "energy_check_s": ParamDoc("s", OUR_DECISION,
+                      "Period of the energy check that may hand the broker role over."),
+        "E_rot": ParamDoc("fraction of initial energy", OUR_DECISION),
+        "energy_source": ParamDoc("", OUR_DECISION),
+        "energy_fraction": ParamDoc("fraction", OUR_DECISION,
+                      "Remaining energy fraction reported with energy_source = config."),
+        "E_initial": ParamDoc("J", OUR_DECISION),
+        "E_elec": ParamDoc("J/bit", "Zheng 2008, Table 4.1 (50 nJ/bit)",
+                      "Radio electronics energy per bit (first-order radio model)."),
+        "e_fs": ParamDoc("J/bit/m^2", "Zheng 2008, Table 4.1 (10 pJ/bit/m^2)",
+                      "Free-space amplifier energy (distance below TD)."),
+        "e_mp": ParamDoc("J/bit/m^4", "Zheng 2008, Table 4.1 (0.0013 pJ/bit/m^4)",
+                      "Multi-path amplifier energy (distance above TD)."),
+        "TD": ParamDoc("m", "Zheng 2008, Table 4.1 (75 m)",
+                      "Threshold distance between the free-space and multi-path models."),
+        "M_b": ParamDoc("bits", "Zheng 2008, Table 4.1 (320 bits)",
+                      "Message size in the energy model."),
+        "reply_wait_s": ParamDoc("s", OUR_DECISION),
+        "per_hop_rtt_s": ParamDoc("s", OUR_DECISION,
+                      "Round-trip estimate per hop for the HESPER-II reply window."),
+        "pending_ttl_s": ParamDoc("s", OUR_DECISION),
+        "sub_refresh_s": ParamDoc("s", OUR_DECISION,
+                      "Period at which subscriptions are refreshed towards their broker."),
+        "lease_s": ParamDoc("s", OUR_DECISION,
+                      "A subscription not refreshed for this long expires at the broker."),
+        "handover_grace_s": ParamDoc("s", OUR_DECISION,
+                      "Time the old broker keeps serving after a handover."),
+        "dedup_size": ParamDoc("messages", OUR_DECISION,
+                      "Message ids remembered to suppress duplicates."),
+        "dedup_s": ParamDoc("s", OUR_DECISION,
+                      "How long a message id is remembered."),
+        "reliable_control": ParamDoc("", OUR_DECISION),
+        "reliable_events": ParamDoc("", OUR_DECISION),
+    }
 
     def validate(self) -> None:
         GridParams.validate(self)

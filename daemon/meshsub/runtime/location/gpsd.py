@@ -1,24 +1,29 @@
 """gpsd client: the JSON protocol over TCP, shared with other clients, never exclusive.
 
 ``?WATCH={"enable":true,"json":true}`` asks for JSON reports without taking
-the device; TPV reports carry mode and position, SKY reports HDOP and the
-satellites used. When gpsd goes away the source reconnects with exponential
-back-off, so a gpsd restart or a late start at boot needs no daemon restart.
+the device; TPV reports carry mode, position and gpsd's own error estimates
+(``eph``, else ``epx``/``epy``), SKY reports HDOP and the satellites used.
+Many receivers give gpsd no sky view (no GSV sentences: no SKY report at
+all), so the TPV estimate is what the gate relies on then. gpsd 3.22 reports
+``uSat 0`` when the receiver sends GSV but no GSA (it cannot tell which
+satellites are used): with a fix that count means "unknown", not zero.
+When gpsd goes away the source reconnects with exponential back-off, so a
+gpsd restart or a late start at boot needs no daemon restart.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import math
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from meshsub.runtime.location.fix import Fix
+from meshsub.runtime.logging import format_address, get_logger
 
-log = logging.getLogger(__name__)
+log = get_logger("meshsub.location.gpsd")
 
 WATCH = b'?WATCH={"enable":true,"json":true}\n'
 MAX_LINE = 256 * 1024
@@ -71,11 +76,16 @@ class GpsdParser:
         if hdop is not None:
             self.hdop = hdop
         used = _number(report, "uSat")
-        if used is not None:
+        if used is None and isinstance(report.get("satellites"), list):
+            used = sum(1 for s in report["satellites"]
+                       if isinstance(s, dict) and s.get("used") is True)
+        if used is None:
+            return
+        if used <= 0:  # no GSA from the receiver: gpsd does not know which are used
+            self.counters["sky_used_unknown"] += 1
+            self.satellites = None
+        else:
             self.satellites = int(used)
-        elif isinstance(report.get("satellites"), list):
-            self.satellites = sum(1 for s in report["satellites"]
-                                  if isinstance(s, dict) and s.get("used") is True)
 
     def _tpv(self, report: dict[str, Any], now: float) -> Fix:
         mode = report.get("mode")
@@ -95,7 +105,18 @@ class GpsdParser:
             alt=_number(report, "altMSL", "alt", "altHAE") if mode == 3 else None,
             hdop=self.hdop,
             satellites=self.satellites,
+            error_m=self._error(report),
         )
+
+    def _error(self, report: dict[str, Any]) -> float | None:
+        """gpsd's horizontal error estimate: ``eph``, else the larger of ``epx``/``epy``."""
+        eph = _number(report, "eph")
+        if eph is not None and eph >= 0:
+            return eph
+        epx, epy = _number(report, "epx"), _number(report, "epy")
+        if epx is not None and epy is not None and epx >= 0 and epy >= 0:
+            return max(epx, epy)
+        return None
 
 
 class GpsdSource:
@@ -137,7 +158,7 @@ class GpsdSource:
                 continue
             self.connected = True
             self.connects += 1
-            log.info("gpsd connected host=%s port=%d", self.host, self.port)
+            log.info("gpsd connected", endpoint=format_address((self.host, self.port)))
             try:
                 writer.write(WATCH)
                 await writer.drain()
@@ -162,13 +183,13 @@ class GpsdSource:
     def _failed(self, error: str, delay: float) -> None:
         self.failures += 1
         self.last_error = error
-        log.warning("gpsd unavailable host=%s port=%d error=%r retry_in=%.1fs",
-                    self.host, self.port, error, delay)
+        log.warning("gpsd unavailable", endpoint=format_address((self.host, self.port)),
+                    error=error, retry_s=round(delay, 1))
 
     def status(self) -> dict[str, object]:
         return {
             "source": self.name,
-            "endpoint": f"{self.host}:{self.port}",
+            "endpoint": format_address((self.host, self.port)),
             "connected": self.connected,
             "connects": self.connects,
             "failures": self.failures,

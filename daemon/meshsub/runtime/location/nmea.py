@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import termios
 from collections import Counter
@@ -18,8 +17,9 @@ from collections.abc import AsyncIterator, Callable
 import pynmea2
 
 from meshsub.runtime.location.fix import Fix
+from meshsub.runtime.logging import get_logger
 
-log = logging.getLogger(__name__)
+log = get_logger("meshsub.location.nmea")
 
 BAUD_CONSTANTS: dict[int, int] = {
     rate: getattr(termios, f"B{rate}")
@@ -201,7 +201,7 @@ class NmeaSerialSource:
                 configure_serial(fd, self.baud)
                 self.open = True
                 self.opens += 1
-                log.info("nmea device open device=%s baud=%d", self.device, self.baud)
+                log.info("nmea device open", device=self.device, baud=self.baud)
                 loop.add_reader(fd, readable)
                 while True:
                     item = await queue.get()
@@ -235,8 +235,8 @@ class NmeaSerialSource:
     def _failed(self, error: str, delay: float) -> None:
         self.failures += 1
         self.last_error = error
-        log.warning("nmea device unavailable device=%s error=%r retry_in=%.1fs",
-                    self.device, error, delay)
+        log.warning("nmea device unavailable", device=self.device, error=error,
+                    retry_s=round(delay, 1))
 
     def status(self) -> dict[str, object]:
         return {

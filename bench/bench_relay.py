@@ -1,0 +1,223 @@
+"""CPU per frame a relay forwards, without root: one real meshsubd on loopback.
+
+The daemon under test (node 2, flooding, its own mosquitto, telemetry on) is
+bound to 127.0.0.2 with "broadcast" sent as unicast copies to two loopback
+sockets standing in for its neighbours A (node 1) and C (node 3) (so a
+rebroadcast is two sends here, one on a radio). This
+script plays both: it sends each event as A's frame and, a moment later, C's
+rebroadcast of it (the duplicate every flooding relay hears), at ``--rate``
+events per second, and counts the daemon's rebroadcasts. The daemon's CPU
+time (user + system, from /proc) over the load, net of its idle rate, divided
+by the frames it forwarded, is the figure; printed beside it, measured in the
+same run, the bare cost of the same cryptographic and msgpack work (two
+HMAC-SHA256 verifies and msgpack decodes, one encode and HMAC: what a relay
+cannot avoid) as a baseline.
+
+    .venv/bin/python bench/bench_relay.py [--rates 100,1000] [--seconds 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hmac
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import msgpack
+
+from meshsub.core.api import Message, MessageId
+from meshsub.core.content import Event
+from meshsub.protocols.flooding import DATA, encode_body
+from meshsub.wire import FrameCodec, KeyRing
+
+KEY = "5a" * 32
+TICK = os.sysconf("SC_CLK_TCK")
+VENV_BIN = Path(sys.executable).parent
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def free_udp(host: str) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind((host, 0))
+    sock.setblocking(False)
+    return sock
+
+
+def free_tcp_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def baseline_us(events: int = 20000) -> float:
+    """Per forwarded event: 2 x (HMAC verify + msgpack decode) + 1 x (encode + HMAC)."""
+    key = bytes.fromhex(KEY)
+    body = [{"i": 1, "t0": time.time(), "topic": "bench/load"}, time.time()]
+    fields = [1, 1, 1, 1, DATA, 0, 1, 1, 1, 0, 8, None, body]
+    packed = msgpack.packb(fields, use_bin_type=True)
+    frame = packed + hmac.digest(key, packed, "sha256")[:16]
+    start = time.process_time()
+    for i in range(events):
+        for _ in range(2):
+            data, tag = frame[:-16], frame[-16:]
+            if not hmac.compare_digest(hmac.digest(key, data, "sha256")[:16], tag):
+                raise AssertionError
+            msgpack.unpackb(data, strict_map_key=False)
+        fields[3] = i
+        out = msgpack.packb(fields, use_bin_type=True)
+        _ = out + hmac.digest(key, out, "sha256")[:16]
+    return (time.process_time() - start) / events * 1e6
+
+
+def write_config(workdir: Path, port: int, peers: list[int], mqtt_port: int,
+                 jitter: float = 0.005, telemetry: bool = True) -> Path:
+    config = workdir / "meshsub.toml"
+    config.write_text("\n".join([
+        "[node]", "id = 2", 'name = "bench-relay"',
+        "[link]", 'interface = ""', f"port = {port}",
+        "[discovery]", "beacon_interval = 5.0", "zeroconf = false",
+        "static_peers = [" + ", ".join(f'"127.0.0.1:{p}"' for p in peers) + "]",
+        "[protocol]", 'name = "flooding"', "[protocol.params]", "ttl = 8", f"jitter = {jitter}",
+        "[security]", "current_key = 1", "[security.keys]", f'1 = "{KEY}"',
+        "[mqtt]", 'host = "127.0.0.1"', f"port = {mqtt_port}",
+        "[storage]", f'state_dir = "{workdir / "state"}"',
+        f'spool_dir = "{workdir / "spool"}"',
+        "[telemetry]", f"enabled = {str(telemetry).lower()}",
+        "[log]", 'level = "warning"',
+    ]) + "\n")
+    return config
+
+
+def drain(sock: socket.socket) -> int:
+    """Protocol frames received (beacons, protocol id 0, are not counted)."""
+    n = 0
+    while True:
+        try:
+            data = sock.recv(65536)
+        except BlockingIOError:
+            return n
+        n += len(data) > 4 and data[4] == 1  # [version, flags, key id, array, protocol id]
+
+
+def run_load(pid: int, target: tuple[str, int], a: socket.socket, c: socket.socket,
+             rate: float, seconds: float, seq0: int, epoch: int) -> tuple[int, int, float]:
+    """Send ``rate`` events/s for ``seconds``; (events, frames forwarded, CPU seconds).
+
+    Each load is a new boot ``epoch`` of A and C: their frame sequences start
+    again, which the relay's replay window accepts only in a newer epoch."""
+    keys = KeyRing.from_hex({"1": KEY}, 1)
+    codec_a = FrameCodec(1, epoch, keys)
+    codec_c = FrameCodec(3, epoch, keys)
+    n = int(rate * seconds)
+    frames = []
+    for i in range(n):
+        event = Event("bench/load", {"i": seq0 + i})
+        msg = Message(DATA, MessageId(1, 1, seq0 + i + 1), encode_body(event, time.time()),
+                      ttl=8)
+        frames.append((codec_a.encode(1, msg)[0],
+                       codec_c.encode(1, msg.forwarded().forwarded())[0]))
+    got = 0
+    cpu0 = cpu_seconds(pid)
+    start = time.monotonic()
+    for i, (from_a, from_c) in enumerate(frames):
+        due = start + i / rate
+        while (delay := due - time.monotonic()) > 0:
+            time.sleep(min(delay, 0.002))
+            got += drain(a) + drain(c)
+        a.sendto(from_a, target)
+        c.sendto(from_c, target)
+    end = time.monotonic() + 2.0
+    while time.monotonic() < end and got < 2 * n:  # each forward reaches both peers
+        time.sleep(0.01)
+        got += drain(a) + drain(c)
+    return n, got // 2, cpu_seconds(pid) - cpu0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rates", default="100,1000", help="events per second, comma-separated")
+    parser.add_argument("--seconds", type=float, default=20.0, help="length of each load")
+    parser.add_argument("--idle", type=float, default=10.0, help="idle measurement (s)")
+    parser.add_argument("--jitter", type=float, default=0.005,
+                        help="flooding's rebroadcast jitter (s); 0: no timer per frame")
+    parser.add_argument("--no-telemetry", action="store_true", help="telemetry off")
+    args = parser.parse_args(argv)
+    rates = [float(r) for r in args.rates.split(",")]
+    mosquitto = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+    with tempfile.TemporaryDirectory(prefix="msub-relay-") as tmp:
+        work = Path(tmp)
+        a, c = free_udp("127.0.0.1"), free_udp("127.0.0.1")
+        udp = free_udp("127.0.0.1")
+        port = udp.getsockname()[1]
+        udp.close()
+        mqtt_port = free_tcp_port()
+        (work / "mosquitto.conf").write_text(f"listener {mqtt_port} 127.0.0.1\n"
+                                             "allow_anonymous true\n")
+        broker = subprocess.Popen([mosquitto, "-c", str(work / "mosquitto.conf")],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        config = write_config(work, port, [a.getsockname()[1], c.getsockname()[1]], mqtt_port,
+                              args.jitter, not args.no_telemetry)
+        with open(work / "log", "wb") as log:
+            daemon = subprocess.Popen([str(VENV_BIN / "meshsubd"), "--config", str(config)],
+                                      stdout=subprocess.DEVNULL, stderr=log)
+        try:
+            time.sleep(3.0)
+            if daemon.poll() is not None:
+                print((work / "log").read_text(), file=sys.stderr)
+                return 1
+            pid = daemon.pid
+            drain(a)
+            drain(c)
+            cpu0, t0 = cpu_seconds(pid), time.monotonic()
+            time.sleep(args.idle)
+            idle_rate = (cpu_seconds(pid) - cpu0) / (time.monotonic() - t0)
+            idle_rss = rss_kib(pid)
+            load = os.getloadavg()
+            print(f"relay benchmark: meshsubd on loopback, flooding (jitter {args.jitter:g} s), "
+                  f"telemetry {'off' if args.no_telemetry else 'on'}; "
+                  f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+            print(f"  idle: CPU {idle_rate * 1000:.1f} ms/s, RSS {idle_rss / 1024:.1f} MiB")
+            seq = 0
+            for run, rate in enumerate(rates, start=1):
+                target = ("127.0.0.1", port)
+                events, forwarded, cpu = run_load(pid, target, a, c, rate, args.seconds, seq,
+                                                  run)
+                seq += events
+                net = cpu - idle_rate * args.seconds
+                base = baseline_us()
+                if forwarded:
+                    print(f"  {rate:>6g} events/s: forwarded {forwarded}/{events}; CPU per "
+                          f"forwarded frame {cpu / forwarded * 1e6:.0f} us gross, "
+                          f"{net / forwarded * 1e6:.0f} us net of idle "
+                          f"(bare msgpack+HMAC work of a relay: {base:.1f} us, same run); "
+                          f"{forwarded / cpu:.0f} frames per CPU-second")
+                else:
+                    print(f"  {rate:>6g} events/s: nothing forwarded (see {work / 'log'})")
+            print(f"  RSS after the load {rss_kib(pid) / 1024:.1f} MiB")
+        finally:
+            daemon.terminate()
+            daemon.wait(20)
+            broker.terminate()
+            broker.wait(10)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
