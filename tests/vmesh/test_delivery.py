@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from meshsim.vmesh.delivery import account
 
 S = 1_000_000_000
@@ -31,10 +33,10 @@ RECORDS = [
     sub(2, "hot", "sensors/# value>=20", 1), sub(3, "all", "sensors/#", 1),
     sub(3, "all", "sensors/#", 50),  # the same subscription re-read after a restart
     sub(1, "own", "sensors/#", 1),
-    pub(1, "e1", "sensors/temp value=25", 10),  # owed to 2/hot and 3/all (not to 1 itself)
-    pub(1, "e2", "sensors/temp value=5", 30),  # owed to 3/all only
+    pub(1, "e1", "sensors/temp value=25", 10),  # owed to 2/hot, 3/all and 1/own (local)
+    pub(1, "e2", "sensors/temp value=5", 30),  # owed to 3/all and 1/own
     pub(1, "e2", "sensors/temp value=5", 31),  # replayed from the outbox: one event
-    pub(2, "e3", "sensors/temp value=30", 60),  # owed to 3/all and 1/own
+    pub(2, "e3", "sensors/temp value=30", 60),  # owed to 3/all, 1/own and 2/hot (local)
     pub(3, "e4", "alerts/x", 70),  # matches nobody
 ]
 
@@ -43,15 +45,18 @@ def test_owed_delivered_lost_and_duplicates() -> None:
     agents = {1: agent(2), 2: agent(1, ("hot", "e1")),
               3: agent(1, ("all", "e1"), ("all", "e1"), ("all", "e3"), ("all", "zz"))}
     acct = account(RECORDS, agents)
-    assert acct.owed == {(2, "hot", "e1"), (3, "all", "e1"), (3, "all", "e2"),
-                         (3, "all", "e3"), (1, "own", "e3")}
+    assert acct.owed == {(2, "hot", "e1"), (3, "all", "e1"), (1, "own", "e1"),
+                         (3, "all", "e2"), (1, "own", "e2"), (3, "all", "e3"), (1, "own", "e3"),
+                         (2, "hot", "e3")}
     assert acct.delivered == {(2, "hot", "e1"), (3, "all", "e1"), (3, "all", "e3")}
-    assert acct.lost == {(3, "all", "e2"), (1, "own", "e3")}
+    assert acct.lost == {(1, "own", "e1"), (3, "all", "e2"), (1, "own", "e2"),
+                         (1, "own", "e3"), (2, "hot", "e3")}
     assert acct.duplicates == 1 and acct.unowed == {(3, "all", "zz")}
     assert acct.acknowledged == {1: 2, 2: 1, 3: 1} and acct.accepted == {1: 2, 2: 1, 3: 1}
     assert acct.unaccepted == {}
     s = acct.summary()
-    assert (s["owed"], s["delivered"], s["lost"], s["delivery_ratio"]) == (5, 3, 2, 0.6)
+    assert (s["owed"], s["delivered"], s["lost"]) == (8, 3, 5)
+    assert s["delivery_ratio"] == pytest.approx(3 / 8, abs=1e-3)
 
 
 def test_an_acknowledged_event_the_daemon_never_took_is_counted() -> None:
@@ -71,6 +76,6 @@ def test_windows_split_by_publication_time() -> None:
     acct = account(RECORDS, agents, windows={"before": (0, 20), "during": (20, 55),
                                               "after": (55, 100)})
     w = acct.summary()["windows"]
-    assert w["before"] == {"events": 1, "owed": 2, "delivered": 2, "lost": 0}
-    assert w["during"] == {"events": 1, "owed": 1, "delivered": 0, "lost": 1}
-    assert w["after"] == {"events": 2, "owed": 2, "delivered": 0, "lost": 2}
+    assert w["before"] == {"events": 1, "owed": 3, "delivered": 2, "lost": 1}
+    assert w["during"] == {"events": 1, "owed": 2, "delivered": 0, "lost": 2}
+    assert w["after"] == {"events": 2, "owed": 3, "delivered": 0, "lost": 3}

@@ -4,8 +4,10 @@ The account of a run from its own records: the daemons' telemetry says which eve
 they accepted (``publish``) and which subscriptions they held (``subscribe``); the
 workload agents' reports say which publications the broker acknowledged to the
 applications and which deliveries reached them over MQTT. An event is *owed* to
-every subscription of another node that matches it and was made before it was
-published; it is *lost* for a subscription that never received it. A rolling
+every subscription that matches it and was made before it was published, on any
+node: the publisher's own applications included, since the daemon delivers a local
+publication to its local subscribers too (``Protocol.deliver_local``); it is *lost*
+for a subscription that never received it. A rolling
 upgrade is judged by these figures (docs/vmesh.md, "Rolling upgrades"): for a
 store-carry-forward protocol nothing acknowledged may be lost, for flooding the loss
 is reported, split by whether the event was published before, during or after the
@@ -98,9 +100,9 @@ def account(records: Iterable[Mapping[str, Any]],
                                         parse_event(str(r["content"])))
             accepted[int(r["node"])] += 1
     owed_at: dict[Owed, int] = {}
-    for eid, (origin, ts, event) in pubs.items():
+    for eid, (_origin, ts, event) in pubs.items():
         for (node, sid), (since, sub) in subs.items():
-            if node != origin and since <= ts and sub.matches(event):
+            if since <= ts and sub.matches(event):
                 owed_at[(node, sid, eid)] = ts
     received: Counter[Owed] = Counter()
     acknowledged: Counter[int] = Counter()
