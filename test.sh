@@ -9,4 +9,5 @@ echo "== mypy"; mypy daemon/meshsub firmware-sim/meshsim telemetry/mesheval
 # unbuffered, so a CI log shows the test that was running; stdin closed, so no child
 # process can wait on a terminal that is not there
 export PYTHONUNBUFFERED=1
-echo "== pytest"; exec python -m pytest "$@" </dev/null
+# the ten slowest tests at the end: a test that grows shows up here first
+echo "== pytest"; exec python -m pytest --durations=10 "$@" </dev/null

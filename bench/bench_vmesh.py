@@ -1,11 +1,26 @@
-"""Figures of the virtual mesh: bring-up time, playbook time, memory per device at rest.
+"""Figures of the virtual fleet: bring-up, deployment, convergence, CPU and memory per device.
 
-Root only. Brings up N devices (default 20) as run ``bench``, deploys with the
-playbook, waits until every daemon lists all others... or the settle time passes,
-then reads memory: the container's cgroup (podman stats) and meshsubd's RSS/PSS.
-Everything is removed at the end, also on failure.
+Root only. For each size (default 20, 50 and 100 devices) a fresh run ``bench`` plays
+``vmesh-rwp-load.toml`` (random waypoint, simulated GPS into every gpsd, flooding a
+sensor workload) with ``meshsim run``'s code for ``--traffic`` seconds, and prints:
 
-    sudo .venv/bin/python bench/bench_vmesh.py [--nodes 20] [--settle 30]
+- bring-up: networks, containers from the baked image, sshd and systemd up;
+- deployment: ``site.yml --tags configure`` (each device's configuration and keys,
+  the service started; meshsub itself is baked into the image);
+- convergence: until every daemon lists the radio neighbours the scenario gives it;
+- CPU per device (its cgroup: systemd, mosquitto, gpsd, meshsubd, the workload agent)
+  and the runner's per device (medium ticks, nft, GPS feeder), working-set memory per
+  device under the traffic and at rest.
+
+The baseline, measured in the same run (``--baseline N``, default 20; 0 skips it): N
+devices from the bare base image deployed with the full ``site.yml`` over SSH, the way
+every fleet was deployed before the baked image (the playbook's first run installs
+the venv and meshsub on every device). The host's own load is measured before the
+runs and its load average printed beside every figure: run this under
+``flock -x /tmp/msub-locks/cpu.lock`` (and the root lock), other work on the host
+slows every figure down.
+
+    sudo .venv/bin/python bench/bench_vmesh.py [--nodes 20 50 100] [--traffic 60]
 """
 
 from __future__ import annotations
@@ -13,94 +28,93 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import statistics
-import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "firmware-sim"))
-
-from meshsim.vmesh import image, lifecycle  # noqa: E402
-from meshsim.vmesh.nodes import PODMAN, exec_in  # noqa: E402
+from meshsim.vmesh import bake, deploy, lifecycle
+from meshsim.vmesh.usage import host_busy_share
+from meshsim.vmesh.wheelhouse import build_wheelhouse
+from vmesh_load import load_line, load_run
 
 RUN = "bench"
-BIN = Path(sys.executable).parent
+BASELINE_RUN = "bnchb"
 
 
-def playbook(inventory: Path) -> tuple[float, int, str]:
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "deploy/ansible/ansible.cfg"),
-               ANSIBLE_NOCOLOR="1", PATH=f"{BIN}:{os.environ.get('PATH', '')}")
-    t0 = time.monotonic()
-    res = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inventory), "site.yml",
-                          "-e", "meshsub_serial=100%"], cwd=REPO / "deploy/ansible", env=env,
-                         capture_output=True, text=True, check=False)
-    return time.monotonic() - t0, res.returncode, res.stdout
-
-
-def mib(text: str) -> float:
-    m = re.match(r"([\d.]+)\s*([kKMG]i?B|B)", text.strip())
-    if not m:
-        return float("nan")
-    scale = {"B": 1 / 2**20, "kB": 1 / 1024, "KiB": 1 / 1024, "MB": 1.0, "MiB": 1.0,
-             "GB": 1024.0, "GiB": 1024.0}
-    return float(m.group(1)) * scale.get(m.group(2), 1.0)
+def baseline(nodes: int) -> dict[str, float | int]:
+    """N devices from the base image, the full playbook over SSH (the old way)."""
+    try:
+        lifecycle.teardown(BASELINE_RUN)
+        t = time.monotonic()
+        res = lifecycle.up(nodes, BASELINE_RUN, image_kind="base",
+                           log=lambda m: print(f"baseline: {m}", flush=True))
+        up_s = time.monotonic() - t - res.prepare_s
+        t = time.monotonic()
+        done = deploy.deploy(res.inventory)
+        return {"bring_up_s": up_s, "deploy_s": time.monotonic() - t, "changes": done.changed}
+    finally:
+        lifecycle.teardown(BASELINE_RUN, purge=True)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--nodes", type=int, default=20)
-    ap.add_argument("--settle", type=float, default=30.0, help="seconds at rest before memory")
+    ap.add_argument("--nodes", type=int, nargs="+", default=[20, 50, 100])
+    ap.add_argument("--traffic", type=float, default=60.0, help="scenario seconds per size")
+    ap.add_argument("--baseline", type=int, default=20, metavar="N",
+                    help="devices of the full-playbook baseline (0: none)")
+    ap.add_argument("--every", type=float, default=10.0, help="CPU sampling period (s)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("bench_vmesh: needs root", file=sys.stderr)
         return 2
-    image.ensure_image(log=print)  # not part of the bring-up figure
-    try:
-        lifecycle.teardown(RUN)
-        res = lifecycle.up(args.nodes, RUN, log=print)
-        print(f"bring-up of {args.nodes} devices:   {res.seconds:.1f} s "
-              f"(incl. wheelhouse build)")
-        secs, rc, out = playbook(res.inventory)
-        recap = re.findall(r"^\S+\s+:\s+ok=\d+\s+changed=(\d+).*failed=(\d+)", out, re.M)
-        print(f"playbook, first run:          {secs:.1f} s (rc {rc}, "
-              f"{sum(int(f) for _, f in recap)} failed hosts)")
-        secs2, rc2, out2 = playbook(res.inventory)
-        changed = sum(int(c) for c, _ in
-                      re.findall(r"^\S+\s+:\s+ok=\d+\s+changed=(\d+).*failed=(\d+)", out2, re.M))
-        print(f"playbook, second run:         {secs2:.1f} s (rc {rc2}, changed={changed})")
-        time.sleep(args.settle)
-        stats = json.loads(subprocess.run(
-            [*PODMAN, "stats", "--no-stream", "--format", "json",
-             *(n.container for n in res.plan.nodes)],
-            capture_output=True, text=True, check=True).stdout)
-        cont = [mib(s["mem_usage"].split("/")[0]) for s in stats]
-        rss, pss = [], []
-        for n in res.plan.nodes:
-            pid = exec_in(n.container, ["systemctl", "show", "-p", "MainPID", "--value",
-                                        "meshsubd"]).strip()
-            smaps = exec_in(n.container, ["cat", f"/proc/{pid}/smaps_rollup"], check=False)
-            vals = dict(re.findall(r"^(\w+):\s+(\d+) kB", smaps, re.M))
-            if "Rss" in vals:
-                rss.append(int(vals["Rss"]) / 1024)
-                pss.append(int(vals["Pss"]) / 1024)
-        neigh = [len(json.loads(exec_in(n.container, ["/opt/meshsub/bin/meshsubctl", "--json",
-                                                      "neighbors"], check=False) or "[]"))
-                 for n in res.plan.nodes]
-        print(f"memory per device at rest:    container {statistics.mean(cont):.1f} MiB "
-              f"(min {min(cont):.1f}, max {max(cont):.1f}; cgroup, all processes)")
-        if rss:
-            print(f"  of which meshsubd:          RSS {statistics.mean(rss):.1f} MiB, "
-                  f"PSS {statistics.mean(pss):.1f} MiB")
-        print(f"neighbours per device:        mean {statistics.mean(neigh):.1f} "
-              f"of {args.nodes - 1}")
-        load = os.getloadavg()
-        print(f"host load (1/5/15 min):       {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} "
-              f"on {os.cpu_count()} cores")
-    finally:
-        lifecycle.teardown(RUN, purge=True)
+    cores = os.cpu_count() or 1
+    with tempfile.TemporaryDirectory(prefix="msub-wheels-") as tmp:  # not in the figures
+        build_wheelhouse(Path(tmp) / "wheels")
+        print(f"baked image: {bake.ensure_baked(Path(tmp) / 'wheels', log=print)}", flush=True)
+    others = host_busy_share(10.0)
+    print(f"host busy before the runs (other work): {100 * others:.0f} % of {cores} cores; "
+          f"{load_line()}", flush=True)
+    rows = []
+    for n in args.nodes:
+        r = load_run(n, args.traffic, run=RUN, every_s=args.every)
+        rows.append(r)
+        print(f"{n} devices done; {load_line()}", flush=True)
+    base = baseline(args.baseline) if args.baseline > 0 else None
+
+    print(f"\nvmesh-rwp-load, {args.traffic:.0f} s of traffic per size; host busy with other "
+          f"work before the runs: {100 * others:.0f} % of {cores} cores")
+    print(f"{'devices':>7} {'bring-up':>9} {'deploy':>8} {'converge':>9} {'ready':>8} "
+          f"{'converged':>9} {'CPU/dev':>8} {'runner/dev':>10} {'mem/dev':>8} {'at rest':>8}"
+          f"  load 1/5/15")
+    for r in rows:
+        t = r.timings
+        cpu, runner = r.usage.per_device(r.nodes) if r.usage else (float("nan"),) * 2
+        mem = r.usage.mem_mib if r.usage else float("nan")
+        print(f"{r.nodes:>7} {t.get('bring_up_s', 0):>8.1f}s {t.get('deploy_s', 0):>7.1f}s "
+              f"{t.get('settle_s', 0):>8.1f}s {r.ready_s:>7.1f}s "
+              f"{'yes' if r.settle.get('complete') else 'NO':>9} {100 * cpu:>7.2f}% "
+              f"{100 * runner:>9.2f}% {mem:>6.1f}Mi {r.mem_rest_mib:>6.1f}Mi"
+              f"  {r.load[0]:.1f} {r.load[1]:.1f} {r.load[2]:.1f}")
+    print("CPU in % of one core; memory: cgroup working set per device (MiB); ready = "
+          "bring-up + reset + deployment + convergence")
+    if base is not None:
+        print(f"baseline, {args.baseline} devices from the base image, full site.yml over "
+              f"SSH: bring-up {base['bring_up_s']:.1f} s, deployment {base['deploy_s']:.1f} s "
+              f"({base['changes']} changes); {load_line()}")
+        same = next((r for r in rows if r.nodes == args.baseline), None)
+        if same is not None:
+            print(f"  baked image + configure on {same.nodes} devices: deployment "
+                  f"{same.timings.get('deploy_s', 0):.1f} s, "
+                  f"{base['deploy_s'] / max(same.timings.get('deploy_s', 1e-9), 1e-9):.1f}x "
+                  "faster")
+    print(json.dumps({"traffic_s": args.traffic, "host_busy_before": others,
+                      "runs": [{"nodes": r.nodes, "timings": r.timings, "ready_s": r.ready_s,
+                                "settle": r.settle.get("complete"), "medium": r.medium,
+                                "usage": r.usage.__dict__ if r.usage else None,
+                                "mem_rest_mib": r.mem_rest_mib, "load": r.load,
+                                "deliveries": r.deliveries} for r in rows],
+                      "baseline": base}))
     return 0
 
 

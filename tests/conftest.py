@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,3 +33,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "root" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def vmesh_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The test session's virtual fleet (``tests/vmesh/fleet.py``): root tests only.
+
+    Brought up by the first test that uses it and shared by every virtual-mesh test
+    after it; removed at the end of the session, also when tests failed.
+    """
+    from fleet import session_fleet
+
+    with session_fleet(tmp_path_factory) as fleet:
+        yield fleet

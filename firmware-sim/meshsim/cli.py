@@ -185,7 +185,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args, extra = parser.parse_known_args(argv)
+        if args.command == "vmesh" and args.vmesh_command == "deploy":
+            args.ansible_args = extra  # ansible-playbook's own, e.g. --tags configure
+        elif extra:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
         if args.command == "vmesh":
             from meshsim.vmesh.cli import run_cli
 

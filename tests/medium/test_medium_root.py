@@ -325,6 +325,23 @@ def test_htb_limits_what_a_node_transmits(bed: Plan, medium: Medium) -> None:
     assert htb.read_rate(ns, "mesh0") is None and htb.clear_rate(ns, "mesh0") is False
 
 
+def test_htb_rate_set_twice_replaces_the_first(bed: Plan, medium: Medium) -> None:
+    """A later scenario on the same devices sets the rate again (issue 15, item 5)."""
+    ns = node(bed, 3).netns
+    try:
+        htb.set_rate(ns, "mesh0", 1_000_000)
+        htb.set_rate(ns, "mesh0", 12_000)  # failed: tc cannot "change" an HTB root
+        assert htb.read_rate(ns, "mesh0") == 12_000
+        htb.set_rate(ns, "mesh0", 12_000)  # the same rate again is no error either
+        assert htb.read_rate(ns, "mesh0") == 12_000
+        qdiscs = subprocess.run(["tc", "-n", ns, "qdisc", "show", "dev", "mesh0"],
+                                capture_output=True, text=True, check=True).stdout
+        assert sum(line.startswith("qdisc htb") for line in qdiscs.splitlines()) == 1, qdiscs
+    finally:
+        htb.clear_rate(ns, "mesh0")
+    assert htb.read_rate(ns, "mesh0") is None
+
+
 # -------------------------------------------------------------------- delay
 
 

@@ -1,9 +1,8 @@
 """HESPER-II on the virtual mesh (root): vmesh-hesper-grid, 20 devices, no loss.
 
-The shipped scenario runs with ``meshsim run``'s code on its own run name and state
-directory; the finaliser removes the devices, the medium and the run's state even
-when the test fails. The assertions are on telemetry only: every subscription gets
-every event that matches it, once, and nothing else.
+The shipped scenario runs with ``meshsim run``'s code on the test session's fleet
+(``vmesh_fleet``, all 20 of its devices). The assertions are on telemetry only:
+every subscription gets every event that matches it, once, and nothing else.
 """
 
 from __future__ import annotations
@@ -12,12 +11,10 @@ import json
 import os
 import shutil
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from privatehome import private_vmesh_home
 
 from meshsim.scenario import load_scenario
 from meshsim.scenario.plan import make_plan as make_scenario_plan
@@ -33,15 +30,6 @@ pytestmark = [
 
 SCENARIO = (Path(__file__).resolve().parents[2] / "firmware-sim" / "meshsim" / "scenarios"
             / "vmesh-hesper-grid.toml")
-RUN = "t6hs"
-
-
-@pytest.fixture(scope="module")
-def vmesh_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    devices = len(make_scenario_plan(load_scenario(SCENARIO)).positions)
-    with private_vmesh_home(tmp_path_factory, RUN, devices) as home:
-        yield home
-
 
 def records(out: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for path in sorted((out / "nodes").rglob("*.jsonl"))
@@ -49,12 +37,9 @@ def records(out: Path) -> list[dict[str, Any]]:
 
 
 def test_every_subscription_gets_every_matching_event_exactly_once(
-        vmesh_home: Path, tmp_path: Path) -> None:
-    from meshsim.vmesh.scenario_run import RunOptions, run_on_vmesh
-
+        vmesh_fleet: Any, tmp_path: Path) -> None:
     scenario = load_scenario(SCENARIO)
-    res = run_on_vmesh(scenario, RunOptions(out=tmp_path / "run", vmesh_run=RUN,
-                                            log=lambda m: print(f"run: {m}", flush=True)))
+    res = vmesh_fleet.scenario(scenario, tmp_path / "run")
     print(f"timings: {res.timings}")
     recs = records(res.out)
     subs = {(r["node"], r["sub_id"]): parse_subscription(r["content"])

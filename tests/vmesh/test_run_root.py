@@ -1,10 +1,9 @@
 """Scenario runs on the virtual mesh (root): range, multi-hop, mobility and simulated GPS.
 
-Three shipped scenarios run with ``meshsim run``'s code on six devices, one after
-the other on the same devices (each run wipes what the one before left; bringing
-devices up and installing meshsub is the slow part). Everything is removed in the
-module's finaliser, even when a test fails. Assertions are on what happened
-(telemetry, captures, the daemons' own status), never on elapsed time.
+Three shipped scenarios run with ``meshsim run``'s code on six devices of the test
+session's fleet (``vmesh_fleet``, tests/vmesh/fleet.py), one after the other (each
+run wipes what the one before left). Assertions are on what happened (telemetry,
+captures, the daemons' own status), never on elapsed time.
 """
 
 from __future__ import annotations
@@ -15,12 +14,11 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from privatehome import private_vmesh_home
+from fleet import RUN, SCENARIOS
 
 from meshsim.scenario import load_scenario
 from meshsim.vmesh.plan import NodePlan
@@ -34,23 +32,9 @@ pytestmark = [
                        reason="needs podman and tcpdump"),
 ]
 
-SCENARIOS = Path(__file__).resolve().parents[2] / "firmware-sim" / "meshsim" / "scenarios"
-RUN = "t5"
 
-
-@pytest.fixture(scope="module")
-def vmesh_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    with private_vmesh_home(tmp_path_factory, RUN, 6) as home:
-        yield home
-
-
-def run(name: str, out: Path, **hooks: Any) -> Any:
-    from meshsim.vmesh.scenario_run import RunOptions, run_on_vmesh
-
-    scenario = load_scenario(SCENARIOS / f"{name}.toml")
-    return run_on_vmesh(scenario, RunOptions(out=out, vmesh_run=RUN, keep=True,
-                                             log=lambda m: print(f"run: {m}", flush=True),
-                                             **hooks))
+def run(fleet: Any, name: str, out: Path, **hooks: Any) -> Any:
+    return fleet.scenario(name, out, **hooks)
 
 
 def records(out: Path) -> list[dict[str, Any]]:
@@ -59,21 +43,21 @@ def records(out: Path) -> list[dict[str, Any]]:
 
 
 def test_six_in_a_line_flood_over_five_hops_and_node_6_never_hears_node_1(
-        vmesh_home: Path, tmp_path: Path) -> None:
+        vmesh_fleet: Any, tmp_path: Path) -> None:
     from meshsim.vmesh.capture import Capture, frames_by_source
 
     captures: dict[str, Capture] = {}
 
     def capture_node_6(_t0: float, devices: dict[int, NodePlan]) -> None:
-        from meshsim.vmesh.plan import make_plan
+        from meshsim.vmesh.lifecycle import load_plan
 
-        netns = make_plan(len(devices), RUN).medium_netns
+        netns = load_plan(RUN).medium_netns
         cap = Capture(netns, devices[6].medium_port, tmp_path / "n6.pcap")
         cap.start()
         captures["n6"] = cap
 
     try:
-        res = run("vmesh-line6", tmp_path / "run", on_start=capture_node_6)
+        res = run(vmesh_fleet, "vmesh-line6", tmp_path / "run", on_start=capture_node_6)
     finally:
         for cap in captures.values():
             cap.stop()
@@ -93,14 +77,14 @@ def test_six_in_a_line_flood_over_five_hops_and_node_6_never_hears_node_1(
 
 
 def _mac(res: Any, node: int) -> str:
-    from meshsim.vmesh.plan import make_plan
+    from meshsim.vmesh.lifecycle import load_plan
 
     index = sorted(res.devices).index(node)
-    return make_plan(len(res.devices), RUN).nodes[index].mesh_mac.lower()
+    return load_plan(RUN).nodes[index].mesh_mac.lower()
 
 
 def test_gps_positions_stay_within_the_noise_under_random_waypoint(
-        vmesh_home: Path, tmp_path: Path) -> None:
+        vmesh_fleet: Any, tmp_path: Path) -> None:
     from meshsim.gps.log import GpsLog
     from meshsim.vmesh import devices as dev
     from meshsub.core.geo import LocalFrame
@@ -126,7 +110,7 @@ def test_gps_positions_stay_within_the_noise_under_random_waypoint(
         threads.append(th)
 
     try:
-        res = run("vmesh-gps-rwp", tmp_path / "run", on_start=start_polling)
+        res = run(vmesh_fleet, "vmesh-gps-rwp", tmp_path / "run", on_start=start_polling)
     finally:
         stop.set()
         for th in threads:
@@ -159,8 +143,8 @@ def test_gps_positions_stay_within_the_noise_under_random_waypoint(
 
 
 def test_two_groups_meet_by_mobility_and_epidemic_carries_the_old_event(
-        vmesh_home: Path, tmp_path: Path) -> None:
-    res = run("vmesh-groups-meet", tmp_path / "run")
+        vmesh_fleet: Any, tmp_path: Path) -> None:
+    res = run(vmesh_fleet, "vmesh-groups-meet", tmp_path / "run")
     recs = records(res.out)
     t0_ns = res.manifest["t0_ns"]
     (early,) = [r for r in recs if r["event"] == "publish" and r["node"] == 1]

@@ -5,7 +5,8 @@ The checks are the simulator test's (tests/sim/test_scenario_structure.py) on th
 daemons' telemetry, with ``SLACK_S`` for the wall clock (a fault takes effect when
 its container command returns, a move when the medium is updated). Roles are read
 from the daemons themselves (``meshsubctl status``/``neighbors``) just before t0.
-Everything is removed in the module's finaliser, even when a test fails.
+The scenario runs on the first ten devices of the test session's fleet
+(``vmesh_fleet``, tests/vmesh/fleet.py), which removes everything at the session's end.
 """
 
 from __future__ import annotations
@@ -13,13 +14,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import pytest
-from privatehome import private_vmesh_home
 from test_scenario_structure import (
     SCENARIO,
     SENSORS,
@@ -44,21 +42,12 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("podman") is None, reason="needs podman"),
 ]
 
-RUN = "t10s"
-DEVICES = 10
 SLACK_S = 3.0
 
 
 @pytest.fixture(scope="module")
-def vmesh_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    with private_vmesh_home(tmp_path_factory, RUN, DEVICES) as home:
-        yield home
-
-
-@pytest.fixture(scope="module")
-def result(vmesh_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
+def result(vmesh_fleet: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     from meshsim.vmesh import devices
-    from meshsim.vmesh.scenario_run import RunOptions, run_on_vmesh
 
     seen: dict[str, Any] = {}
 
@@ -72,9 +61,7 @@ def result(vmesh_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
                                                                     strict=True)})
 
     out = tmp_path_factory.mktemp("structure-vm") / "run"
-    res = run_on_vmesh(load_scenario(SCENARIO), RunOptions(
-        out=out, vmesh_run=RUN, keep=True, on_start=ask,
-        log=lambda m: print(f"run: {m}", flush=True)))
+    res = vmesh_fleet.scenario(load_scenario(SCENARIO), out, on_start=ask)
     recs = [json.loads(line) for path in sorted((out / "nodes").rglob("*.jsonl"))
             for line in path.read_text().splitlines()]
     return res, recs, seen

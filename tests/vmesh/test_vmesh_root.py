@@ -1,12 +1,15 @@
 """Five virtual devices, the playbook over SSH, and what the field must see (issue 4).
 
-One bring-up shared by the module (the image is built here if missing, ~3 min);
-everything is removed in the finaliser, even when a test fails. Waits poll
+The first five devices of the test session's fleet (``vmesh_fleet``, from the baked
+image), wiped, in range of each other and of nobody else, get the full ``site.yml``
+over SSH as a Pi would (the ``bake`` tasks find everything in place, the
+``configure`` tasks render and start), with an inventory of their own. Waits poll
 generously; nothing asserts on elapsed time.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -15,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,13 +27,12 @@ from meshsim.vmesh.deploy import recap, run_playbook
 pytestmark = [
     pytest.mark.root,
     pytest.mark.slow,
-    pytest.mark.timeout(1800),  # the first test builds the image and deploys five devices
+    pytest.mark.timeout(1800),  # the first test may bring the session's fleet up
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces, containers)"),
     pytest.mark.skipif(shutil.which("podman") is None or shutil.which("debootstrap") is None,
                        reason="needs podman and debootstrap"),
 ]
 
-RUN = "pyt"
 NODES = 5
 CTL = "/opt/meshsub/bin/meshsubctl"
 
@@ -69,24 +72,18 @@ def unit_props(container: str, *props: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
-    from meshsim.vmesh import lifecycle
-    from meshsim.vmesh.runstate import HOME_ENV
+def mesh(vmesh_fleet: Any) -> Iterator[Mesh]:
+    from meshsim.vmesh.inventory import write_inventory
 
-    old_home = os.environ.get(HOME_ENV)
-    os.environ[HOME_ENV] = str(tmp_path_factory.mktemp("vmesh-home"))
-    try:
-        res = lifecycle.up(NODES, RUN, log=lambda m: print(f"vmesh: {m}", flush=True))
-        hosts = [n.hostname for n in res.plan.nodes]
-        first = playbook(res.inventory)
-        assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
-        yield Mesh(res.inventory, hosts, [n.container for n in res.plan.nodes], first)
-    finally:
-        lifecycle.teardown(RUN, purge=True)
-        if old_home is None:
-            os.environ.pop(HOME_ENV, None)
-        else:
-            os.environ[HOME_ENV] = old_home
+    res = vmesh_fleet.take(NODES)
+    five = dataclasses.replace(res.plan, nodes=res.devices)
+    # a telemetry run of its own: whatever configuration the devices had is replaced
+    inventory = write_inventory(five, res.rundir, "flooding", name="five.yml",
+                                group_vars={"meshsub_telemetry_run": f"five-{os.getpid()}"})
+    first = playbook(inventory)
+    assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
+    yield Mesh(inventory, [n.hostname for n in five.nodes], [n.container for n in five.nodes],
+               first)
 
 
 def test_first_run_deploys_every_host(mesh: Mesh) -> None:

@@ -7,7 +7,13 @@ instead would limit what a node *receives* and would charge a broadcast once per
 receiver. This is a per-node rate, not shared airtime: neighbours do not slow
 each other down (docs/medium.md).
 
-Only the root qdisc with this module's handle is ever replaced or removed.
+Only the root qdisc with this module's handle is ever replaced or removed. Once
+that root exists, a new rate changes its class only: ``tc qdisc replace ... root
+handle 4d53: htb`` over an existing HTB root of that handle asks the kernel to
+*change* the qdisc, which HTB does not implement ("Change operation not supported
+by specified qdisc", measured on this machine's kernel), so a second ``set_rate``
+on a device, as when a later scenario reuses an earlier one's devices, must not
+repeat it.
 """
 
 from __future__ import annotations
@@ -39,8 +45,9 @@ def set_rate(netns: str, dev: str, rate_bps: float) -> None:
     if not (isinstance(rate_bps, int | float) and math.isfinite(rate_bps) and rate_bps >= 8):
         raise MediumError(f"rate must be a number of bits per second >= 8, got {rate_bps!r}")
     rate = f"{round(rate_bps)}bit"
-    _tc(netns, "qdisc", "replace", "dev", dev, "root", "handle", f"{HANDLE}:", "htb",
-        "default", "1")
+    if not _ours(netns, dev):  # a foreign root (or none) is replaced; ours is kept
+        _tc(netns, "qdisc", "replace", "dev", dev, "root", "handle", f"{HANDLE}:", "htb",
+            "default", "1")
     _tc(netns, "class", "replace", "dev", dev, "parent", f"{HANDLE}:", "classid", CLASS,
         "htb", "rate", rate, "ceil", rate)
 

@@ -11,12 +11,15 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 
 from meshsim.host.errors import VmeshError
-from meshsim.vmesh import deploy, image, inventory, lifecycle, nodes
+from meshsim.vmesh import bake, deploy, image, inventory, lifecycle, nodes
 from meshsim.vmesh.plan import DEFAULT_RUN
 from meshsim.vmesh.runstate import run_dir
+from meshsim.vmesh.wheelhouse import build_wheelhouse
 
 
 def add_parser(sub: argparse._SubParsersAction,  # type: ignore[type-arg]
@@ -29,14 +32,19 @@ def add_parser(sub: argparse._SubParsersAction,  # type: ignore[type-arg]
                        help=f"run name (default {DEFAULT_RUN!r}; others: 1-5 of [a-z0-9])")
         return p
 
-    img = vsub.add_parser("image", help="build the device image if its recipe changed")
+    img = vsub.add_parser("image", help="build the device images if their inputs changed")
     img.add_argument("--rebuild", action="store_true", help="build even if it exists")
+    img.add_argument("--base", action="store_true",
+                     help="only the base image (the operating system), not the baked one")
 
     up = named(vsub.add_parser("up", help="start N devices and write the inventory"))
     up.add_argument("--nodes", type=int, required=True, metavar="N")
     up.add_argument("--protocol", default="flooding", help="meshsub protocol (inventory)")
     up.add_argument("--spacing", type=float, default=50.0, metavar="M",
                     help="grid spacing of the static positions, metres")
+    up.add_argument("--image", choices=lifecycle.IMAGE_KINDS, default="baked",
+                    help="baked: meshsub installed, deploy with --tags configure (default); "
+                         "base: the bare system, deploy with the full site.yml")
     up.add_argument("--rebuild-image", action="store_true")
 
     down = named(vsub.add_parser("down", help="remove everything the run created"))
@@ -53,9 +61,8 @@ def add_parser(sub: argparse._SubParsersAction,  # type: ignore[type-arg]
     lg.add_argument("node")
     lg.add_argument("-f", "--follow", action="store_true")
     lg.add_argument("-n", "--lines", type=int, default=100)
-    dp = named(vsub.add_parser("deploy", help="run deploy/ansible/site.yml on the run"))
-    dp.add_argument("ansible_args", nargs=argparse.REMAINDER,
-                    help="further ansible-playbook arguments")
+    named(vsub.add_parser("deploy", help="run deploy/ansible/site.yml on the run; further "
+                          "arguments go to ansible-playbook (e.g. --tags configure)"))
 
 
 def _log(msg: str) -> None:
@@ -63,15 +70,20 @@ def _log(msg: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    if os.geteuid() != 0 and args.vmesh_command != "image":
+    if os.geteuid() != 0:
         raise VmeshError("needs root (network namespaces, bridges, containers)")
     cmd = args.vmesh_command
     if cmd == "image":
         print(image.ensure_image(rebuild=args.rebuild, log=_log))
+        if not args.base:
+            with tempfile.TemporaryDirectory(prefix="msub-wheels-") as tmp:
+                build_wheelhouse(Path(tmp) / "wheels")
+                print(bake.ensure_baked(Path(tmp) / "wheels", rebuild=args.rebuild, log=_log))
         return 0
     if cmd == "up":
         res = lifecycle.up(args.nodes, args.name, protocol=args.protocol,
-                           spacing_m=args.spacing, rebuild_image=args.rebuild_image, log=_log)
+                           spacing_m=args.spacing, image_kind=args.image,
+                           rebuild_image=args.rebuild_image, log=_log)
         verb = "already up" if res.reused else f"up in {res.seconds:.1f} s"
         print(f"run {args.name}: {len(res.plan.nodes)} devices {verb}; inventory {res.inventory}")
         return 0
@@ -85,7 +97,7 @@ def main(args: argparse.Namespace) -> int:
         inv = run_dir(args.name) / inventory.INVENTORY
         lifecycle.load_plan(args.name)
         return subprocess.call([deploy.ansible_playbook(), "-i", str(inv), str(deploy.PLAYBOOK),
-                                "-e", "meshsub_serial=100%", *args.ansible_args],
+                                "-e", "meshsub_serial=100%", *getattr(args, "ansible_args", [])],
                                env=deploy.playbook_env(), cwd=deploy.ANSIBLE_DIR)
     node = lifecycle.load_plan(args.name).node(args.node)
     tty = ["-it"] if sys.stdin.isatty() else ["-i"]

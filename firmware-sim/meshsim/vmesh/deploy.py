@@ -19,6 +19,7 @@ ANSIBLE_DIR = Path(__file__).resolve().parents[3] / "deploy" / "ansible"
 PLAYBOOK = ANSIBLE_DIR / "site.yml"
 _RECAP = re.compile(r"^(\S+)\s+:\s+((?:\w+=\d+\s*)+)$", re.M)
 _BAD_CONFIG = re.compile(r"BAD MESHSUB CONFIG on (\S+): (.*?)(?: -- |\"|$)", re.M)
+_STOPPED = re.compile(r"ROLLOUT STOPPED at (\S+) \(task '([^']*)'\): (.*?)(?: -- |\"|$)", re.M)
 
 
 def ansible_playbook() -> str:
@@ -70,11 +71,22 @@ def deploy(inventory: Path, *extra: str) -> Deployment:
     hosts = recap(res.stdout)
     bad = sorted(h for h, s in hosts.items() if s.get("failed") or s.get("unreachable"))
     if res.returncode != 0 or bad or not hosts:
-        reasons = [f"{h}: {why.strip()}" for h, why in _BAD_CONFIG.findall(res.stdout)]
-        detail = "; ".join(reasons) or _last_error(res.stdout + res.stderr)
+        detail = "; ".join(stop_reasons(res.stdout)) or _last_error(res.stdout + res.stderr)
         raise VmeshError(f"deployment failed on {', '.join(bad) or 'the run'}"
                          f" (ansible-playbook exit {res.returncode}): {detail}")
     return Deployment(hosts, res.stdout)
+
+
+def stop_reasons(output: str) -> list[str]:
+    """Why hosts failed, one line each, from the playbook's own messages.
+
+    ``BAD MESHSUB CONFIG`` (the rejected configuration) when there is one, else the
+    ``ROLLOUT STOPPED`` line site.yml prints for every failed host (its task and error).
+    """
+    reasons = {h: f"{h}: {why.strip()}" for h, why in _BAD_CONFIG.findall(output)}
+    for host, task, why in _STOPPED.findall(output):  # Ansible prints each failure twice
+        reasons.setdefault(host, f"{host}: {task}: {why.strip()}")
+    return list(reasons.values())
 
 
 def _last_error(text: str) -> str:

@@ -1,9 +1,14 @@
-"""The device image: debootstrap from the host's apt mirror, customise, ``podman import``.
+"""The base device image: debootstrap from the host's apt mirror, customise, ``podman import``.
 
 No registry is reachable, so the image is made here. Its tag is the hash of the
-recipe files (``recipe/recipe.toml`` and ``recipe/customize.sh``): the image is
-rebuilt only when the recipe changes, and a finished build is found by its tag.
-The mirror is read from the host's apt configuration at build time, never stored.
+recipe (``recipe/recipe.toml``, ``recipe/customize.sh`` and the architecture): the
+image is rebuilt only when the recipe changes, and a finished build is found by its
+tag. The mirror is read from the host's apt configuration at build time, never
+stored. The architecture is an input (default: the host's) so that images for other
+device architectures can be made from the same recipe.
+
+This is the operating system only; ``meshsim.vmesh.bake`` applies the playbook's
+``bake`` tasks to it once and saves the device image fleets start from.
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ class Recipe:
     components: tuple[str, ...]
     packages: tuple[str, ...]
     masked_units: tuple[str, ...]
+    arch: str
+    """Debian architecture of the image (``amd64``, ``arm64``, ...)."""
     digest: str
 
     @property
@@ -48,22 +55,32 @@ class Recipe:
         return f"localhost/{self.name}:{self.digest}"
 
 
-def recipe_digest(recipe_dir: Path = RECIPE_DIR) -> str:
-    """12 hex digits over the recipe files: the image tag."""
+def host_arch() -> str:
+    """The host's Debian architecture (``dpkg --print-architecture``)."""
+    return sh.out(["dpkg", "--print-architecture"]).strip()
+
+
+def recipe_digest(recipe_dir: Path = RECIPE_DIR, arch: str | None = None) -> str:
+    """12 hex digits over the recipe files and the architecture: the image tag."""
     h = hashlib.sha256()
     for name in RECIPE_FILES:
         h.update(name.encode() + b"\0" + (recipe_dir / name).read_bytes() + b"\0")
+    h.update(b"arch\0" + (arch or host_arch()).encode())
     return h.hexdigest()[:12]
 
 
-def load_recipe(recipe_dir: Path = RECIPE_DIR) -> Recipe:
+def load_recipe(recipe_dir: Path = RECIPE_DIR, arch: str | None = None) -> Recipe:
+    arch = arch or host_arch()
+    if not re.fullmatch(r"[a-z0-9]+", arch):
+        raise VmeshError(f"bad architecture {arch!r} (a Debian one, e.g. amd64, arm64)")
     try:
         data = tomllib.loads((recipe_dir / "recipe.toml").read_text())
         img = data["image"]
         recipe = Recipe(
             name=str(img["name"]), suite=str(img["suite"]), variant=str(img["variant"]),
             components=tuple(img["components"]), packages=tuple(img["packages"]),
-            masked_units=tuple(img["masked_units"]), digest=recipe_digest(recipe_dir))
+            masked_units=tuple(img["masked_units"]), arch=arch,
+            digest=recipe_digest(recipe_dir, arch))
     except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError) as exc:
         raise VmeshError(f"bad image recipe in {recipe_dir}: {exc}") from exc
     if not re.fullmatch(r"[a-z0-9][a-z0-9._-]*", recipe.name):
@@ -116,7 +133,7 @@ def image_exists(ref: str) -> bool:
 
 
 @contextlib.contextmanager
-def _build_lock() -> Iterator[None]:
+def build_lock() -> Iterator[None]:
     """One build at a time on this machine (tests and bench may race)."""
     LOCK_PATH.parent.mkdir(parents=True, exist_ok=True)
     with LOCK_PATH.open("w") as fh:
@@ -127,14 +144,14 @@ def _build_lock() -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def ensure_image(*, rebuild: bool = False, log: Log = print) -> str:
-    """Return the image reference for the current recipe, building it if missing."""
-    recipe = load_recipe()
-    with _build_lock():
+def ensure_image(*, rebuild: bool = False, arch: str | None = None, log: Log = print) -> str:
+    """Return the base image reference for the current recipe, building it if missing."""
+    recipe = load_recipe(arch=arch)
+    with build_lock():
         if image_exists(recipe.ref) and not rebuild:
             return recipe.ref
         _build(recipe, log)
-        _remove_stale_tags(recipe, log)
+        remove_stale(recipe.name, keep=2, log=log)
     return recipe.ref
 
 
@@ -145,7 +162,7 @@ def _build(recipe: Recipe, log: Log) -> None:
     try:
         log(f"debootstrap {recipe.suite} ({len(recipe.packages)} packages) from the host "
             "mirror; a few minutes")
-        sh.run(["debootstrap", f"--variant={recipe.variant}",
+        sh.run(["debootstrap", f"--arch={recipe.arch}", f"--variant={recipe.variant}",
                 f"--components={','.join(recipe.components)}",
                 f"--include={','.join(recipe.packages)}",
                 recipe.suite, str(rootfs), mirror], timeout=1800)
@@ -177,10 +194,16 @@ def _import(rootfs: Path, recipe: Recipe) -> None:
         raise VmeshError(f"podman import failed: {imp.stderr.decode(errors='replace')[-300:]}")
 
 
-def _remove_stale_tags(recipe: Recipe, log: Log) -> None:
-    """Drop images of older recipes (kept if a container still uses one)."""
-    refs = sh.out(["podman", "images", "--format", "{{.Repository}}:{{.Tag}}",
-                   f"localhost/{recipe.name}"], check=False).split()
-    for ref in refs:
-        if ref != recipe.ref and sh.ok(["podman", "rmi", ref]):
+def remove_stale(name: str, *, keep: int, log: Log) -> None:
+    """Keep the ``keep`` newest tags of ``localhost/<name>``, drop older ones.
+
+    Removal fails, and the image stays, while a container still uses it. Keeping a few
+    lets worktrees of different checkouts on one machine alternate without rebuilding.
+    """
+    text = sh.out(["podman", "images", "--format", "{{.CreatedAt}}\t{{.Repository}}:{{.Tag}}",
+                   f"localhost/{name}"], check=False)
+    rows = sorted((line.split("\t") for line in text.splitlines() if "\t" in line),
+                  reverse=True)  # newest first: CreatedAt is "YYYY-MM-DD hh:mm:ss +0000 UTC"
+    for _created, ref in rows[keep:]:
+        if sh.ok(["podman", "rmi", ref]):
             log(f"removed stale image {ref}")

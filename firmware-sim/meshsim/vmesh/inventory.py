@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from meshsim.vmesh.plan import DEFAULT_RUN, Plan
+from meshsim.vmesh.wheelhouse import meshsub_wheel, wheel_version
 
 INVENTORY = "inventory.yml"
 KEY = "id_ed25519"
@@ -79,6 +80,9 @@ def write_inventory(plan: Plan, rundir: Path, protocol: str, *, name: str = INVE
     fleet_key = _existing_fleet_key(rundir / INVENTORY) or secrets.token_hex(32)
     data = inventory_data(plan, rundir, protocol, fleet_key)
     group = data[group_name(plan.run)]
+    wheels = rundir / WHEELHOUSE
+    if list(wheels.glob("meshsub-*.whl")):  # pin the build the devices run (or will)
+        group["vars"]["meshsub_version"] = wheel_version(meshsub_wheel(wheels))
     group["vars"].update(group_vars or {})
     for host, extra in (host_vars or {}).items():
         group["hosts"][host].update(extra)

@@ -13,14 +13,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from meshsim.host import sh
 from meshsim.host.errors import VmeshError
-from meshsim.vmesh import image, inventory, net, nodes
-from meshsim.vmesh.plan import DEFAULT_RUN, Plan, make_plan
+from meshsim.vmesh import bake, image, inventory, net, nodes
+from meshsim.vmesh.plan import DEFAULT_RUN, DEFAULT_SPACING_M, NodePlan, Plan, make_plan
 from meshsim.vmesh.runstate import RunState, forget, load_state, run_dir
+from meshsim.vmesh.wheelhouse import build_wheelhouse
 
 Log = Callable[[str], None]
+
+
+IMAGE_KINDS = ("baked", "base")
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,11 @@ class UpResult:
     inventory: Path
     seconds: float
     reused: bool
+    image: str = ""
+    devices: tuple[NodePlan, ...] = ()
+    """The devices asked for: all of the plan, or its first N when a larger run was reused."""
+    prepare_s: float = 0.0
+    """Of ``seconds``: the wheelhouse and the image (a bake, when its inputs changed)."""
 
 
 def _quiet(_: str) -> None:
@@ -37,55 +47,111 @@ def _quiet(_: str) -> None:
 
 
 def up(nodes_count: int, run: str = DEFAULT_RUN, *, protocol: str = "flooding",
-       spacing_m: float = 50.0, rebuild_image: bool = False, log: Log = _quiet) -> UpResult:
+       spacing_m: float = 50.0, image_kind: str = "baked", rebuild_image: bool = False,
+       reuse_larger: bool = False, log: Log = _quiet) -> UpResult:
+    """Bring up ``nodes_count`` devices (or reuse a healthy run of that shape).
+
+    ``image_kind`` ``baked`` (the default) starts the devices from the baked image
+    (meshsub installed; ``site.yml --tags configure`` deploys them), ``base`` from the
+    bare operating system (the full ``site.yml`` over SSH, as on a new Pi).
+    ``reuse_larger``: a healthy run with more devices is reused as it is, and the
+    first ``nodes_count`` are the ones asked for (a test session's shared fleet).
+    """
     t0 = time.monotonic()
-    plan = make_plan(nodes_count, run, spacing_m)
+    if image_kind not in IMAGE_KINDS:
+        raise VmeshError(f"image must be one of {', '.join(IMAGE_KINDS)}, got {image_kind!r}")
+    make_plan(nodes_count, run, spacing_m)  # checks the arguments before any work
     rundir = run_dir(run)
-    ref = image.ensure_image(rebuild=rebuild_image, log=log)
+    rundir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    log(f"building the wheelhouse in {rundir / inventory.WHEELHOUSE}")
+    build_wheelhouse(rundir / inventory.WHEELHOUSE)
+    if image_kind == "base":
+        ref = image.ensure_image(rebuild=rebuild_image, log=log)
+    else:
+        ref = bake.ensure_baked(rundir / inventory.WHEELHOUSE, rebuild=rebuild_image, log=log)
+    prepared = time.monotonic() - t0
     old = load_state(rundir)
-    if (old is not None and old.complete and old.nodes == nodes_count and old.image == ref
+    size = nodes_count
+    if old is not None and reuse_larger and old.nodes > nodes_count:
+        size = old.nodes
+    plan = make_plan(size, run, spacing_m)
+    if (old is not None and old.complete and old.nodes == size and old.image == ref
             and old.spacing_m == spacing_m and healthy(plan)):
-        log(f"run {run!r} is already up with {nodes_count} devices")
+        log(f"run {run!r} is already up with {size} devices")
         inv = rundir / inventory.INVENTORY
         if old.protocol != protocol:  # only the inventory names it: no need to restart
             old.protocol = protocol
             old.save(rundir)
             inv = inventory.write_inventory(plan, rundir, protocol)
-        return UpResult(plan, rundir, inv, time.monotonic() - t0, True)
+        return UpResult(plan, rundir, inv, time.monotonic() - t0, True, ref,
+                        plan.nodes[:nodes_count], prepared)
+    plan = make_plan(nodes_count, run, spacing_m)
     _check_subnet_free(plan)
     teardown(run, log=log)
+    inv = bring_up(plan, ref, rundir, protocol, spacing_m, log)
+    return UpResult(plan, rundir, inv, time.monotonic() - t0, False, ref, plan.nodes, prepared)
 
-    raise_host_limits(nodes_count, log)
-    state = RunState(run=run, nodes=nodes_count, image=ref, spacing_m=spacing_m,
+
+def bring_up(plan: Plan, ref: str, rundir: Path, protocol: str,
+             spacing_m: float = DEFAULT_SPACING_M, log: Log = _quiet,
+             inventory_vars: dict[str, Any] | None = None) -> Path:
+    """Make the run's networks and devices from image ``ref``; write its inventory.
+
+    Every object is recorded in the run's state before it is made. The devices start
+    a few at a time and are ready when their sshd greets and systemd has booted.
+    ``inventory_vars`` are group variables of the inventory (the bake's wheelhouse).
+    """
+    count = len(plan.nodes)
+    remove_planned(plan, log)
+    raise_host_limits(count, log)
+    state = RunState(run=plan.run, nodes=count, image=ref, spacing_m=spacing_m,
                      protocol=protocol)
     state.save(rundir)
     _ensure_ssh_key(rundir)
-    log(f"building the wheelhouse in {rundir / inventory.WHEELHOUSE}")
-    from meshsim.vmesh.wheelhouse import build_wheelhouse
-    build_wheelhouse(rundir / inventory.WHEELHOUSE)
-
     state.remember("netns", plan.medium_netns, rundir)
     net.make_medium(plan)
     state.remember("host_links", plan.mgmt_bridge, rundir)
     net.make_mgmt_bridge(plan)
-    log(f"starting {nodes_count} devices")
-    for node in plan.nodes:
-        state.remember("netns", node.netns, rundir)
-        state.remember("host_links", node.mgmt_host_if, rundir)
-        net.attach_node(plan, node)
-        state.remember("containers", node.container, rundir)
-        nodes.start_node(node, ref, run)
-    pub = (rundir / (inventory.KEY + ".pub")).read_text()
-    for node in plan.nodes:
-        nodes.wait_booted(node.container)
-        nodes.authorize_key(node.container, pub)
-        nodes.wait_sshd(node.container)
+    state.netns += [n.netns for n in plan.nodes]
+    state.host_links += [n.mgmt_host_if for n in plan.nodes]
+    state.containers += [n.container for n in plan.nodes]
+    state.save(rundir)
+    log(f"starting {count} devices")
+    steps = {}
+    t = time.monotonic()
+    net.attach_nodes(plan, plan.nodes)
+    steps["networks"] = time.monotonic() - t
+    nodes.start_nodes(plan.nodes, ref, plan.run, rundir / (inventory.KEY + ".pub"))
+    steps["containers"] = time.monotonic() - t - sum(steps.values())
+    nodes.wait_ssh(plan.nodes)
+    steps["sshd"] = time.monotonic() - t - sum(steps.values())
+    nodes.wait_all_booted(plan.nodes)
+    steps["boot"] = time.monotonic() - t - sum(steps.values())
+    log("bring-up: " + ", ".join(f"{k} {v:.1f} s" for k, v in steps.items()))
     with contextlib.suppress(FileNotFoundError):
         (rundir / inventory.KNOWN_HOSTS).unlink()  # fresh host keys every bring-up
-    inv = inventory.write_inventory(plan, rundir, protocol)
+    inv = inventory.write_inventory(plan, rundir, protocol, group_vars=inventory_vars)
     state.complete = True
     state.save(rundir)
-    return UpResult(plan, rundir, inv, time.monotonic() - t0, False)
+    return inv
+
+
+def remove_planned(plan: Plan, log: Log = _quiet) -> int:
+    """Remove whatever bears one of the plan's exact names (another home's crashed run)."""
+    removed = 0
+    present = set(nodes.run_labelled(plan.run))
+    for n in plan.nodes:
+        if n.container in present:
+            removed += nodes.remove_container(n.container)
+    for name in [n.netns for n in plan.nodes] + [plan.medium_netns]:
+        removed += net.delete_netns(name)
+    links = net.host_links()
+    for name in [n.mgmt_host_if for n in plan.nodes] + [plan.mgmt_bridge]:
+        if name in links:
+            removed += net.delete_link(name)
+    if removed:
+        log(f"removed {removed} leftover objects bearing run {plan.run!r}'s names")
+    return removed
 
 
 INOTIFY_INSTANCES = Path("/proc/sys/fs/inotify/max_user_instances")
@@ -110,10 +176,10 @@ def raise_host_limits(nodes_count: int, log: Log) -> None:
 
 
 def healthy(plan: Plan) -> bool:
-    """Every namespace exists and every container runs."""
+    """Every namespace exists and every container runs (one ``podman ps``)."""
+    running = set(nodes.run_labelled(plan.run, running_only=True))
     return (net.netns_exists(plan.medium_netns) and net.link_exists(plan.mgmt_bridge)
-            and all(net.netns_exists(n.netns) and nodes.container_running(n.container)
-                    for n in plan.nodes))
+            and all(net.netns_exists(n.netns) and n.container in running for n in plan.nodes))
 
 
 def _check_subnet_free(plan: Plan) -> None:

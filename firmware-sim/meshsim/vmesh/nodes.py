@@ -6,8 +6,11 @@ hybrid cgroups). Containers are labelled with their run, so nothing else is touc
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from meshsim.host import sh
 from meshsim.host.errors import VmeshError
@@ -21,6 +24,11 @@ RUN_LABEL = "org.meshsub.vmesh.run"
 # ... ignoring", measured), so meshsubd.service would run unsandboxed and its
 # ProtectSystem=/PrivateTmp= would go untested; with it they apply as on a Pi.
 CAPS = "NET_ADMIN,NET_RAW,SYS_ADMIN"
+START_WORKERS = 4
+"""Containers started at once; podman holds locks for much of a start, so more
+threads mostly wait (see docs/benchmarks.md for the measured bring-up)."""
+EXEC_WORKERS = 8
+"""``podman exec`` at once when every device is asked something."""
 
 
 def container_exists(name: str) -> bool:
@@ -32,17 +40,31 @@ def container_running(name: str) -> bool:
     return state.strip() == "true"
 
 
-def start_node(node: NodePlan, image: str, run: str) -> None:
-    """Start the node's container in its netns (replacing a stale one of that name)."""
+def start_node(node: NodePlan, image: str, run: str, authorized_key: Path | None = None) -> None:
+    """Start the node's container in its netns (replacing a stale one of that name).
+
+    ``authorized_key`` (the run's public key) is bind-mounted read-only as root's
+    ``authorized_keys``: the device is reachable over SSH the moment sshd runs, with
+    no ``podman exec`` per device, and the key never enters an image layer.
+    """
     if container_exists(node.container):
         remove_container(node.container)
+    key = ([] if authorized_key is None else
+           ["--volume", f"{authorized_key}:/root/.ssh/authorized_keys:ro"])
     sh.run([*PODMAN, "run", "--detach", "--name", node.container,
             "--hostname", node.hostname, "--label", f"{RUN_LABEL}={run}",
             "--network", f"ns:/run/netns/{node.netns}",
             "--systemd", "always", "--cap-add", CAPS,
             "--ulimit", "nofile=16384:16384", "--ulimit", "nproc=4096:4096",
-            "--stop-timeout", "10", "--tmpfs", "/tmp:rw,mode=1777",
+            "--stop-timeout", "10", "--tmpfs", "/tmp:rw,mode=1777", *key,
             image, "/sbin/init"])
+
+
+def start_nodes(nodes: Sequence[NodePlan], image: str, run: str, authorized_key: Path,
+                workers: int = START_WORKERS) -> None:
+    """Start many containers, a few at a time (podman serialises much of the work)."""
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(nodes)))) as pool:
+        list(pool.map(lambda n: start_node(n, image, run, authorized_key), nodes))
 
 
 def remove_container(name: str) -> bool:
@@ -52,11 +74,41 @@ def remove_container(name: str) -> bool:
     return True
 
 
-def run_labelled(run: str) -> list[str]:
+def run_labelled(run: str, *, running_only: bool = False) -> list[str]:
     """Names of the containers of ``run`` that podman knows (also ones a crash left)."""
-    text = sh.out([*PODMAN, "ps", "--all", "--filter", f"label={RUN_LABEL}={run}",
-                   "--format", "{{.Names}}"], check=False)
+    text = sh.out([*PODMAN, "ps", *([] if running_only else ["--all"]),
+                   "--filter", f"label={RUN_LABEL}={run}", "--format", "{{.Names}}"],
+                  check=False)
     return [n for n in text.split() if n.startswith("msub-")]
+
+
+_PIDS: dict[str, tuple[int, str]] = {}
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def container_pid(name: str) -> int | None:
+    """The host PID of the container's init (its ``/proc/PID/root`` is the device's
+    file system), or None if it does not run. Cached, and checked against the
+    process's start time, so a restarted container or a reused PID is noticed."""
+    cached = _PIDS.get(name)
+    if cached is not None and _start_time(cached[0]) == cached[1]:
+        return cached[0]
+    text = sh.out([*PODMAN, "inspect", "--format", "{{.State.Pid}}", name], check=False)
+    try:
+        pid = int(text.strip())
+    except ValueError:
+        return None
+    started = _start_time(pid) if pid > 0 else None
+    if started is None:
+        return None
+    _PIDS[name] = (pid, started)
+    return pid
 
 
 def exec_in(name: str, cmd: Sequence[str], *, input_data: bytes | None = None,
@@ -68,29 +120,47 @@ def exec_in(name: str, cmd: Sequence[str], *, input_data: bytes | None = None,
 
 def wait_booted(name: str, timeout_s: float = 180.0) -> str:
     """Wait until systemd has finished booting (running or degraded); return the state."""
-    deadline = time.monotonic() + timeout_s
-    state = ""
-    while time.monotonic() < deadline:
-        state = exec_in(name, ["systemctl", "is-system-running"], check=False,
-                        timeout=30).strip()
-        if state in ("running", "degraded"):
-            return state
-        time.sleep(1.0)
+    state = exec_in(name, ["systemctl", "is-system-running", "--wait"], check=False,
+                    timeout=timeout_s).strip()
+    if state in ("running", "degraded"):
+        return state
     raise VmeshError(f"{name}: systemd did not finish booting in {timeout_s:g} s "
                      f"(state {state or 'unknown'!r}); see `meshsim vmesh exec {name} "
                      "systemctl --failed`")
 
 
-def authorize_key(name: str, public_key: str) -> None:
-    exec_in(name, ["sh", "-c", "umask 077; mkdir -p /root/.ssh && "
-                   "cat > /root/.ssh/authorized_keys"], input_data=public_key.encode())
+def wait_all_booted(nodes: Sequence[NodePlan], timeout_s: float = 300.0,
+                    workers: int = EXEC_WORKERS) -> None:
+    """``wait_booted`` on every node, a few ``podman exec`` at a time."""
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(nodes)))) as pool:
+        list(pool.map(lambda n: wait_booted(n.container, timeout_s), nodes))
 
 
-def wait_sshd(name: str, timeout_s: float = 120.0) -> None:
+def wait_ssh(nodes: Sequence[NodePlan], timeout_s: float = 180.0) -> None:
+    """Wait until every node's sshd greets on its management address (port 22).
+
+    Cheap (a TCP connection from the host, no process per probe), so it runs for all
+    devices at once; a node whose sshd never greets is named.
+    """
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if exec_in(name, ["systemctl", "is-active", "ssh"], check=False,
-                   timeout=30).strip() == "active":
+    waiting = {n.mgmt_ip: n for n in nodes}
+    while waiting:
+        for ip in list(waiting):
+            if _greets(ip):
+                del waiting[ip]
+        if not waiting:
             return
-        time.sleep(1.0)
-    raise VmeshError(f"{name}: sshd did not start in {timeout_s:g} s")
+        if time.monotonic() > deadline:
+            names = sorted(n.container for n in waiting.values())
+            raise VmeshError(f"sshd did not answer in {timeout_s:g} s on "
+                             f"{', '.join(names[:5])}{' ...' if len(names) > 5 else ''}")
+        time.sleep(0.5)
+
+
+def _greets(ip: str) -> bool:
+    try:
+        with socket.create_connection((ip, 22), timeout=1.0) as conn:
+            conn.settimeout(2.0)
+            return conn.recv(8).startswith(b"SSH-")
+    except OSError:
+        return False

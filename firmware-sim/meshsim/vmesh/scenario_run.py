@@ -8,9 +8,12 @@ is played by each device's applications over MQTT. The run:
 
 1. validates the scenario and plans it (the simulator's plan: same positions,
    subscriptions and publications);
-2. brings up the devices (reusing a healthy run of the same size), wipes what an
-   earlier run left on them, installs the medium with the start positions and
-   starts the GPS feed, then deploys with the playbook;
+2. brings up the devices from the baked image (reusing a healthy run of the same
+   size, or with ``reuse_larger`` the first N devices of a larger one), wipes what
+   an earlier run left on reused devices (and stops the daemons of devices this
+   scenario does not use), installs the medium with the start positions and starts
+   the GPS feed, then deploys with the playbook's ``configure`` tasks (each device's
+   configuration and keys; meshsub itself is in the image);
 3. waits until the daemons see their radio neighbours, fixes ``t0`` and starts
    the agents, the mobility clock and contact replay;
 4. at ``t0 + duration + drain`` stops the daemons (their spool files close) and
@@ -21,6 +24,7 @@ is played by each device's applications over MQTT. The run:
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import time
@@ -53,6 +57,8 @@ Log = Callable[[str], None]
 MAX_DEVICES = 250
 SCENARIO_INVENTORY = "scenario-inventory.yml"
 BEACON_INTERVAL_S = 2.0
+AGENT_START_WORKERS = 32
+"""Agent starts at once (two ``podman exec`` each); ``t0`` leaves time for the slowest."""
 
 
 @dataclass
@@ -68,6 +74,11 @@ class RunOptions:
     log: Log = field(default=lambda _m: None)
     on_start: Callable[[float, dict[int, NodePlan]], None] | None = None
     """Called with t0 and the devices once the workload is scheduled (tests, captures)."""
+    on_end: Callable[[dict[int, NodePlan]], None] | None = None
+    """Called with the devices when the scenario's time is over, before the daemons stop
+    (a test waits here for what it began in ``on_start``)."""
+    reuse_larger: bool = False
+    """Run on the first N devices of a larger healthy run (a test session's fleet)."""
 
 
 @dataclass
@@ -118,9 +129,11 @@ def run_on_vmesh(scenario: Scenario, opts: RunOptions) -> VmeshRunResult:
     faults = VmeshFaults({}, timeline, lambda: clock.t0)
 
     t = time.monotonic()
-    up = lifecycle.up(count, opts.vmesh_run, protocol=scenario.protocol.name, log=log)
-    timings["bring_up_s"] = time.monotonic() - t
-    devmap = _device_map(plan, up.plan.nodes)
+    up = lifecycle.up(count, opts.vmesh_run, protocol=scenario.protocol.name,
+                      reuse_larger=opts.reuse_larger, log=log)
+    timings["prepare_s"] = up.prepare_s  # wheelhouse, image (a bake if its inputs changed)
+    timings["bring_up_s"] = time.monotonic() - t - up.prepare_s
+    devmap = _device_map(plan, up.devices)
     faults.devmap = devmap
     faults.install(plan.faults, plan.absent)  # absent nodes start without links
     medium = Medium(netns=up.plan.medium_netns,
@@ -129,23 +142,25 @@ def run_on_vmesh(scenario: Scenario, opts: RunOptions) -> VmeshRunResult:
     feeder = None
     try:
         t = time.monotonic()
-        for dev in devmap.values():
-            devices.reset(dev.container)
+        if up.reused:  # fresh devices from the image have nothing to forget
+            devices.each(up.plan.nodes, lambda dev: devices.reset(dev.container))
         timings["reset_s"] = time.monotonic() - t
         medium.install()
         start_links = timeline.apply_start(medium)
         delay = delay_config(scenario.radio)
         if delay is not None:
             medium.start_delay(delay)
-        if scenario.radio.bitrate_bps is not None:
-            for dev in devmap.values():  # a radio serialises at the transmitter
+        for dev in up.plan.nodes:  # a radio serialises at the transmitter
+            if scenario.radio.bitrate_bps is not None and dev in up.devices:
                 htb.set_rate(dev.netns, "mesh0", scenario.radio.bitrate_bps)
+            elif up.reused:  # an earlier scenario's rate must not slow this one down
+                htb.clear_rate(dev.netns, "mesh0")
         if scenario.gps.enabled:
             feeder = _gps_feeder(scenario, devmap, trajectories, clock, out)
             feeder.start()
         t = time.monotonic()
         inventory = _write_inventory(scenario, plan, up, devmap, run)
-        deployment = deploy.deploy(inventory)
+        deployment = deploy.deploy(inventory, "--tags", "configure")
         timings["deploy_s"] = time.monotonic() - t
         log(f"deployed to {count} devices in {timings['deploy_s']:.1f} s "
             f"({deployment.changed} changes)")
@@ -164,6 +179,8 @@ def run_on_vmesh(scenario: Scenario, opts: RunOptions) -> VmeshRunResult:
             held = medium.stop_delay()
             medium_stats["delayed_packets"] = held.released if held is not None else None
         timings["scenario_s"] = time.time() - t0
+        if opts.on_end is not None:
+            opts.on_end(devmap)
         if feeder is not None:
             feeder.stop()
             feeder = None
@@ -197,7 +214,7 @@ def start_agents(devmap: dict[int, NodePlan], plan: Plan, end_s: float, lead_s: 
     two execs of a start, and the starts run in parallel. A start that still ends
     after ``t0`` is logged and recorded (``late_s``).
     """
-    with ThreadPoolExecutor(max_workers=max(1, len(devmap))) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(len(devmap), AGENT_START_WORKERS))) as pool:
         t = time.monotonic()
         list(pool.map(lambda dev: nodes.exec_in(dev.container, ["true"]), devmap.values()))
         probe = time.monotonic() - t
@@ -242,7 +259,8 @@ def _write_inventory(scenario: Scenario, plan: Plan, up: lifecycle.UpResult,
         "meshsub_telemetry_state_every_s": scenario.meta.state_every_s,
         "meshsub_beacon_interval": BEACON_INTERVAL_S,
     }
-    return write_inventory(up.plan, up.rundir, scenario.protocol.name, name=SCENARIO_INVENTORY,
+    used = dataclasses.replace(up.plan, nodes=tuple(devmap.values()))  # only these deploy
+    return write_inventory(used, up.rundir, scenario.protocol.name, name=SCENARIO_INVENTORY,
                            host_vars=host_vars, group_vars=group_vars, writer="meshsim run")
 
 
@@ -251,12 +269,17 @@ def _settle(devmap: dict[int, NodePlan], expected: dict[int, set[int]], timeout_
     """Wait until each daemon lists its radio neighbours (or the time is up; recorded)."""
     deadline = time.monotonic() + timeout_s
     missing: dict[int, set[int]] = {s: set(n) for s, n in expected.items() if n}
+
+    def still_missing(sid: int) -> set[int]:
+        seen = devices.ctl_json(devmap[sid].container, "neighbors")
+        have = {int(n["node"]) for n in seen} if isinstance(seen, list) else set()
+        return expected[sid] - have
+
     while True:
-        for sid in list(missing):
-            seen = devices.ctl_json(devmap[sid].container, "neighbors")
-            have = {int(n["node"]) for n in seen} if isinstance(seen, list) else set()
-            missing[sid] = expected[sid] - have
-            if not missing[sid]:
+        asked = sorted(missing)
+        for sid, left in zip(asked, devices.each(asked, still_missing), strict=True):
+            missing[sid] = left
+            if not left:
                 del missing[sid]
         if not missing or time.monotonic() > deadline:
             break
@@ -271,25 +294,33 @@ def _collect(devmap: dict[int, NodePlan], out: Path,
              log: Log) -> tuple[dict[int, dict[str, Any] | None], int]:
     """Stop agents and daemons; copy telemetry, journals and agent reports into ``out``."""
     deadline = time.monotonic() + 30.0
-    for dev in devmap.values():  # agents end on their own at end_s; give them a moment
+
+    def agent_done(dev: NodePlan) -> None:  # agents end on their own at end_s
         while devices.agent_running(dev.container) and time.monotonic() < deadline:
             time.sleep(0.5)
         if devices.agent_running(dev.container):
             devices.stop_agent(dev.container)  # SIGTERM: the report is still written
-    agents: dict[int, dict[str, Any] | None] = {}
-    records = 0
+
+    devices.each(devmap.values(), agent_done)
     logs, workload = out / "logs", out / "workload"
     logs.mkdir(exist_ok=True)
     workload.mkdir(exist_ok=True)
-    for sid, dev in devmap.items():
+
+    def collect_one(item: tuple[int, NodePlan]) -> tuple[dict[str, Any] | None, int]:
+        sid, dev = item
         devices.stop_daemon(dev.container)
         folder = out / "nodes" / str(sid)
         devices.collect_spool(dev.container, folder)
-        records += sum(p.read_bytes().count(b"\n") for p in folder.glob("*.jsonl"))
+        lines = sum(p.read_bytes().count(b"\n") for p in folder.glob("*.jsonl"))
         (logs / f"meshsubd-{sid}.log").write_text(devices.journal(dev.container))
-        agents[sid] = devices.agent_report(dev.container)
-        if agents[sid] is not None:
-            (workload / f"agent-{sid}.json").write_text(json.dumps(agents[sid]))
+        report = devices.agent_report(dev.container)
+        if report is not None:
+            (workload / f"agent-{sid}.json").write_text(json.dumps(report))
+        return report, lines
+
+    results = devices.each(devmap.items(), collect_one)
+    agents = {sid: report for sid, (report, _) in zip(devmap, results, strict=True)}
+    records = sum(lines for _, lines in results)
     missing = sorted(s for s, a in agents.items() if a is None)
     if missing:
         log(f"no workload report from nodes {missing} (their actions are unknown)")
