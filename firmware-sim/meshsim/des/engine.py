@@ -57,11 +57,12 @@ from meshsub.core.api import (
     SendTo,
     SendToMany,
     SetTimer,
+    Stopping,
     TelemetryValue,
     TimerFired,
 )
 from meshsub.core.buffer import MemoryStore
-from meshsub.core.protocol import Protocol
+from meshsub.core.protocol import DROP_SUMMARY_S, Protocol
 from meshsub.core.registry import get_protocol
 from meshsub.core.telemetry import frame_attrs
 
@@ -115,8 +116,11 @@ class Simulation:
         *,
         plan: Plan | None = None,
         sizer_factory: Callable[[int, int, int], Sizer] = make_sizer,
+        drop_summary_s: float = DROP_SUMMARY_S,
     ) -> None:
+        """``drop_summary_s``: the protocols' drop-summary interval (0: a record per drop)."""
         self.scenario = scenario
+        self.drop_summary_s = drop_summary_s
         self.plan = plan if plan is not None else make_plan(scenario)
         self.sink: TelemetrySink = sink if sink is not None else NullSink()
         self.env = simpy.Environment()
@@ -162,6 +166,7 @@ class Simulation:
         started = time.perf_counter()
         self._start()
         self.env.run(until=self.scenario.end_s)
+        self._stop()
         self.stats.sim_time_s = self.scenario.end_s
         self.stats.wall_s = time.perf_counter() - started
         return self.stats
@@ -171,7 +176,8 @@ class Simulation:
         s = self.scenario
         kwargs: dict[str, Any] = {"epoch": epoch, "params": s.protocol.params_for(
             s.nodes.role_of(node)), "seed": s.meta.seed + epoch - EPOCH,
-            "capabilities": self.roles[node], "state_every_s": s.meta.state_every_s}
+            "capabilities": self.roles[node], "state_every_s": s.meta.state_every_s,
+            "drop_summary_s": self.drop_summary_s}
         if store is not None:
             kwargs["store"] = store
         return self.cls(node, **kwargs)
@@ -207,6 +213,17 @@ class Simulation:
             self._at(self.gps.period_s, self._gps_tick)
         if self.batteries is not None:
             self._energy_tick()
+
+    def _stop(self) -> None:
+        """The end of the run: every running daemon records what it still holds
+        (pending drop summaries); nothing it would send goes out any more."""
+        now = self.env.now
+        for node, st in self.nodes.items():
+            if node in self.crashed:
+                continue  # a dead daemon's pending counts died with it
+            for action in st.proto.handle(Stopping(now)):
+                if isinstance(action, Emit):
+                    self._record(node, action.event, action.attrs)
 
     # ------------------------------------------------------------------- inputs
 

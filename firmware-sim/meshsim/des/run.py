@@ -15,6 +15,7 @@ from meshsim.scenario.model import Scenario, to_plain
 from meshsim.scenario.plan import Plan, make_plan, manifest_facts
 from meshsim.telemetry_files import RunWriter, base_manifest
 from meshsub.core.params import params_to_dict
+from meshsub.core.protocol import DROP_SUMMARY_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,10 +28,14 @@ class RunResult:
 
 
 def run_scenario(scenario: Scenario, out: Path | None, *, run_id: str | None = None,
-                 plan: Plan | None = None, varied: Mapping[str, Any] | None = None) -> RunResult:
+                 plan: Plan | None = None, varied: Mapping[str, Any] | None = None,
+                 drop_summary_s: float = DROP_SUMMARY_S) -> RunResult:
     """Simulate ``scenario``; with ``out``, write RUNDIR/node-<id>.jsonl, mobility.log
     (every node's track: replays the run's positions as scripted mobility) and
     manifest.json.
+
+    ``drop_summary_s``: the protocols' drop-summary interval (docs/telemetry.md, "Drop
+    summaries"; 0: a record per drop).
 
     ``varied`` (``{"name": ..., "value": ...}``) goes into the manifest: the parameter a
     sweep varies, which mesheval groups and plots by (else it guesses from the overrides).
@@ -43,7 +48,7 @@ def run_scenario(scenario: Scenario, out: Path | None, *, run_id: str | None = N
     plan = plan if plan is not None else make_plan(scenario)
     writer = RunWriter(out, run, scenario.protocol.name) if out is not None else None
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    sim = Simulation(scenario, writer, plan=plan)
+    sim = Simulation(scenario, writer, plan=plan, drop_summary_s=drop_summary_s)
     stats = sim.run()
     if writer is not None:
         manifest = base_manifest(
