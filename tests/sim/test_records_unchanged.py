@@ -5,7 +5,7 @@ main 402687e (before drop summaries, the batched ``rx`` records and the writer's
 line patterns), with ``--run-id golden``. With ``drop_summary_s = 0`` (one record per
 drop, as then) the runs must give the same bytes; with summaries, the same records
 apart from the summarised drops (tests/telemetry/test_drop_summaries.py). A protocol
-change that changes its records on purpose regenerates them: run ``_digest`` on the
+change that changes its records on purpose regenerates them: run ``digest`` on the
 new code and say why in the commit.
 """
 
@@ -26,7 +26,7 @@ GOLDEN = {  # protocol on random50.toml for 20 s: (lines, sha256 of the node fil
 }
 
 
-def _digest(rundir: Path) -> tuple[int, str]:
+def digest(rundir: Path) -> tuple[int, str]:
     digest, lines = hashlib.sha256(), 0
     for f in sorted(rundir.glob("node-*.jsonl"), key=lambda p: int(p.stem[5:])):
         data = f.read_bytes()
@@ -40,4 +40,4 @@ def test_records_equal_the_engine_before(tmp_path: Path, protocol: str) -> None:
     scenario = load_scenario(SCENARIOS / "random50.toml",
                              [f"protocol.name={protocol}", "scenario.duration_s=20"])
     run_scenario(scenario, tmp_path / "run", run_id="golden", drop_summary_s=0.0)
-    assert _digest(tmp_path / "run") == GOLDEN[protocol]
+    assert digest(tmp_path / "run") == GOLDEN[protocol]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,13 +29,16 @@ class RunResult:
 
 def run_scenario(scenario: Scenario, out: Path | None, *, run_id: str | None = None,
                  plan: Plan | None = None, varied: Mapping[str, Any] | None = None,
-                 drop_summary_s: float = DROP_SUMMARY_S) -> RunResult:
+                 drop_summary_s: float = DROP_SUMMARY_S,
+                 progress: Callable[[float], None] | None = None) -> RunResult:
     """Simulate ``scenario``; with ``out``, write RUNDIR/node-<id>.jsonl, mobility.log
     (every node's track: replays the run's positions as scripted mobility) and
     manifest.json.
 
     ``drop_summary_s``: the protocols' drop-summary interval (docs/telemetry.md, "Drop
     summaries"; 0: a record per drop).
+
+    ``progress``: called with the virtual seconds done, many times during the run.
 
     ``varied`` (``{"name": ..., "value": ...}``) goes into the manifest: the parameter a
     sweep varies, which mesheval groups and plots by (else it guesses from the overrides).
@@ -49,7 +52,7 @@ def run_scenario(scenario: Scenario, out: Path | None, *, run_id: str | None = N
     writer = RunWriter(out, run, scenario.protocol.name) if out is not None else None
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     sim = Simulation(scenario, writer, plan=plan, drop_summary_s=drop_summary_s)
-    stats = sim.run()
+    stats = sim.run(progress)
     if writer is not None:
         manifest = base_manifest(
             run=run, scenario_name=scenario.meta.name, seed=scenario.meta.seed,
