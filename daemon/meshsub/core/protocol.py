@@ -164,6 +164,10 @@ class Protocol:
             if self.state_every_s > 0:
                 self.set_timer(STATE_TIMER, self.state_every_s)
             self.on_start()
+        if type(inp) is FrameReceived:  # by far the most frequent input: no pattern matching
+            self._on_frame_core(inp.sender, inp.message)
+            actions, self._actions = self._actions, []
+            return actions
         match inp:
             case FrameReceived(sender=sender, message=message):
                 self._on_frame_core(sender, message)

@@ -30,13 +30,16 @@ class RunResult:
 def run_scenario(scenario: Scenario, out: Path | None, *, run_id: str | None = None,
                  plan: Plan | None = None, varied: Mapping[str, Any] | None = None,
                  drop_summary_s: float = DROP_SUMMARY_S,
-                 progress: Callable[[float], None] | None = None) -> RunResult:
+                 progress: Callable[[float], None] | None = None,
+                 writer_cls: type[RunWriter] = RunWriter) -> RunResult:
     """Simulate ``scenario``; with ``out``, write RUNDIR/node-<id>.jsonl, mobility.log
     (every node's track: replays the run's positions as scripted mobility) and
     manifest.json.
 
     ``drop_summary_s``: the protocols' drop-summary interval (docs/telemetry.md, "Drop
     summaries"; 0: a record per drop).
+
+    ``writer_cls``: the telemetry writer (a benchmark's baseline writes lines the old way).
 
     ``progress``: called with the virtual seconds done, many times during the run.
 
@@ -49,7 +52,7 @@ def run_scenario(scenario: Scenario, out: Path | None, *, run_id: str | None = N
     """
     run = run_id or default_run_id(scenario)
     plan = plan if plan is not None else make_plan(scenario)
-    writer = RunWriter(out, run, scenario.protocol.name) if out is not None else None
+    writer = writer_cls(out, run, scenario.protocol.name) if out is not None else None
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     sim = Simulation(scenario, writer, plan=plan, drop_summary_s=drop_summary_s)
     stats = sim.run(progress)
