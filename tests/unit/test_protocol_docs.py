@@ -12,7 +12,7 @@ from meshsub.core.params import ParamDoc, ProtocolParams
 from meshsub.core.registry import available, get_protocol
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "protocols"
-TABLED = ("bsub", "df", "epidemic", "flooding", "hesper", "pull")
+TABLED = ("bsub", "df", "epidemic", "flooding", "hesper", "pull", "st", "tg")
 """Protocols whose page must carry the generated table (the others once documented)."""
 
 

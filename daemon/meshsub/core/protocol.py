@@ -64,6 +64,7 @@ from meshsub.core.reliable import (
     RetransmitPolicy,
 )
 from meshsub.core.syntax import format_event, format_subscription
+from meshsub.core.tags import delivery_group
 
 STATE_TIMER = "state:report"
 DROP_SUMMARY_TIMER = "drops:summary"
@@ -367,13 +368,15 @@ class Protocol:
         """Deliver to every local subscription that exactly matches; return how many.
 
         Each (event, subscription) pair is delivered at most once, so protocols
-        may call this on every copy they receive.
+        may call this on every copy they receive. The members of an OR
+        subscription (ids ``group|tag``, ``meshsub.core.tags``) count as one
+        subscription: the event goes to the first member that matches.
         """
         delivered = 0
         for sub_id, sub in self.subscriptions.items():
             if not sub.matches(event):
                 continue
-            if self._delivered.check_and_add((event_id, sub_id)):
+            if self._delivered.check_and_add((event_id, delivery_group(sub_id))):
                 continue
             self._actions.append(Deliver(sub_id, event, event_id, hop, published_at))
             self.emit("deliver", event_id=str(event_id), sub_id=sub_id, hop=hop,
