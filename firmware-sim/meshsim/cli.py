@@ -69,6 +69,22 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--keep", action="store_true",
                      help="leave the devices up afterwards (meshsim vmesh ... --name RUN)")
     run.add_argument("-q", "--quiet", action="store_true", help="print no progress")
+    sw = sub.add_parser("sweep", help="run a grid of protocols x parameters x seeds "
+                                      "(docs/experiments.md)")
+    sw.add_argument("sweep", type=Path, help="sweep file (TOML)")
+    sw.add_argument("--out", type=Path, required=True, metavar="DIR",
+                    help="sweep directory: runs/<point>/ per point, sweep.json (resumable)")
+    sw.add_argument("--jobs", type=int, default=1, metavar="N",
+                    help="simulations in parallel (processes; default 1)")
+    sw.add_argument("--only", metavar="TEXT", action="append",
+                    help="run only the points whose id contains TEXT (repeatable: any of them)")
+    sw.add_argument("--seeds", type=int, metavar="N",
+                    help="run only the first N seeds of every block (a quick plan; the "
+                         "others stay pending and a later run adds them)")
+    sw.add_argument("--dry-run", action="store_true",
+                    help="list the points and whether each would run, run nothing")
+    sw.add_argument("--name", default="sw", metavar="RUN",
+                    help="virtual-mesh run name for vmesh points (default sw)")
     return parser
 
 
@@ -152,6 +168,28 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from meshsim.sweep import load_sweep
+    from meshsim.sweep.runner import plan_lines, run_sweep
+
+    if args.jobs < 1:
+        raise UsageError("meshsim sweep: --jobs must be at least 1")
+    if args.seeds is not None and args.seeds < 1:
+        raise UsageError("meshsim sweep: --seeds must be at least 1")
+    spec = load_sweep(args.sweep)
+    if args.dry_run:
+        for line in plan_lines(spec, args.out):
+            print(line)
+        return 0
+    results = run_sweep(spec, args.out, jobs=args.jobs, only=args.only, seeds=args.seeds,
+                        vmesh_name=args.name,
+                        log=lambda m: print(m, flush=True))
+    failed = [r for r in results.values() if r.status == "failed"]
+    print(f"sweep {spec.name}: {len(results) - len(failed)} of {len(results)} points finished; "
+          f"evaluate with: mesheval {args.out}")
+    return 1 if failed else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
@@ -163,6 +201,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_run(args)
         if args.command == "validate":
             return cmd_validate(args)
+        if args.command == "sweep":
+            return cmd_sweep(args)
         return cmd_simulate(args)
     except UsageError as exc:
         print(exc, file=sys.stderr)

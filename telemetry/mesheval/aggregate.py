@@ -7,6 +7,7 @@ latency with no delivery) are left out of the mean, and ``n`` says how many coun
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -38,13 +39,23 @@ def group_key(s: RunSettings) -> tuple[str, ...]:
     return tuple(str(getattr(s, k)) for k in GROUP_KEYS)
 
 
+def numeric_metrics(runs: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Every per-run metric that is a number in some run (booleans are not)."""
+    names = {k for values in runs.values() for k, v in values.items()
+             if isinstance(v, int | float) and not isinstance(v, bool)}
+    return sorted(names)
+
+
 def aggregate(
     settings: Sequence[RunSettings],
     runs: Mapping[str, Mapping[str, Any]],
-    metrics: Sequence[str] = HEADLINE,
+    metrics: Sequence[str] | None = None,
     confidence: float = 0.95,
 ) -> list[dict[str, Any]]:
-    """One dict per configuration: keys, seeds, and {mean, half_width, low, high, n} per metric."""
+    """One dict per configuration: keys, seeds, the varied values, and {mean, half_width,
+    low, high, n} per metric (every numeric per-run metric unless ``metrics`` names some)."""
+    if metrics is None:
+        metrics = sorted(set(HEADLINE) | set(numeric_metrics(runs)))
     groups: dict[tuple[str, ...], list[RunSettings]] = {}
     for s in settings:
         groups.setdefault(group_key(s), []).append(s)
@@ -52,14 +63,19 @@ def aggregate(
     for key, members in sorted(groups.items(), key=lambda kv: _sort_key(kv[1][0])):
         row: dict[str, Any] = dict(zip(GROUP_KEYS, key, strict=True))
         row["param_number"] = members[0].param_number
+        row["varied"] = dict(members[0].varied)
         row["runs"] = sorted(m.run for m in members)
         row["seeds"] = sorted(m.seed for m in members if m.seed is not None)
         row["metrics"] = {}
         for name in metrics:
-            ci = mean_ci((runs.get(m.run, {}).get(name) for m in members), confidence)
+            values = [v for v in (runs.get(m.run, {}).get(name) for m in members)
+                      if isinstance(v, int | float) and not isinstance(v, bool)
+                      and math.isfinite(v)]
+            ci = mean_ci(values, confidence)
             row["metrics"][name] = {
                 "mean": ci.mean, "half_width": ci.half_width, "low": ci.low, "high": ci.high,
-                "n": ci.n,
+                "n": ci.n, "min": min(values) if values else None,
+                "max": max(values) if values else None,
             }
         out.append(row)
     return out

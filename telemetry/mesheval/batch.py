@@ -16,6 +16,8 @@ from pyspark.sql import SparkSession
 from mesheval.aggregate import aggregate
 from mesheval.load import FileQuality, InputError, load_rundirs
 from mesheval.metrics import CDF_POINTS, Evaluation, evaluate
+from mesheval.optimum.job import optimum_by_run
+from mesheval.roles import broker_share
 from mesheval.settings import RunSettings, run_settings, settings_frame
 
 
@@ -49,6 +51,8 @@ def run_batch(
     window_s: float = 10.0,
     range_m: float = 100.0,
     message_bits: int | None = None,
+    deadline_s: float | None = None,
+    optimum: bool = True,
     cache_window_s: float = 0.0,
 ) -> BatchResult:
     """Evaluate ``rundirs`` and write ``out/metrics.json`` and ``out/tables/``.
@@ -59,7 +63,7 @@ def run_batch(
     out.mkdir(parents=True, exist_ok=True)
     loaded = load_rundirs(spark, rundirs, out)
     settings = run_settings(loaded.records, loaded.manifests, warmup_override=warmup_s,
-                            default_range_m=range_m)
+                            default_range_m=range_m, deadline_override=deadline_s)
     if not settings:
         bad = sum(q.invalid for q in loaded.quality)
         raise InputError(f"no valid records: {bad} invalid lines in {len(loaded.quality)} files "
@@ -73,11 +77,20 @@ def run_batch(
     evaluation = evaluate(loaded.records, settings_frame(spark, settings), window_s=window_s,
                           message_bits=message_bits, cache_window_s=cache_window_s,
                           groups=members)
+    for run, share in broker_share(loaded.records, settings).items():
+        evaluation.runs.setdefault(run, {})["broker_share"] = share
+    optimum_events: list[dict[str, Any]] = []
+    if optimum and evaluation.event_detail is not None:
+        by_run, optimum_events = optimum_by_run(evaluation.event_detail.collect(), settings,
+                                                loaded.rundirs, loaded.manifests)
+        for run, values in by_run.items():
+            evaluation.runs.setdefault(run, {}).update(values)
     groups = aggregate(settings, evaluation.runs)
     document = {
         "tool": "mesheval",
         "window_s": window_s,
         "message_bits": message_bits,
+        "optimum": optimum,
         "cache_window_s": cache_window_s,
         "cdf_points": CDF_POINTS,
         "runs": [
@@ -106,6 +119,7 @@ def run_batch(
     write_json(out / "metrics.json", document)
     tables = out / "tables"
     tables.mkdir(exist_ok=True)
+    write_csv(tables / "optimum.csv", optimum_events)
     write_csv(tables / "windows.csv", evaluation.windows)
     write_csv(tables / "nodes.csv", evaluation.nodes)
     write_csv(tables / "runs.csv", [{**s.as_dict(), **evaluation.runs.get(s.run, {})}

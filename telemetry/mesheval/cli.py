@@ -45,6 +45,14 @@ def _non_negative(text: str) -> float:
     return value
 
 
+def _memory(text: str) -> str:
+    import re
+
+    if not re.fullmatch(r"[1-9][0-9]*[kmgt]", text.lower()):
+        raise argparse.ArgumentTypeError(f"expected a size such as 8g, not {text!r}")
+    return text.lower()
+
+
 def _bits(text: str) -> int:
     try:
         value = int(text)
@@ -64,9 +72,21 @@ def eval_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("rundirs", nargs="*", type=Path, metavar="RUNDIR",
                    help="run directories (*.jsonl read recursively, manifest.json)")
-    p.add_argument("--out", type=Path, required=True, metavar="REPORTDIR",
-                   help="where metrics.json, report.md/html, plots and the Parquet cache go")
+    p.add_argument("--out", type=Path, metavar="REPORTDIR",
+                   help="where metrics.json, report.md/html, plots and the Parquet cache go "
+                   "(default for a sweep directory: DIR/eval)")
+    p.add_argument("--only", action="append", default=[], metavar="TEXT",
+                   help="a sweep directory: evaluate only the points whose id contains TEXT "
+                        "(repeatable: any of them)")
+    p.add_argument("--seeds", type=int, metavar="N",
+                   help="a sweep directory: evaluate only the first N seeds of every block")
+    p.add_argument("--claims", type=Path, metavar="CLAIMS.toml",
+                   help="judge a paper's claims on the figures and write the results page "
+                   "(docs/experiments.md)")
     p.add_argument("--master", help="Spark master URL (default local[2], or spark-submit's)")
+    p.add_argument("--driver-memory", metavar="SIZE", type=_memory,
+                   help="memory of a local Spark driver, e.g. 8g (default 2g; a sweep of "
+                   "hundreds of runs needs more)")
     p.add_argument("--warmup", type=_non_negative, metavar="S",
                    help="exclude events published in the first S seconds (overrides the "
                    "manifest's scenario.warmup_s)")
@@ -82,6 +102,12 @@ def eval_parser() -> argparse.ArgumentParser:
     p.add_argument("--message-bits", type=_bits, metavar="N",
                    help="energy: charge every transmission as a message of N bits instead of "
                    "its frame's bytes (HESPER's Table 4.1: M_b = 320)")
+    p.add_argument("--deadline", type=_positive, metavar="S",
+                   help="an event's lifetime: deliveries later than S after the publish do "
+                   "not count, events whose deadline falls after the run are not judged "
+                   "(overrides the manifest's evaluate.deadline_s)")
+    p.add_argument("--no-optimum", action="store_true",
+                   help="skip the optimum (fewest transmissions) and path stretch per event")
     p.add_argument("--follow", type=Path, metavar="SPOOLDIR",
                    help="streaming mode over a JSON Lines spool directory")
     p.add_argument("--once", action="store_true",
@@ -92,6 +118,15 @@ def eval_parser() -> argparse.ArgumentParser:
                    help="with --follow: longest publish-to-deliver delay joined (default 300)")
     p.add_argument("--no-report", action="store_true", help="metrics.json and tables only")
     return p
+
+
+def _first_line(exc: BaseException) -> str:
+    """The cause's first line: a JVM failure's message, not its stack trace."""
+    text = str(getattr(exc, "java_exception", None) or exc).strip()
+    for line in text.splitlines():
+        if line.strip() and not line.lstrip().startswith("at "):
+            return line.strip()[:300]
+    return type(exc).__name__
 
 
 def _fail(message: str, status: int) -> int:
@@ -108,6 +143,31 @@ def eval_main(argv: Sequence[str]) -> int:
     for rundir in args.rundirs:
         if not rundir.is_dir():
             return _fail(f"{rundir}: not a directory", 2)
+    from mesheval.sweep import SweepInputError, sweep_inputs
+
+    try:
+        if args.seeds is not None and args.seeds < 1:
+            raise SweepInputError("--seeds must be at least 1")
+        sweep = sweep_inputs(args.rundirs, args.only, args.seeds)
+        if sweep is None and (args.only or args.seeds is not None):
+            raise SweepInputError("--only and --seeds need a sweep directory")
+    except SweepInputError as exc:
+        return _fail(str(exc), 2)
+    args.sweep_document = sweep.document if sweep is not None else None
+    if sweep is not None:
+        args.rundirs = sweep.rundirs
+        args.out = args.out or sweep.directory / "eval"
+        if args.message_bits is None and sweep.message_bits is not None:
+            args.message_bits = sweep.message_bits
+    if args.out is None:
+        return _fail("give --out REPORTDIR (only a sweep directory has a default)", 2)
+    if args.claims is not None:
+        from mesheval.claims.spec import ClaimsError, load_claims
+
+        try:  # a bad claims file stops before Spark starts
+            load_claims(args.claims)
+        except ClaimsError as exc:
+            return _fail(str(exc), 2)
     if args.follow is not None and not args.follow.is_dir():
         return _fail(f"{args.follow}: not a directory", 2)
     try:
@@ -115,8 +175,10 @@ def eval_main(argv: Sequence[str]) -> int:
     except OSError as exc:
         return _fail(f"{args.out}: {exc.strerror or exc}", 2)
 
+    from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
 
+    from mesheval.claims.spec import ClaimsError
     from mesheval.load import InputError
     from mesheval.manifest import ManifestError
 
@@ -124,11 +186,10 @@ def eval_main(argv: Sequence[str]) -> int:
         if args.follow is not None:
             return _follow(args)
         return _batch(args)
-    except (InputError, ManifestError) as exc:
+    except (InputError, ManifestError, ClaimsError) as exc:
         return _fail(str(exc), 2)
-    except PySparkException as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return _fail(f"Spark failed: {first}", 1)
+    except (PySparkException, Py4JError) as exc:
+        return _fail(f"Spark failed: {_first_line(exc)}", 1)
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
 
@@ -138,12 +199,19 @@ def _batch(args: argparse.Namespace) -> int:
     from mesheval.report import headline, text_table, write_report
     from mesheval.session import get_session
 
-    spark = get_session(args.master)
+    spark = get_session(args.master, driver_memory=args.driver_memory)
     result = run_batch(spark, args.rundirs, args.out, warmup_s=args.warmup,
                        window_s=args.window, range_m=args.range_m,
-                       message_bits=args.message_bits, cache_window_s=args.cache_window)
+                       message_bits=args.message_bits, deadline_s=args.deadline,
+                       optimum=not args.no_optimum, cache_window_s=args.cache_window)
     if not args.no_report:
         write_report(result.document, args.out)
+    if args.claims is not None:
+        from mesheval.claims.page import write_page
+
+        page = write_page(args.claims, result.document, args.out,
+                          args.sweep_document)
+        print(f"results page: {page}")
     header, rows = headline(result.document)
     print(text_table(header, rows))
     quality = result.document["quality"]
@@ -160,7 +228,7 @@ def _follow(args: argparse.Namespace) -> int:
     from mesheval.session import get_session
     from mesheval.stream import follow, format_summary
 
-    spark = get_session(args.master)
+    spark = get_session(args.master, driver_memory=args.driver_memory)
     summary = follow(spark, args.follow, args.out, once=args.once, interval_s=args.interval,
                      ttl_s=args.ttl, window_s=args.window, warmup_s=args.warmup or 0.0)
     print(format_summary(summary))

@@ -76,7 +76,10 @@ def _fingerprint(rundir: Path, files: Sequence[Path]) -> dict[str, object]:
     for path in files:
         st = path.stat()
         inputs[str(path.relative_to(rundir))] = [st.st_size, st.st_mtime_ns]
-    return {"version": CACHE_VERSION, "rundir": str(rundir), "inputs": inputs}
+    # the record schema is part of the stamp: a cache written before a field was added
+    # (e.g. the member records' group) would lack that column and fail the job later
+    return {"version": CACHE_VERSION, "schema": record_schema().simpleString(),
+            "rundir": str(rundir), "inputs": inputs}
 
 
 def cache_dir(out: Path, rundir: Path) -> Path:

@@ -38,6 +38,13 @@ class RunInfo:
     t0_ns: int | None = None
     """When the scenario's clock started (``ts_ns``), if the writer says so: the virtual
     mesh starts its workload some time after the daemons' first records."""
+    varied: dict[str, Any] = field(default_factory=dict)
+    """Every value a sweep varied for this run (``varied`` of the manifest), by axis."""
+    deadline_s: float | None = None
+    """An event's lifetime (``evaluate.deadline_s``): deliveries later do not count, and
+    only events whose deadline falls within the run are judged. None: no deadline."""
+    horizon_s: float | None = None
+    """Scenario time the run ends (duration + drain), if the manifest says."""
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
@@ -87,13 +94,12 @@ def _varied(doc: Mapping[str, Any], params: Mapping[str, Any]) -> tuple[str, str
     In order: an explicit ``varied`` entry; the ``--set`` overrides other than
     the seed; else the protocol parameters as a whole (``params``).
     """
-    varied = doc.get("varied")
-    if isinstance(varied, Mapping):
-        if "name" in varied and "value" in varied:
-            return str(varied["name"]), _label(varied["value"])
-        if len(varied) == 1:
-            ((name, value),) = varied.items()
-            return str(name), _label(value)
+    varied = _varied_values(doc)
+    if len(varied) == 1:
+        ((name, value),) = varied.items()
+        return str(name), _label(value)
+    if varied:
+        return ",".join(varied), ",".join(_label(v) for v in varied.values())
     overrides = _find(doc, ("overrides", "scenario.overrides"))
     if isinstance(overrides, Sequence) and not isinstance(overrides, str):
         pairs = [str(o).split("=", 1) for o in overrides if "=" in str(o)]
@@ -103,6 +109,16 @@ def _varied(doc: Mapping[str, Any], params: Mapping[str, Any]) -> tuple[str, str
         if pairs:
             return ",".join(p[0].strip() for p in pairs), ",".join(p[1].strip() for p in pairs)
     return "params", _label(dict(params)) if params else "default"
+
+
+def _varied_values(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """``varied`` as {axis: value}: ``{"name": ..., "value": ...}`` or ``{axis: value, ...}``."""
+    varied = doc.get("varied")
+    if not isinstance(varied, Mapping):
+        return {}
+    if set(varied) == {"name", "value"}:
+        return {str(varied["name"]): varied["value"]}
+    return {str(k): v for k, v in varied.items()}
 
 
 def parse_manifest(doc: Any, source: str = "manifest") -> RunInfo:
@@ -129,6 +145,15 @@ def parse_manifest(doc: Any, source: str = "manifest") -> RunInfo:
     if t0_ns is not None and (isinstance(t0_ns, bool) or not isinstance(t0_ns, int)
                               or t0_ns < 0):
         raise ManifestError(f"{source}: t0_ns must be a non-negative integer, not {t0_ns!r}")
+    raw_eval = doc.get("evaluate")
+    evaluate: Mapping[str, Any] = raw_eval if isinstance(raw_eval, Mapping) else {}
+    deadline = _number(evaluate.get("deadline_s"), "evaluate.deadline_s", source)
+    duration = _find(doc, ("duration_s", "scenario.meta.duration_s"))
+    drain = _find(doc, ("drain_s", "scenario.meta.drain_s"))
+    horizon = None
+    if duration is not None:
+        horizon = (_number(duration, "duration_s", source) or 0.0) + (
+            _number(drain, "drain_s", source) or 0.0)
     return RunInfo(
         run=str(run) if run is not None else None,
         scenario=scenario,
@@ -141,6 +166,9 @@ def parse_manifest(doc: Any, source: str = "manifest") -> RunInfo:
         param_name=name,
         param_value=value,
         t0_ns=t0_ns,
+        varied=_varied_values(doc),
+        deadline_s=deadline if deadline else None,
+        horizon_s=horizon,
         raw=dict(doc),
     )
 

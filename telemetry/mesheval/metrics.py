@@ -11,7 +11,10 @@ Definitions (docs/evaluation.md has the prose, with sources):
   delivery_ratio = first deliveries / interested pairs.
 - latency: first ``deliver.ts - publish.ts`` per interested pair.
 - false positive: a (event, node) pair delivered to a node outside the set.
-- duplicates: ``deliver`` records beyond the first per (event, node).
+- duplicates: ``deliver`` records beyond the first per (event, node, subscription):
+  copies a subscription received more than once. A node with k matching subscriptions
+  gets k records of one event, which are not duplicates; ``duplicates_per_node``
+  (records beyond the first per (event, node)) keeps that older, coarser count, labelled.
 - overhead_ratio (the ONE simulator's MessageStatsReport, (relayed - delivered) /
   delivered): (data transmissions - first deliveries) / first deliveries.
 
@@ -53,6 +56,9 @@ class Evaluation:
     state_timeline: list[dict[str, Any]] = field(default_factory=list)
     """Mean state per node by (run, role, report time): ``mesheval.state``."""
     cached: list[DataFrame] = field(default_factory=list)
+    event_detail: DataFrame | None = None
+    """Per measured event: publisher, publish time, interested nodes, first deliveries
+    with their hop count and the event's data transmissions (for ``mesheval.optimum``)."""
 
     def release(self) -> None:
         """Drop the cached intermediate frames (after ``per_event`` has been written)."""
@@ -82,8 +88,14 @@ def publications(records: DataFrame, settings: DataFrame) -> DataFrame:
             F.count(F.lit(1)).alias("pub_records"),
         )
         .join(settings, "run")
-        .withColumn("measured", F.col("pub_ts") >= F.col("cutoff_ns"))
+        .withColumn("measured", (F.col("pub_ts") >= F.col("cutoff_ns")) & judged_in_time())
     )
+
+
+def judged_in_time() -> Column:
+    """An event with a deadline is judged only if its deadline falls within the run."""
+    return (F.col("deadline_ns").isNull() | F.col("horizon_ns").isNull()
+            | (F.col("pub_ts") + F.col("deadline_ns") <= F.col("horizon_ns")))
 
 
 def delivery_pairs(records: DataFrame, measured: DataFrame, interested: DataFrame) -> DataFrame:
@@ -106,11 +118,14 @@ def delivery_pairs(records: DataFrame, measured: DataFrame, interested: DataFram
     is_int = F.coalesce(F.col("interested"), F.lit(False))
     got = F.col("first_ts").isNotNull()
     local = F.col("node") == F.col("pub_node")
+    late = F.col("deadline_ns").isNotNull() & (
+        F.col("first_ts") > F.col("pub_ts") + F.col("deadline_ns"))
     return (
         pairs.withColumn("interested", is_int)
         .withColumn(
             "state",
             F.when(local, "local")
+            .when(is_int & got & late, "late")
             .when(is_int & got, "hit")
             .when(is_int, "miss")
             .otherwise("fp"),
@@ -247,11 +262,12 @@ def _delivery_stats(pairs: DataFrame) -> Runs:
         F.sum(_i(_hit())).alias("first_deliveries"),
         F.sum(_i(F.col("state") == "fp")).alias("fp_deliveries"),
         F.sum(_i(F.col("state") == "local")).alias("local_deliveries"),
+        F.sum(_i(F.col("state") == "late")).alias("late_deliveries"),
+        F.sum(_i(_nonlocal() & (F.col("n_records") > 0))).alias("delivered_pairs"),
         F.sum(F.when(_nonlocal(), F.col("n_records"))).alias("deliver_records"),
+        F.sum(F.when(_nonlocal(), F.col("n_records") - F.col("n_subs"))).alias("duplicates"),
         F.sum(F.when(_nonlocal() & (F.col("n_records") > 1), F.col("n_records") - 1))
-        .alias("duplicates"),
-        F.sum(F.when(_nonlocal(), F.col("n_records") - F.col("n_subs")))
-        .alias("duplicates_same_sub"),
+        .alias("duplicates_per_node"),
         F.avg(_lat()).alias("latency_mean_s"),
         F.avg(F.when(_hit(), F.col("first_hop"))).alias("hop_mean"),
         F.max(F.when(_hit(), F.col("first_hop"))).alias("hop_max"),
@@ -260,7 +276,7 @@ def _delivery_stats(pairs: DataFrame) -> Runs:
         F.percentile(_lat(), 0.99).alias("latency_p99_s"),
         F.min(_lat()).alias("latency_min_s"),
         F.max(_lat()).alias("latency_max_s"),
-        F.element_at(
+        F.try_element_at(  # a run with no delivery has no median: null, not an error
             F.array_sort(F.collect_list(_lat())),
             (F.floor(F.count(_lat()) / 2) + 1).cast("int"),
         ).alias("latency_median_upper_s"),
@@ -289,8 +305,26 @@ def _orphans(records: DataFrame, pubs: DataFrame) -> Runs:
     )
 
 
-def _per_event(measured: DataFrame, pairs: DataFrame) -> DataFrame:
-    """One row per measured event: its interested set, deliveries and latency."""
+def _event_tx(radio: DataFrame) -> DataFrame:
+    """Data transmissions per event (of measured events)."""
+    return (radio.filter((F.col("event") == "tx") & (F.col("msg_kind") == "data")
+                         & F.col("of_event"))
+            .groupBy("run", "event_id").agg(F.count(F.lit(1)).alias("data_tx")))
+
+
+def event_detail(measured: DataFrame, interested: DataFrame, pairs: DataFrame,
+                 event_tx: DataFrame) -> DataFrame:
+    """Per measured event, what the optimum needs (see ``Evaluation.event_detail``)."""
+    sets = interested.groupBy("run", "event_id").agg(F.collect_list("node").alias("interested"))
+    hits = pairs.filter(_hit()).groupBy("run", "event_id").agg(
+        F.collect_list(F.struct("node", F.col("first_hop").alias("hop"))).alias("hits"))
+    return (measured.select("run", "event_id", "pub_node", "pub_ts", "t0_ns")
+            .join(sets, ["run", "event_id"], "left").join(hits, ["run", "event_id"], "left")
+            .join(event_tx, ["run", "event_id"], "left"))
+
+
+def _per_event(measured: DataFrame, pairs: DataFrame, event_tx: DataFrame) -> DataFrame:
+    """One row per measured event: its interested set, deliveries, latency, data tx."""
     return (
         measured.drop("content")
         .join(
@@ -298,23 +332,27 @@ def _per_event(measured: DataFrame, pairs: DataFrame) -> DataFrame:
                 F.sum(_i(F.col("interested") & _nonlocal())).alias("interested"),
                 F.sum(_i(_hit())).alias("delivered"),
                 F.sum(_i(F.col("state") == "fp")).alias("false_positives"),
-                F.sum(F.when(_nonlocal() & (F.col("n_records") > 1), F.col("n_records") - 1))
+                F.sum(F.when(_nonlocal(), F.col("n_records") - F.col("n_subs")))
                 .alias("duplicates"),
+                F.sum(F.when(_nonlocal() & (F.col("n_records") > 1), F.col("n_records") - 1))
+                .alias("duplicates_per_node"),
                 F.avg(_lat()).alias("latency_mean_s"),
                 F.max(_lat()).alias("latency_max_s"),
             ),
             ["run", "event_id"],
             "left",
         )
-        .fillna(0, ["interested", "delivered", "false_positives", "duplicates"])
+        .join(event_tx, ["run", "event_id"], "left")
+        .fillna(0, ["interested", "delivered", "false_positives", "duplicates",
+                    "duplicates_per_node", "data_tx"])
         .withColumn("pub_time_s", (F.col("pub_ts") - F.col("t0_ns")) / 1e9)
         .withColumn(
             "delivery_ratio",
             F.when(F.col("interested") > 0, F.col("delivered") / F.col("interested")),
         )
         .select("run", "event_id", "topic", "pub_node", "pub_time_s", "interested", "delivered",
-                "delivery_ratio", "false_positives", "duplicates", "latency_mean_s",
-                "latency_max_s")
+                "delivery_ratio", "false_positives", "duplicates", "duplicates_per_node",
+                "latency_mean_s", "latency_max_s", "data_tx")
     )
 
 
@@ -323,6 +361,7 @@ def _event_stats(per_event: DataFrame) -> Runs:
         F.sum(_i(F.col("interested") > 0)).alias("events_with_interest"),
         F.avg("delivery_ratio").alias("event_delivery_ratio_mean"),
         F.sum(_i(F.col("delivery_ratio") == 1.0)).alias("events_fully_delivered"),
+        F.sum(_i((F.col("interested") > 0) & (F.col("delivered") > 0))).alias("events_reached"),
     ))
 
 
@@ -447,7 +486,8 @@ def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
         .agg(F.countDistinct("node").alias("subscribers"))))
     _merge(runs, _late_subscribers(pairs, intervals))
     _merge(runs, _orphans(records, pubs))
-    per_event = _per_event(measured, pairs)
+    event_tx = _event_tx(radio)
+    per_event = _per_event(measured, pairs, event_tx)
     _merge(runs, _event_stats(per_event))
     _merge(runs, _traffic_stats(radio))
     _merge(runs, _collect_by_run(forwarding_fp(records, pubs, settings)))
@@ -464,8 +504,9 @@ def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
     for values in runs.values():
         values.pop("_cdf", None)
         _derive(values)
+    detail = event_detail(measured, interested, pairs, event_tx)
     return Evaluation(runs, windows, nodes, run_cdf, group_cdf, per_event, state_timeline,
-                      cached=[pubs, intervals, truth, pairs, radio])
+                      cached=[pubs, intervals, truth, pairs, radio], event_detail=detail)
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:
@@ -479,15 +520,17 @@ def _derive(m: dict[str, Any]) -> None:
     m.setdefault("drops", {})
     for key in ("drops_total", "events", "events_warmup", "interested_pairs", "first_deliveries",
                 "fp_deliveries", "local_deliveries", "deliver_records", "duplicates",
-                "duplicates_same_sub", "fp_late_subscriber", "orphan_deliveries",
+                "duplicates_per_node", "fp_late_subscriber", "orphan_deliveries",
                 "interested_pairs_late", "scoped_events",
                 "publish_duplicates", "bad_event_content", "bad_subscription_content",
-                "events_with_interest", "events_fully_delivered", "subscribers"):
+                "events_with_interest", "events_fully_delivered", "subscribers",
+                "late_deliveries", "delivered_pairs", "events_reached"):
         m[key] = int(m.get(key) or 0)
     hits = m["first_deliveries"]
     m["delivery_ratio"] = _ratio(hits, m["interested_pairs"])
     m["fp_ratio"] = _ratio(m["fp_deliveries"], m["fp_deliveries"] + hits)
     m["duplicates_per_delivery"] = _ratio(m["duplicates"], hits)
+    m["event_any_delivery_ratio"] = _ratio(m["events_reached"], m["events_with_interest"])
     for event in ("tx", "rx"):
         for kind in MSG_KINDS:
             for what in ("count", "bytes"):
@@ -522,3 +565,6 @@ def _derive(m: dict[str, Any]) -> None:
     counter_fp = m.pop("fp_forward_counter", None)
     m["fp_forward"] = (int(records_fp) if records_fp
                        else int(counter_fp) if counter_fp is not None else None)
+    fpf = m["fp_forward"]
+    m["fp_forward_share"] = (None if fpf is None
+                             else _ratio(fpf, fpf + m["delivered_pairs"]))

@@ -195,6 +195,34 @@ def timeline(doc: Mapping[str, Any], path: Path) -> Path | None:
     return _save(fig, path)
 
 
+def sweep_view(doc: Mapping[str, Any]) -> Mapping[str, Any]:
+    """For a sweep of several axes: plot against the numeric axis with the most values and
+    make every combination of the other axes a series of its own."""
+    groups = doc.get("groups", [])
+    axes: dict[str, set[str]] = {}
+    for g in groups:
+        for k, v in (g.get("varied") or {}).items():
+            axes.setdefault(k, set()).add(repr(v))
+    if len(axes) < 2:
+        return doc
+
+    def numeric(axis: str) -> bool:
+        return all(isinstance((g.get("varied") or {}).get(axis), int | float)
+                   and not isinstance((g.get("varied") or {}).get(axis), bool) for g in groups)
+
+    candidates = [a for a in axes if numeric(a)] or list(axes)
+    x = max(candidates, key=lambda a: len(axes[a]))
+    view = []
+    for g in groups:
+        varied = g.get("varied") or {}
+        rest = " ".join(f"{k}={v}" for k, v in varied.items() if k != x)
+        value = varied.get(x)
+        view.append({**g, "protocol": rest or g["protocol"], "param_name": x,
+                     "param_value": str(value),
+                     "param_number": float(value) if isinstance(value, int | float) else None})
+    return {**doc, "groups": view}
+
+
 def state_size(doc: Mapping[str, Any], path: Path) -> Path | None:
     """State a node holds (``state`` records): the mean per node over time, one line per
     (run, role), and the mean per configuration with its 95% CI."""
@@ -225,6 +253,7 @@ def state_size(doc: Mapping[str, Any], path: Path) -> Path | None:
 
 def draw_all(doc: Mapping[str, Any], out: Path) -> dict[str, Path]:
     """Every plot that has data; name -> file."""
+    doc = sweep_view(doc)
     plots = {
         "delivery_ratio": metric_vs_param(doc, [("delivery_ratio", "delivery ratio")],
                                           out / "delivery_ratio.png"),

@@ -27,6 +27,7 @@ HEADLINE_COLUMNS: tuple[tuple[str, str, float], ...] = (
     ("fp_forward", "FP fwd", 1.0),
     ("duplicates", "dup", 1.0),
     ("energy_per_event_j", "uJ/event", 1e6),
+    ("optimum_ratio", "tx/opt", 1.0),
 )
 """(metric, column title, display scale)."""
 
@@ -65,15 +66,37 @@ def cell(stat: Mapping[str, Any], scale: float = 1.0) -> str:
     return _num(mean, scale) if hw is None else f"{_num(mean, scale)} ± {_num(hw, scale)}"
 
 
+def varied_axes(items: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The axes a sweep varied (in first-seen order): one column each in the tables."""
+    names: list[str] = []
+    for item in items:
+        names += [k for k in (item.get("varied") or {}) if k not in names]
+    return names
+
+
+def _value(v: Any) -> str:
+    return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+
+
+def _parameter(item: Mapping[str, Any], axes: Sequence[str]) -> list[str]:
+    if axes:
+        varied = item.get("varied") or {}
+        return [_value(varied[a]) if a in varied else "-" for a in axes]
+    return [f"{item['param_name']}={item['param_value']}"]
+
+
 def headline(doc: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """Header and rows of the per-configuration table (CLI, markdown, HTML)."""
-    header = ["protocol", "scenario", "tier", "parameter", "runs"] + [
+    """Header and rows of the per-configuration table (CLI, markdown, HTML); a sweep's
+    varied values are columns of their own."""
+    groups = doc.get("groups", [])
+    axes = varied_axes(groups)
+    header = ["protocol", "scenario", "tier", *(axes or ["parameter"]), "runs"] + [
         t for _, t, _ in HEADLINE_COLUMNS]
     rows = []
-    for g in doc.get("groups", []):
+    for g in groups:
         rows.append([
             str(g["protocol"]), str(g["scenario"]), str(g.get("tier", "unknown")),
-            f"{g['param_name']}={g['param_value']}",
+            *_parameter(g, axes),
             str(len(g["runs"])),
         ] + [cell(g["metrics"].get(m, {}), s) for m, _, s in HEADLINE_COLUMNS])
     return header, rows
@@ -119,16 +142,20 @@ RUN_COLUMNS: tuple[tuple[str, str, float], ...] = (
     ("fp_late_subscriber", "FP late sub", 1.0),
     ("duplicates", "dup", 1.0),
     ("energy_per_subscriber_j", "uJ/subscriber", 1e6),
+    ("optimum_ratio", "tx/opt", 1.0),
 )
 
 
 def run_table(doc: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
-    header = ["run", "protocol", "seed", "parameter", "warm-up s"] + [t for _, t, _ in RUN_COLUMNS]
+    runs = doc.get("runs", [])
+    axes = varied_axes(runs)
+    header = ["run", "protocol", "seed", *(axes or ["parameter"]), "warm-up s"] + [
+        t for _, t, _ in RUN_COLUMNS]
     rows = []
-    for r in doc.get("runs", []):
+    for r in runs:
         m = r.get("metrics", {})
         rows.append([str(r["run"]), str(r["protocol"]), str(r.get("seed")),
-                     f"{r['param_name']}={r['param_value']}", _num(r["warmup_s"])]
+                     *_parameter(r, axes), _num(r["warmup_s"])]
                     + [_num(m.get(k), s) for k, _, s in RUN_COLUMNS])
     return header, rows
 
@@ -153,7 +180,10 @@ DEFINITIONS = [
     "(data transmissions - first deliveries) / first deliveries.",
     "FP: deliveries to nodes outside the interested set; FP fwd: forwarding false positives "
     "reported by the protocol (n/a when it does not report them).",
-    "Duplicates: deliver records beyond the first per (event, node).",
+    "Duplicates: deliver records beyond the first per (event, node, subscription), i.e. a "
+    "subscription that received the event more than once (a node with two matching "
+    "subscriptions gets two records: not a duplicate; duplicates_per_node in metrics.json "
+    "counts per node).",
     "Cache window (--cache-window S): subscriptions starting up to S after a publication "
     "count as interested; their latency runs from the subscription. Scoped events (_scope): "
     "only members of the scope at publish time are interested.",
@@ -161,6 +191,11 @@ DEFINITIONS = [
     "records; mean over nodes of each node's mean over the measurement.",
     "Energy: first-order radio model, HESPER Table 4.1 constants; data energy of measured "
     "events per event.",
+    "tx/opt (optimum_ratio): data transmissions / the fewest broadcast transmissions that "
+    "could have delivered the same events (a Steiner tree at publish time counted in "
+    "broadcasts; over the contact history for contact traces); exact for small instances, "
+    "else against a proven approximation (metrics.json: optimum_ratio_high against its lower "
+    "bound, optimum_ratio_unicast against the fewest unicasts).",
     "Cells: mean ± half-width of the 95% Student-t interval over seeds; events published in "
     "the warm-up are excluded.",
 ]

@@ -26,7 +26,12 @@ SQL_SETTINGS = {
 }
 
 
-def get_session(master: str | None = None, app_name: str = "mesheval") -> SparkSession:
+DRIVER_MEMORY = "2g"
+"""A local session's memory; a sweep of hundreds of runs needs more (``--driver-memory``)."""
+
+
+def get_session(master: str | None = None, app_name: str = "mesheval",
+                driver_memory: str | None = None) -> SparkSession:
     """The active session, or a new small one (``local[2]`` unless ``master`` says else)."""
     active = SparkSession.getActiveSession()
     if active is None:
@@ -41,7 +46,7 @@ def get_session(master: str | None = None, app_name: str = "mesheval") -> SparkS
             builder = builder.master("local[2]")
         builder = (
             builder.config("spark.ui.enabled", "false")
-            .config("spark.driver.memory", "2g")
+            .config("spark.driver.memory", driver_memory or DRIVER_MEMORY)
             .config("spark.ui.showConsoleProgress", "false")
         )
         for key, value in SQL_SETTINGS.items():

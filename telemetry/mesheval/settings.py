@@ -8,7 +8,8 @@ writer gives one (the virtual mesh), else the run's first record.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import json
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -46,9 +47,19 @@ class RunSettings:
     end_ns: int
     nodes: int
     records: int
+    deadline_ns: int | None = None
+    """An event's lifetime: later deliveries do not count (None: no deadline)."""
+    horizon_ns: int | None = None
+    """When the run ends (t0 + duration + drain; else the last record): events whose
+    deadline falls later are not judged."""
+    varied: dict[str, Any] = field(default_factory=dict)
+    """Every value a sweep varied for this run, by axis (the report's columns)."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def varied_label(self) -> str:
+        return json.dumps(self.varied, sort_keys=True, default=str)
 
 
 SETTINGS_SCHEMA = StructType(
@@ -62,6 +73,8 @@ SETTINGS_SCHEMA = StructType(
         StructField("range_m", DoubleType()),
         StructField("t0_ns", LongType()),
         StructField("cutoff_ns", LongType()),
+        StructField("deadline_ns", LongType()),
+        StructField("horizon_ns", LongType()),
     ]
 )
 
@@ -72,6 +85,7 @@ def run_settings(
     *,
     warmup_override: float | None,
     default_range_m: float,
+    deadline_override: float | None = None,
 ) -> list[RunSettings]:
     """One ``RunSettings`` per run id found in the records."""
     rows = (
@@ -114,16 +128,25 @@ def run_settings(
                 end_ns=int(row["t1"]),
                 nodes=int(row["nodes"]),
                 records=int(row["records"]),
+                deadline_ns=_deadline_ns(deadline_override, info),
+                horizon_ns=(t0 + round(info.horizon_s * 1e9)
+                            if info and info.horizon_s is not None else int(row["t1"])),
+                varied=dict(info.varied) if info else {},
             )
         )
     return out
+
+
+def _deadline_ns(override: float | None, info: RunInfo | None) -> int | None:
+    seconds = override if override is not None else (info.deadline_s if info else None)
+    return round(seconds * 1e9) if seconds is not None else None
 
 
 def settings_frame(spark: SparkSession, settings: list[RunSettings]) -> DataFrame:
     """The settings as a small DataFrame to join on ``run``."""
     data = [
         (s.run, s.protocol, s.scenario, s.tier, s.param_name, s.param_value, s.range_m, s.t0_ns,
-         s.cutoff_ns)
+         s.cutoff_ns, s.deadline_ns, s.horizon_ns)
         for s in settings
     ]
     return spark.createDataFrame(data, schema=SETTINGS_SCHEMA)

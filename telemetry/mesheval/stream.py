@@ -148,12 +148,14 @@ def summarise(spark: SparkSession, out: Path, *, warmup_s: float, window_s: floa
                  raw.join(pubs.select("run", "event_id", "pub_node"), ["run", "event_id"])
                  .filter(F.col("node") != F.col("pub_node"))
                  .groupBy("run").agg(F.count(F.lit(1)).alias("n")).collect()}
-        first_n = {r["run"]: r["n"] for r in
-                   first.join(pubs.select("run", "event_id"), ["run", "event_id"])
-                   .filter(F.col("node") != F.col("pub_node"))
-                   .groupBy("run").agg(F.count(F.lit(1)).alias("n")).collect()}
+        # as the batch job: copies beyond the first per (event, node, subscription)
+        sub_n = {r["run"]: r["n"] for r in
+                 raw.join(pubs.select("run", "event_id", "pub_node"), ["run", "event_id"])
+                 .filter(F.col("node") != F.col("pub_node"))
+                 .select("run", "event_id", "node", F.coalesce(F.col("sub_id"), F.lit("")))
+                 .distinct().groupBy("run").agg(F.count(F.lit(1)).alias("n")).collect()}
         for run, n in raw_n.items():
-            runs.setdefault(run, {})["duplicates"] = n - first_n.get(run, 0)
+            runs.setdefault(run, {})["duplicates"] = n - sub_n.get(run, 0)
     windows = (pairs.withColumn("window_start_s", F.floor(
         (F.col("pub_ts") - F.col("t0_ns")) / 1e9 / window_s) * window_s)
         .groupBy("run", "window_start_s")

@@ -93,6 +93,14 @@ def check_routes(seed: int, method: Planarization, lattice: bool = False) -> int
         )  # fmt: skip
         assert short.home and short.path == result.path[: len(short.path)]
         assert math.dist(pos[short.end], target) == nearest_distance(pos, target)
+        # The left-hand rule is the same algorithm on the mirror image: same guarantee.
+        mirrored = route(
+            source, target, pos, adj, max_hops=HOP_FACTOR * n,
+            planarization=method, planar_cache=cache, left_hand=True,
+        )  # fmt: skip
+        assert mirrored.home and not mirrored.looped, (seed, source, target)
+        assert math.dist(pos[mirrored.end], target) == nearest_distance(pos, target)
+        assert all(b in adj[a] for a, b in itertools.pairwise(mirrored.path))
         # The last hop's header is the state the home node received.
         if result.headers:
             assert result.headers[-1].mode in (GeoMode.GREEDY, GeoMode.PERIMETER)
@@ -131,3 +139,20 @@ def test_planarisation_is_planar_connected_and_nested(seed: int, lattice: bool) 
             if len({a, b, c, d}) == 4:
                 assert not segments_cross(pos[a], pos[b], pos[c], pos[d]), (a, b, c, d)
     assert all(rng_graph[u] <= gg[u] <= adj[u] for u in adj)
+
+
+def test_the_left_hand_goes_round_a_void_on_the_other_side() -> None:
+    """Two arcs round an empty oval from S (0, 0), a local minimum, to D (300, 0): with the
+    right hand (counter-clockwise sweep) the packet takes the northern arc, with the left
+    hand the southern one."""
+    north = [(-30.0, 50.0), (-30.0, 110.0), (20.0, 160.0), (80.0, 190.0), (140.0, 200.0),
+             (200.0, 190.0), (260.0, 160.0), (300.0, 110.0), (310.0, 50.0)]
+    pos = {0: (0.0, 0.0), 1: (300.0, 0.0)}
+    for i, (x, y) in enumerate(north):
+        pos[10 + i], pos[30 + i] = (x, y), (x, -y)
+    adj = unit_disk_graph(pos, 80.0)
+    right = route(0, pos[1], pos, adj, max_hops=100)
+    left = route(0, pos[1], pos, adj, max_hops=100, left_hand=True)
+    assert right.home and left.home and right.end == left.end == 1
+    assert right.path == [0, *range(10, 19), 1]
+    assert left.path == [0, *range(30, 39), 1]

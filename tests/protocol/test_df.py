@@ -17,14 +17,28 @@ from meshsub.core.api import (
     NeighborUp,
     Position,
     PositionChanged,
+    SendTo,
 )
 from meshsub.core.params import parse_params
 from meshsub.core.registry import get_protocol
 from meshsub.core.syntax import parse_event, parse_subscription
-from meshsub.protocols.df import DF, SUBSCRIBE, DFParams
+from meshsub.protocols.df import DF, EVENT, SUBSCRIBE, DFParams
 
 TR = 70.0
 SIDE = 300.0
+
+
+def _explicit_net(pos: dict[int, tuple[float, float]], tr: float, **params: object) -> Net:
+    p = parse_params(DFParams, {"TR": tr, **params})
+    net = Net.of(DF, list(pos), params=p, delay=0.001)
+    for i, (x, y) in pos.items():
+        net.feed(i, PositionChanged(0.0, Position(x, y)))
+    for a in pos:
+        for b in pos:
+            if a != b and math.dist(pos[a], pos[b]) <= tr:
+                net.adjacency.setdefault(a, set()).add(b)
+                net.feed(a, NeighborUp(0.0, NeighborInfo(b, Position(*pos[b]))))
+    return net
 
 
 def random_net(n: int = 150, seed: int = 1) -> tuple[Net, dict[int, tuple[float, float]]]:
@@ -33,17 +47,7 @@ def random_net(n: int = 150, seed: int = 1) -> tuple[Net, dict[int, tuple[float,
     pos = {1: (s / 2, s / 2)}  # the publisher at the centre of cell (0, 0)
     for i in range(2, n + 1):
         pos[i] = (rng.uniform(0, SIDE), rng.uniform(0, SIDE))
-    p = parse_params(DFParams, {"TR": TR, "area_width_m": SIDE, "area_height_m": SIDE})
-    net = Net.of(DF, list(pos), params=p, delay=0.001)
-    for i, (x, y) in pos.items():
-        net.feed(i, PositionChanged(0.0, Position(x, y)))
-    for a in pos:
-        for b in pos:
-            if a != b and math.dist(pos[a], pos[b]) <= TR:
-                net.adjacency.setdefault(a, set()).add(b)
-                x, y = pos[b]
-                net.feed(a, NeighborUp(0.0, NeighborInfo(b, Position(x, y))))
-    return net, pos
+    return _explicit_net(pos, TR, area_width_m=SIDE, area_height_m=SIDE), pos
 
 
 def test_registered_by_name_with_protocol_id_6() -> None:
@@ -105,3 +109,41 @@ def test_subscription_without_region_is_dropped() -> None:
     net, _ = random_net(20)
     net.subscribe(5, "s", parse_subscription("temp value>1"))
     assert len(net.drops("no_region")) == 1
+
+
+def test_a_subscription_leaving_a_dead_end_leaves_no_loop_behind() -> None:
+    """GPSR leads the subscription from S into the dead end E and back (perimeter mode),
+    then round to the region: S -> E -> S -> B -> C -> D -> A. S adds no downstream for
+    the way back and unsubscribes E, so events take 4 hops, not 6 (S -> E -> S), and no
+    gradient outlives an unsubscription."""
+    s, e, b, c, d, a = 1, 2, 3, 4, 5, 6
+    pos = {s: (200.0, 0.0), e: (170.0, 80.0), b: (100.0, 0.0), c: (0.0, 0.0),
+           d: (0.0, 80.0), a: (20.0, 170.0)}
+    net = _explicit_net(pos, 100.0, area_width_m=300.0, area_height_m=220.0)
+    net.subscribe(s, "s", parse_subscription("temp gx=0 gy=2"))
+    net.run(until=1.0)
+    path = [tx.src for tx in net.txs if tx.message.type == SUBSCRIBE]
+    assert path == [s, e, s, b, c, d]
+    ev = net.publish(a, parse_event("temp gx=0 gy=2 value=1"))
+    net.run(until=2.0)
+    assert net.deliveries(ev) == [(s, "s")]
+    assert sum(1 for tx in net.txs if tx.message.type == EVENT and tx.time >= 1.0) == 4
+    net.unsubscribe(s, "s")
+    net.run(until=3.0)
+    assert all(not p.gradients for p in net.nodes.values())  # type: ignore[attr-defined]
+
+
+def test_the_hop_budget_is_end_to_end_and_never_overflows_the_wire() -> None:
+    node = DF(1, params=DFParams(TR=70.0, area_width_m=300.0, area_height_m=300.0))
+    node.handle(PositionChanged(0.0, Position(10.0, 10.0)))
+    node.handle(NeighborUp(0.0, NeighborInfo(2, Position(60.0, 60.0))))
+    sub = parse_subscription("temp gx=2 gy=2")
+    for hop, forwarded in ((254, False), (255, False), (100, True)):
+        body = [f"x/{hop}", sub.to_wire(), [0]]
+        out = node.handle(FrameReceived(1.0, 3, Message(SUBSCRIBE, MessageId(3, 0, hop), body,
+                                                        hop=hop, ttl=255)))
+        sent = [a for a in out if isinstance(a, SendTo)]
+        assert bool(sent) == forwarded
+        for action in sent:
+            assert action.message.hop + action.message.ttl <= 255
+    assert node.drops["ttl_expired"] == 2

@@ -2,24 +2,21 @@
 
 The calibrated trace is cut to a few hours and 40 nodes (with the contact rate
 per pair kept) so that the three runs and the DF sweep stay cheap; the full
-sweeps are in bench/bsub_experiments.py. Metrics come from the telemetry
-records (an in-memory sink), as the evaluation computes them.
+sweeps are experiments/bsub.sweep.toml (docs/experiments.md). Metrics come from the
+telemetry records (an in-memory sink, ``bsub_metrics``), as mesheval computes them.
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from bsub_metrics import MemorySink, metrics
 
 from meshsim.des.engine import Simulation
 from meshsim.scenario import load_scenario
 from meshsim.scenario.load import from_dict
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from bsub_metrics import MemorySink, metrics
 
 pytestmark = pytest.mark.slow  # about a minute of simulation in all
 

@@ -2,7 +2,9 @@
 
 Timeline (seconds; t0 = 0, warm-up 5 s, radio range 70 m -> free-space model):
 
-- t=1  subscriptions: n1 ``news/#``, n2 ``temp t>10``, n3 ``temp``, n4 ``temp t<5``;
+- t=1  subscriptions: n1 ``news/#``, n2 ``temp t>10``, n3 ``temp`` and ``temp t>0`` (two
+  subscriptions: every event for n3 is delivered twice, once per subscription, which is
+  no duplicate), n4 ``temp t<5``;
   t=2  n5 ``temp``, unsubscribed at t=8; t=12 n6 ``temp`` (joins late).
 - t=3  E0 (n1, ``temp t=20``) is published inside the warm-up: excluded.
 - t=10 E1 (n1, ``temp t=20``): interested {n2, n3}. n2 at 10.5 and again at 11.0
@@ -14,6 +16,9 @@ Timeline (seconds; t0 = 0, warm-up 5 s, radio range 70 m -> free-space model):
 
 n2 moves from (30, 0) to (60, 50) at t=11, between its reception from n1 and its
 transmission to n3 (the energy model uses positions as of each transmission).
+``mobility.log`` has the same tracks (n2 jumps at t=11), so the optimum sees, with the
+70 m unit disk: at t=10 n1 next to n2, n3 and n4; at t=20 n2 next to n3, n4 and n5, n6
+alone.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ def records() -> dict[int, list[dict[str, Any]]]:
     add(2, 1, "subscribe", sub_id="s2", topic="temp", content="temp t>10")
     add(2, 1, "tx", msg_kind="subscription", bytes=50)  # warm-up: excluded
     add(3, 1, "subscribe", sub_id="s3", topic="temp", content="temp")
+    add(3, 1, "subscribe", sub_id="s3b", topic="temp", content="temp t>0")
     add(4, 1, "subscribe", sub_id="s4", topic="temp", content="temp t<5")
     add(5, 2, "subscribe", sub_id="s5", topic="temp", content="temp")
     add(1, 3, "publish", event_id=E0, topic="temp", content="temp t=20")
@@ -68,6 +74,7 @@ def records() -> dict[int, list[dict[str, Any]]]:
     add(2, 11.5, "tx", msg_kind="data", bytes=100, event_id=E1, peer=3)
     add(3, 11.5, "rx", msg_kind="data", bytes=100, event_id=E1, peer=2)
     add(3, 12.0, "deliver", event_id=E1, sub_id="s3", hop=2, topic="temp")
+    add(3, 12.0, "deliver", event_id=E1, sub_id="s3b", hop=2, topic="temp")
     add(6, 12, "subscribe", sub_id="s6", topic="temp", content="temp")
     add(6, 12, "tx", msg_kind="subscription", bytes=40)
     add(6, 13.0, "deliver", event_id=E1, sub_id="s6", hop=3, topic="temp")
@@ -77,6 +84,7 @@ def records() -> dict[int, list[dict[str, Any]]]:
     add(2, 20.0, "deliver", event_id=E2, sub_id="s2local", hop=0, topic="temp")
     add(2, 20.1, "tx", msg_kind="data", bytes=80, event_id=E2)
     add(3, 20.2, "deliver", event_id=E2, sub_id="s3", hop=1, topic="temp")
+    add(3, 20.2, "deliver", event_id=E2, sub_id="s3b", hop=1, topic="temp")
     add(3, 21, "tx", msg_kind="data", bytes=80, event_id=E2, peer=4)
     add(4, 21, "rx", msg_kind="data", bytes=80, event_id=E2, peer=3)
     add(4, 24.0, "deliver", event_id=E2, sub_id="s4", hop=2, topic="temp")
@@ -122,4 +130,7 @@ def write_run(rundir: Path) -> Path:
     (rundir / "n1" / "1-0-2.jsonl").write_text("\n".join(MALFORMED) + "\n", encoding="utf-8")
     (rundir / "n1" / ".1-0-3.jsonl.tmp").write_text("half a line", encoding="utf-8")
     (rundir / "manifest.json").write_text(json.dumps(MANIFEST), encoding="utf-8")
+    track = ["0.0 1 0.0 0.0", "0.0 2 30.0 0.0", "0.0 3 60.0 0.0", "0.0 4 0.0 40.0",
+             "0.0 5 100.0 100.0", "0.0 6 200.0 200.0", "10.9 2 30.0 0.0", "11.0 2 60.0 50.0"]
+    (rundir / "mobility.log").write_text("# t node x y\n" + "\n".join(track) + "\n")
     return rundir

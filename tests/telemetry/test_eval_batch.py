@@ -52,9 +52,20 @@ def test_latency(m: dict[str, Any], result: Any) -> None:
 def test_false_positives_duplicates_and_local(m: dict[str, Any]) -> None:
     assert m["fp_deliveries"] == 2  # n4 (t<5 does not match t=20) and n6 (joined late)
     assert m["fp_late_subscriber"] == 1  # n6
-    assert m["duplicates"] == 1  # n2 got E1 twice
     assert m["local_deliveries"] == 1  # n2 delivered its own E2
-    assert m["deliver_records"] == 8  # E1: n2 twice, n3, n4, n6; E2: n3, n4; E3: n1
+    # E1: n2 twice (s2), n3 twice (s3, s3b), n4, n6; E2: n3 twice (s3, s3b), n4; E3: n1
+    assert m["deliver_records"] == 10
+
+
+def test_duplicates_per_subscription_not_per_node(m: dict[str, Any], result: Any) -> None:
+    """A duplicate is a subscription receiving an event again: n2's second E1 on s2.
+    Per node, n3's two subscriptions (s3, s3b) would add one record each for E1 and E2."""
+    assert m["duplicates"] == 1
+    assert m["duplicates_per_node"] == 1 + 2
+    assert m["duplicates_per_delivery"] == pytest.approx(1 / 5)
+    per_event = {r["event_id"]: (r["duplicates"], r["duplicates_per_node"])
+                 for r in result.evaluation.per_event.collect()}
+    assert per_event == {evaldata.E1: (1, 2), evaldata.E2: (0, 1), evaldata.E3: (0, 0)}
     assert m["fp_forward"] == 1  # the E0 one is in the warm-up
     assert m["orphan_deliveries"] == 0
 
@@ -100,12 +111,32 @@ def test_thesis_cost_metrics(m: dict[str, Any]) -> None:
     assert m["energy_subscription_per_subscriber_j"] * 1e6 == pytest.approx(31.68 / 6)
 
 
+def test_optimum_and_stretch(m: dict[str, Any], result: Any) -> None:
+    """Fewest transmissions at each publish time (evaldata's docstring has the links).
+
+    E1 (n1 -> n2, n3): one broadcast, two unicasts; its protocol sent 3 data frames.
+    E2 (n2 -> n3, n4; n6 unreachable): 1 and 2; sent 2. E3 (n3 -> n1): 1 and 1; sent 1.
+    """
+    assert (m["opt_events"], m["opt_exact_share"], m["opt_method"]) == (3, 1.0, "exact")
+    assert (m["opt_broadcast_lower"], m["opt_broadcast_upper"]) == (3, 3)
+    assert (m["opt_unicast_lower"], m["opt_unicast_upper"]) == (5, 5)
+    assert m["opt_unreachable"] == 1
+    assert m["optimum_ratio"] == m["optimum_ratio_high"] == pytest.approx(6 / 3)
+    assert m["optimum_ratio_unicast"] == pytest.approx(6 / 5)
+    # hops over shortest hops: n2 1/1, n3 2/1 (E1), n3 1/1, n4 2/1 (E2), n1 1/1 (E3)
+    assert m["hop_stretch_mean"] == pytest.approx(7 / 5) and m["hop_stretch_max"] == 2
+    assert m["geo_stretch_n"] == 0  # every subscriber within one range of its publisher
+    per_event = {r["event_id"]: r["data_tx"] for r in result.evaluation.per_event.collect()}
+    assert per_event == {evaldata.E1: 3, evaldata.E2: 2, evaldata.E3: 1}
+
+
 def handbuilt_settings(spark: Any) -> Any:
     """The settings row of evaldata's run, as mesheval.settings would derive it."""
     from mesheval.settings import SETTINGS_SCHEMA
 
     return spark.createDataFrame(
-        [(evaldata.RUN, "flooding", "handbuilt", "sim", "p", "v", 70.0, 0, 5 * evaldata.S)],
+        [(evaldata.RUN, "flooding", "handbuilt", "sim", "p", "v", 70.0, 0, 5 * evaldata.S,
+          None, None)],
         schema=SETTINGS_SCHEMA)
 
 
@@ -231,3 +262,27 @@ def test_the_manifest_t0_starts_the_warm_up(spark: Any) -> None:
     assert (s.t0_ns, s.cutoff_ns) == (150 * evaldata.S, 155 * evaldata.S)
     (s,) = run_settings(records, {0: without}, warmup_override=None, default_range_m=100.0)
     assert (s.t0_ns, s.cutoff_ns) == (100 * evaldata.S, 105 * evaldata.S)
+
+
+def test_a_failure_inside_the_jvm_is_one_line_and_status_1(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A JVM error (here: a driver out of memory) reaches Python as a Py4J error, which
+    is no PySparkException: still one line, exit status 1, no traceback."""
+    from py4j.protocol import Py4JError
+
+    import mesheval.batch
+    from mesheval.cli import main
+
+    def fail(*_a: Any, **_k: Any) -> None:
+        raise Py4JError("Could not allocate memory to grow BytesToBytesMap.\n\tat org.x.Y")
+
+    monkeypatch.setattr(mesheval.batch, "run_batch", fail)
+    rundir = evaldata.write_run(tmp_path / "run")
+    assert main([str(rundir), "--out", str(tmp_path / "out"), "--driver-memory", "3g"]) == 1
+    err = capsys.readouterr().err
+    assert err.strip() == ("mesheval: error: Spark failed: Could not allocate memory to grow "
+                           "BytesToBytesMap.")
+    with pytest.raises(SystemExit) as bad:  # argparse's one line and status 2
+        main([str(rundir), "--out", str(tmp_path / "out"), "--driver-memory", "lots"])
+    assert bad.value.code == 2

@@ -256,3 +256,41 @@ def test_bad_command_lines_exit_2(argv: list[str], capsys: pytest.CaptureFixture
     err = capsys.readouterr().err
     assert "error" in err and "Traceback" not in err
     assert len(err.strip().splitlines()) <= 3
+
+
+def test_a_sweeps_report_has_a_column_per_axis_and_plots_over_the_numeric_one() -> None:
+    from mesheval.plots import sweep_view
+    from mesheval.report import headline
+
+    def g(protocol: str, subs: int, size: int) -> dict[str, Any]:
+        return {"protocol": protocol.lower(), "scenario": "s", "tier": "simulation",
+                "param_name": "protocol,subscribers,nodes",
+                "param_value": f"{protocol},{subs},{size}", "param_number": None,
+                "varied": {"protocol": protocol, "subscribers": subs, "nodes": size},
+                "runs": ["a"], "metrics": {}}
+
+    doc = {"groups": [g("A", 20, 4000), g("A", 80, 4000), g("B", 20, 8000)]}
+    header, rows = headline(doc)
+    assert header[3:6] == ["protocol", "subscribers", "nodes"]
+    assert rows[2][3:6] == ["B", "20", "8000"]
+    view = sweep_view(doc)["groups"]
+    # x: the numeric axis with the most values (subscribers: 20, 80); series: the others
+    assert [(v["param_name"], v["param_number"], v["protocol"]) for v in view] == [
+        ("subscribers", 20.0, "protocol=A nodes=4000"), ("subscribers", 80.0,
+                                                         "protocol=A nodes=4000"),
+        ("subscribers", 20.0, "protocol=B nodes=8000")]
+
+
+def test_the_parquet_cache_stamp_follows_the_record_schema(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cache written before a field was added must not be reused (it lacks the column)."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    import mesheval.load as load
+
+    (tmp_path / "n.jsonl").write_text("{}\n")
+    files = [tmp_path / "n.jsonl"]
+    now = load._fingerprint(tmp_path, files)
+    monkeypatch.setattr(load, "record_schema",
+                        lambda *a, **k: StructType([StructField("run", StringType())]))
+    assert load._fingerprint(tmp_path, files) != now

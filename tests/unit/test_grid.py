@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 
@@ -14,6 +15,7 @@ from meshsub.core.grid import (
     GridError,
     chebyshev,
     manhattan,
+    probe_points,
 )
 
 
@@ -128,3 +130,35 @@ def test_tracker_at_the_area_edge() -> None:
         CellTracker(g, margin=-1.0)
     with pytest.raises(GridError):
         t.update(math.inf, 0.0)
+
+
+@pytest.mark.parametrize(("side", "reach", "k"), [(100 / math.sqrt(2), 100.0, 1),
+                                                  (80.0, 60.0, 2), (49.0, 70.0, 1),
+                                                  (49.6, 70.0, 2), (300.0, 50.0, 9)])
+def test_probe_points_put_every_point_of_the_cell_within_half_the_reach(
+        side: float, reach: float, k: int) -> None:
+    g = Grid(10.0, 20.0, side, 4, 3)
+    b = g.bounds((2, 1))
+    probes = probe_points(b, reach)
+    assert len(probes) == k * k
+    assert all(b.contains(x, y) for x, y in probes)
+    if k == 1:
+        assert probes[0] == pytest.approx(b.centre)
+    rng = random.Random(3)
+    corners = [(b.x_min, b.y_min), (b.x_max, b.y_max), (b.x_min, b.y_max), (b.x_max, b.y_min)]
+    for x, y in corners + [(rng.uniform(b.x_min, b.x_max), rng.uniform(b.y_min, b.y_max))
+                           for _ in range(2000)]:
+        assert min(math.dist((x, y), q) for q in probes) <= reach / 2 + 1e-9
+    with pytest.raises(GridError):
+        probe_points(b, 0.0)
+
+
+def test_a_cell_overhanging_the_area_is_clipped_to_it() -> None:
+    g = Grid.for_radio_range(70.0, 1000.0, 1000.0)  # 21 x 21 cells of 49.5 m: 1039.5 m
+    area = Bounds(0.0, 0.0, 1000.0, 1000.0)
+    edge = g.clipped((20, 3), area)
+    assert edge.x_min == pytest.approx(990.0, abs=0.1) and edge.x_max == 1000.0
+    assert (edge.y_min, edge.y_max) == (g.bounds((20, 3)).y_min, g.bounds((20, 3)).y_max)
+    assert g.clipped((3, 3), area) == g.bounds((3, 3))
+    (probe,) = probe_points(edge, 70.0)
+    assert area.contains(*probe)

@@ -151,6 +151,62 @@ def test_lifetime_boundary_is_exact_for_float_times(df: float) -> None:
         assert f.exists(b"x", now=t) is (Fraction(t) < exact)
 
 
+def _death(f: TCBF, key: bytes, start: float, df: float) -> Fraction:
+    """When ``key`` leaves ``f`` (searching ticks after ``start``)."""
+    t = Fraction(start)
+    while f.exists(key, now=float(t)):
+        t += Fraction(1, 64) / Fraction(df)
+    return t
+
+
+def test_a_key_set_between_ticks_loses_up_to_one_tick() -> None:
+    """The quantisation of the module docstring, on the issue's example: I = 10, DF = 1,
+    A-merged at 0.9 into a filter ticking since 0: gone at 10, after 9.1 s, not 10."""
+    relay = TCBF(initial=10, df=1.0, now=0.0)
+    other = TCBF(initial=10)
+    other.insert(b"old")
+    relay.a_merge(other, now=0.0)  # the filter's ticks start at 0
+    genuine = TCBF(initial=10)
+    genuine.insert(b"new")
+    relay.a_merge(genuine, now=0.9)
+    assert relay.next_tick(0.9) == pytest.approx(1.0)
+    assert relay.exists(b"new", now=9.999)
+    assert not relay.exists(b"new", now=10.0)
+    # into an empty filter the phase restarts: exactly I / DF
+    fresh = TCBF(initial=10, df=1.0, now=0.0)
+    fresh.a_merge(genuine, now=0.9)
+    assert fresh.exists(b"new", now=10.899) and not fresh.exists(b"new", now=10.9)
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_every_key_lives_within_one_tick_of_its_counter(seed: int) -> None:
+    """Counter c set at t: gone after L with c/DF - 1/DF < L <= c/DF, and L = c/DF - (phase)
+    as next_tick says; exact when t is on a tick."""
+    import random
+
+    rng = random.Random(seed)
+    df = rng.choice([1.0, 0.25, 0.138 / 60, 3.0])
+    tick = Fraction(1) / Fraction(df)
+    relay = TCBF(initial=50, df=df, now=0.0)
+    base = TCBF(initial=50)
+    base.insert(b"anchor")
+    relay.a_merge(base, now=0.0)
+    # "on a tick" needs a time that is exactly a tick: only where 1/DF is a binary float
+    on_tick = seed % 5 == 0 and df in (1.0, 0.25)
+    t = float(rng.randrange(1, 40) * tick) if on_tick else rng.uniform(0.0, 40 * float(tick))
+    c = rng.randrange(1, 40)
+    genuine = TCBF(initial=c)
+    genuine.insert(b"k")
+    expected_death = Fraction(relay.next_tick(t)) + (c - 1) * tick
+    relay.a_merge(genuine, now=t)
+    died = _death(relay, b"k", t, df)
+    life = died - Fraction(t)
+    assert c * tick - tick < life <= c * tick + tick / 64
+    assert abs(died - expected_death) <= tick / 64
+    if on_tick:
+        assert abs(life - c * tick) <= tick / 64
+
+
 def test_decay_is_lazy_exact_and_never_negative() -> None:
     f = filt(8, {1: 3, 2: 200}, df=1.0)
     for t in (0.3, 0.9, 1.0, 1.5, 2.99, 3.0, 10.0):

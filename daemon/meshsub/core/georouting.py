@@ -222,6 +222,7 @@ def next_hop(
     planarization: Planarization = Planarization.GABRIEL,
     planar: list[NodeId] | None = None,
     radio_range: float | None = None,
+    left_hand: bool = False,
 ) -> tuple[NodeId | None, GeoHeader]:
     """One GPSR forwarding decision: ``(next node or None, header to send with it)``.
 
@@ -237,9 +238,23 @@ def next_hop(
     the target, any closer node would be within range, hence a neighbour, so
     this node is the closest and the packet ends here at once.
 
+    ``left_hand`` walks faces by the left-hand rule instead: the same algorithm on
+    the mirror image of the plane (x -> -x), so every guarantee carries over. A
+    packet going back from B to A round a void with the left hand takes the side
+    that one going from A to B with the right hand took; protocols whose replies
+    retrace a path broker by broker use it so that the way back is not the other,
+    possibly far longer, way round (every node must use the same hand for a packet).
+
     Cost: greedy mode is linear in the neighbour count; perimeter mode adds
     the local planarisation (near-linear in dense graphs).
     """
+    if left_hand:
+        nxt, out = next_hop(
+            self_id, _mirror(self_pos), {n: _mirror(p) for n, p in neighbors.items()},
+            _mirror(target), None if header is None else _mirror_header(header),
+            dest=dest, planarization=planarization, planar=planar, radio_range=radio_range,
+        )  # fmt: skip
+        return nxt, _mirror_header(out)
     if not (_finite(self_pos) and _finite(target)):
         raise GeoRoutingError(f"position {self_pos} and target {target} must be finite")
     if radio_range is not None and not (math.isfinite(radio_range) and radio_range > 0):
@@ -271,6 +286,19 @@ def next_hop(
     return first, GeoHeader(
         GeoMode.PERIMETER, lp=self_pos, lf=self_pos, e0=(self_id, first), prev=self_pos
     )
+
+
+def _mirror(p: Point) -> Point:
+    return (-p[0], p[1])
+
+
+def _mirror_header(h: GeoHeader) -> GeoHeader:
+    """The header of the mirror image (planar neighbour sets do not change: Gabriel and
+    RNG depend on distances only)."""
+    if h.mode is not GeoMode.PERIMETER:
+        return h
+    assert h.lp and h.lf and h.prev
+    return GeoHeader(h.mode, lp=_mirror(h.lp), lf=_mirror(h.lf), e0=h.e0, prev=_mirror(h.prev))
 
 
 def _perimeter_step(
@@ -350,11 +378,12 @@ def route(
     planarization: Planarization = Planarization.GABRIEL,
     planar_cache: dict[NodeId, list[NodeId]] | None = None,
     radio_range: float | None = None,
+    left_hand: bool = False,
 ) -> RouteResult:
     """Drive ``next_hop`` hop by hop over a static graph (simulation, tests, benchmarks).
 
     ``planar_cache`` lets repeated routes on the same graph share each node's
-    planar neighbour list; ``radio_range`` is passed on to ``next_hop``.
+    planar neighbour list; ``radio_range`` and ``left_hand`` are passed on.
     """
     cache = planar_cache if planar_cache is not None else {}
     node = source
@@ -375,7 +404,7 @@ def route(
         nxt, header = next_hop(
             node, positions[node], view, target, header,
             dest=dest, planarization=planarization, planar=planar,
-            radio_range=radio_range,
+            radio_range=radio_range, left_hand=left_hand,
         )  # fmt: skip
         if nxt is None:
             result.home = True

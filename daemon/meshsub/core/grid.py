@@ -200,6 +200,14 @@ class Grid:
         """The centre point of ``cell``."""
         return self.bounds(cell).centre
 
+    def clipped(self, cell: Cell | tuple[int, int], within: Bounds) -> Bounds:
+        """The part of ``cell`` inside ``within`` (the deployment area): the last column and
+        row of a grid that overhangs the area are only partly real."""
+        b = self.bounds(cell)
+        part = Bounds(max(b.x_min, within.x_min), max(b.y_min, within.y_min),
+                      min(b.x_max, within.x_max), min(b.y_max, within.y_max))
+        return part if part.x_max > part.x_min and part.y_max > part.y_min else b
+
     def neighbours(self, cell: Cell | tuple[int, int], diagonal: bool = True) -> list[Cell]:
         """Adjacent cells inside the grid: 8-neighbourhood, or 4 with ``diagonal=False``.
 
@@ -234,6 +242,31 @@ class Grid:
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self):
             raise GridError(f"cell index {index!r} is outside 0..{len(self) - 1}")
         return Cell(index // self.rows, index % self.rows)
+
+
+def probe_points(rect: Bounds, reach: float) -> list[Point]:
+    """Points that prove ``rect`` (a cell, or its part inside the area) empty to geographic
+    routing with radio range ``reach``.
+
+    The rectangle is cut into ``k x k`` equal parts, ``k = ceil(longer side * sqrt(2) /
+    reach)`` (1 for HESPER's cells of side ``reach / sqrt(2)``), so every point of it is
+    within ``reach / 2`` of its part's centre; the centres are returned row by row. Why
+    that proves emptiness: if the rectangle holds a node ``n``, it lies in some part
+    with centre ``q`` and ``|n - q| <= reach / 2``. GPSR towards ``q`` ends at the
+    reachable node ``x`` closest to ``q``, so ``|x - q| <= |n - q|`` and
+    ``|x - n| <= reach``: ``n`` is ``x``'s neighbour (unit disk). A node that finds no
+    neighbour in the rectangle at any of these points therefore knows it has no
+    reachable node. ``k`` is capped at 15 (225 points); beyond that the test is no
+    longer exact.
+    """
+    _check_finite("reach", reach)
+    if reach <= 0:
+        raise GridError(f"reach must be positive, got {reach!r}")
+    rect.validate()
+    k = min(15, max(1, math.ceil(max(rect.width, rect.height) * math.sqrt(2.0) / reach - 1e-9)))
+    sx, sy = rect.width / k, rect.height / k
+    return [(rect.x_min + (i + 0.5) * sx, rect.y_min + (j + 0.5) * sy)
+            for j in range(k) for i in range(k)]
 
 
 class CellTracker:

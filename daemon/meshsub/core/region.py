@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from meshsub.core.content import Event, Subscription
-from meshsub.core.grid import Cell, Grid
+from meshsub.core.grid import Bounds, Cell, Grid
 from meshsub.core.params import OUR_DECISION, ParamDoc, ParameterError, non_negative, positive
 from meshsub.core.predicates import Op
 from meshsub.core.reliable import ReliableParams
@@ -39,7 +39,10 @@ class GridParams(ReliableParams):
     origin_x: float = 0.0
     origin_y: float = 0.0
     max_hops: int = 255
-    """Radio-hop budget of one message end to end (the frame TTL)."""
+    """Radio-hop budget of one message end to end (the frame TTL): a subscription from its
+    client to the broker that answers it, a reply back, an event from its publisher to a
+    subscriber, across every broker on the way; past it the message is dropped as
+    ``ttl_expired``. At most 255, the wire's one-byte hop field."""
 
     param_docs: ClassVar[Mapping[str, ParamDoc]] = {
         "TR": ParamDoc("m", "Zheng 2008, Table 4.1 (70 m, 100 m)"),
@@ -80,6 +83,14 @@ def make_grid(params: GridParams) -> Grid:
     """The deployment grid all nodes share (``ceil(W/s) x ceil(H/s)`` cells)."""
     return Grid.covering(params.area_width_m, params.area_height_m, params.cell_side,
                          (params.origin_x, params.origin_y))
+
+
+def deployment_area(params: GridParams) -> Bounds:
+    """The configured area: the grid covers it with whole cells, so its last column and
+    row may overhang it; hash points and probe points stay inside it
+    (``Grid.clipped``)."""
+    return Bounds(params.origin_x, params.origin_y, params.origin_x + params.area_width_m,
+                  params.origin_y + params.area_height_m)
 
 
 def subscription_region(sub: Subscription) -> Cell | None:

@@ -17,10 +17,25 @@ NFC, casefold, all whitespace removed, UTF-8); ``bytes`` are hashed as they
 are. Position i is ``mmh3.hash(key, seed=i, signed=False) % m`` for
 i = 0..k-1, and duplicate positions collapse.
 
-Decay is exact: the filter keeps a reference time ``t_ref`` as an exact
-rational, applies ``floor((now - t_ref) * DF)`` whole decrements and carries
-the remainder, so a key inserted once at ``I`` is present for every elapsed
-time below ``I / DF`` and absent from ``I / DF`` on, with no float drift.
+Decay ticks, as in the paper: every counter of a filter loses one unit every
+``1 / DF`` ("the DF ... is set to 0.138/min, or decremented by 1 every 7.2
+minutes", Zhao & Wu 2010, §VII-B), on one clock per filter. The filter keeps
+the tick phase ``t_ref`` as an exact rational and applies
+``floor((now - t_ref) * DF)`` whole decrements, carrying the remainder, so
+there is no float drift. What that means for a key's life (the counter's
+quantisation, §VI-C: one byte of counter is 255 ticks):
+
+- a counter set to ``c`` (insertion: ``I``; a merge: the merged value) at time
+  ``t`` reaches 0 at the ``c``-th tick after ``t``, so with no further input
+  the key is present for every elapsed time below ``L`` and absent from ``L``
+  on, where ``c / DF - 1 / DF < L <= c / DF``: ``L = c / DF - phase``, the
+  phase being how far ``t`` lies into the current tick (``next_tick``);
+- ``L = c / DF`` exactly when ``t`` falls on a tick, and always for a key that
+  enters an empty filter (an empty filter restarts its phase there);
+- a key set in the middle of a tick loses up to one tick of life: I = 10,
+  DF = 1/s, A-merged at t = 0.9 into a filter ticking since t = 0, it is gone
+  at t = 10, 9.1 s later (``tests/unit/test_tcbf.py`` pins both bounds).
+
 Every operation that takes ``now`` applies the decay first; ``now=None``
 means "as of the last decay".
 """
@@ -185,8 +200,23 @@ class TCBF:
         self.counters = bytearray(self.counters.translate(table))
         self._t_ref += steps / self._df
 
+    def next_tick(self, now: float) -> float:
+        """When the next decrement falls, at or after ``now`` (inf without decay): a
+        counter set to ``c`` at ``now`` lasts ``next_tick(now) - now + (c - 1) / DF``."""
+        if self._df == 0:
+            return math.inf
+        self.apply_decay(now)
+        t = _time(now)
+        if not any(self.counters) or t <= self._t_ref:
+            # an empty filter restarts its phase when something enters it
+            start = max(self._t_ref, t)
+            return float(start + 1 / self._df)
+        ticks = math.floor((t - self._t_ref) * self._df)
+        return float(self._t_ref + (ticks + 1) / self._df)
+
     def lifetime(self, counter: int) -> float:
-        """How long a counter of value ``counter`` survives from a phase start: ``counter / DF``."""
+        """How long a counter of value ``counter`` survives from a tick: ``counter / DF``
+        (up to one tick less when set between ticks, see the module docstring)."""
         return math.inf if self._df == 0 else float(counter / self._df)
 
     # ----------------------------------------------------- keys and positions

@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import msgpack
+
 from meshsub.core.api import (
     FIRST_PROTOCOL_TYPE,
     Message,
@@ -33,9 +35,15 @@ from meshsub.core.api import (
 from meshsub.core.content import ContentError, Event, Subscription
 from meshsub.core.georouting import GeoHeader, GeoRoutingError, next_hop
 from meshsub.core.grid import Cell, Point
-from meshsub.core.params import OUR_DECISION, ParamDoc, ProtocolParams
+from meshsub.core.params import OUR_DECISION, ParamDoc, ParameterError, ProtocolParams
 from meshsub.core.protocol import Protocol
-from meshsub.core.region import GridParams, event_region, make_grid, subscription_region
+from meshsub.core.region import (
+    GridParams,
+    deployment_area,
+    event_region,
+    make_grid,
+    subscription_region,
+)
 
 SUBSCRIBE = FIRST_PROTOCOL_TYPE
 EVENT = FIRST_PROTOCOL_TYPE + 1
@@ -52,9 +60,23 @@ DOWN = 1
 class DFParams(GridParams):
     reliable_control: bool = False
     """Per-hop ACKs for SUBSCRIBE/UNSUBSCRIBE (off: the thesis's loss-free counts)."""
+    max_gradients: int = 16384
+    """Bound on a node's gradients and their downstream neighbours together; past it a
+    new subscription is dropped as ``gradients_full``."""
+    max_gradient_bytes: int = 4 * 1024 * 1024
+    """Bound on the bytes the gradients keep (sub_ids and filters msgpack-encoded, a fixed
+    part per downstream neighbour); past it as ``max_gradients``."""
+
+    def validate(self) -> None:
+        GridParams.validate(self)
+        for key in ("max_gradients", "max_gradient_bytes"):
+            if getattr(self, key) < 1:
+                raise ParameterError(key, "must be at least 1")
 
     param_docs: ClassVar[Mapping[str, ParamDoc]] = {
         "reliable_control": ParamDoc("", OUR_DECISION),
+        "max_gradients": ParamDoc("entries", OUR_DECISION),
+        "max_gradient_bytes": ParamDoc("bytes", OUR_DECISION),
     }
 
 
@@ -62,8 +84,14 @@ class DFParams(GridParams):
 class Gradient:
     filter: Subscription
     region: Cell
+    nbytes: int
+    """What ``max_gradient_bytes`` counts for the gradient itself (sub_id and filter)."""
     downstream: set[int] = field(default_factory=set)
     upstream: NodeId | None = None
+
+
+DOWNSTREAM_BYTES = 8
+"""What ``max_gradient_bytes`` counts per downstream neighbour (a node id)."""
 
 
 def _geo(v: Any) -> GeoHeader:
@@ -88,7 +116,10 @@ class DF(Protocol):
     def __init__(self, node: NodeId, **kwargs: Any) -> None:
         super().__init__(node, **kwargs)
         self.grid = make_grid(self.params)
+        self.area = deployment_area(self.params)
         self.gradients: dict[str, Gradient] = {}
+        self._held = (0, 0)
+        """Entries and bytes ``gradients`` holds (``max_gradients``, ``max_gradient_bytes``)."""
         self._npos: dict[NodeId, Point] = {}
         self._waiting: list[str] = []
 
@@ -129,7 +160,8 @@ class DF(Protocol):
                      self.new_message_id(), 0)
 
     def on_unsubscribe(self, sub_id: str, subscription: Subscription) -> None:
-        self._on_unsub(f"{self.node:x}/{sub_id}", LOCAL, self.new_message_id(), 0)
+        self._on_unsub(f"{self.node:x}/{sub_id}", LOCAL, self.new_message_id(), 0,
+                       self.params.max_hops)
 
     def on_publish(self, event: Event, event_id: MessageId) -> None:
         if self.position is None:
@@ -144,7 +176,11 @@ class DF(Protocol):
                        Message(EVENT, event_id, None, hop=0, ttl=self.params.max_hops))
 
     def on_frame(self, sender: NodeId, message: Message) -> None:
-        msg = Message(message.type, message.id, message.body, message.hop + 1, message.ttl - 1)
+        hop = message.hop + 1
+        # max_hops is an end-to-end budget (at most the wire's one-byte hop field): a
+        # message goes no further than this node's own budget allows, whatever its TTL.
+        msg = Message(message.type, message.id, message.body, hop,
+                      min(message.ttl - 1, self.params.max_hops - hop))
         body = message.body
         try:
             if message.type == SUBSCRIBE:
@@ -165,7 +201,7 @@ class DF(Protocol):
                 (sid,) = _items(body, 1)
                 if not isinstance(sid, str):
                     raise ValueError("bad sub_id")
-                self._on_unsub(sid, sender, msg.id, msg.hop)
+                self._on_unsub(sid, sender, msg.id, msg.hop, msg.ttl)
             else:
                 self.drop("unknown_type", message, peer=sender)
         except (ValueError, ContentError, TypeError):
@@ -174,14 +210,18 @@ class DF(Protocol):
     def status(self) -> dict[str, Any]:
         return {**super().status(), "gradients": len(self.gradients)}
 
+    def state_sizes(self) -> dict[str, tuple[int, int]]:
+        return {**super().state_sizes(), "gradients": self._held}
+
     # ------------------------------------------------------------- internals
 
     def _target(self, region: Cell) -> Point:
-        return self.grid.centre(region)
+        """The region's centre; of its part inside the area when the grid overhangs it."""
+        return self.grid.clipped(region, self.area).centre
 
     def _send(self, node: NodeId, msg: Message) -> None:
         if msg.ttl <= 0:
-            self.drop("ttl_expired", msg)
+            self.drop("ttl_expired", msg, hop=msg.hop)
         elif self.params.reliable_control and msg.type != EVENT:
             self.send_reliable(node, msg)
         else:
@@ -194,32 +234,70 @@ class DF(Protocol):
 
     def _on_sub(self, sid: str, sub: Subscription, region: Cell, prev: int, header: GeoHeader,
                 mid: MessageId, hop: int, ttl: int | None = None) -> None:
-        """Keep the gradient to ``prev``; go on greedily towards the region's centre."""
+        """Keep the gradient to ``prev``; go on towards the region's centre (GPSR).
+
+        A subscription that comes back to a node it already passed (a perimeter walk
+        around a void, leaving a dead end or closing a loop) adds no downstream there,
+        and the node unsubscribes the loop behind it: its nodes would otherwise carry
+        every event round the loop once more and keep the gradient for ever.
+        """
         if self.position is None or not self.grid.in_grid(region):
             self.drop("no_position", sub_id=sid)
             return
         grad = self.gradients.get(sid)
+        loop: NodeId | None = None
         if grad is None:
-            grad = self.gradients[sid] = Gradient(sub, region)
-        grad.downstream.add(prev)
+            nbytes = len(sid.encode()) + len(msgpack.packb(sub.to_wire()))
+            if not self._hold(2, nbytes + DOWNSTREAM_BYTES, sid, sub.topic):
+                return
+            grad = self.gradients[sid] = Gradient(sub, region, nbytes)
+            grad.downstream.add(prev)
+        elif grad.upstream is not None:
+            loop = grad.upstream
+        elif not self._add_downstream(grad, prev, sid):
+            return
         nxt, out = self._step(self._target(region), header)
+        grad.upstream = nxt  # None: home, the node closest to the region's centre (root)
+        if loop is not None and loop != nxt:
+            self._send(loop, Message(UNSUBSCRIBE, self.new_message_id(), [sid], 0,
+                                     self.params.max_hops))
         if nxt is None:
-            return  # home: the node closest to the region's centre holds the root
-        grad.upstream = nxt
+            return
         ttl = self.params.max_hops if ttl is None else ttl
         self._send(nxt, Message(SUBSCRIBE, mid, [sid, sub.to_wire(), out.to_wire()], hop, ttl))
 
-    def _on_unsub(self, sid: str, sender: int, mid: MessageId, hop: int) -> None:
+    def _hold(self, entries: int, nbytes: int, sid: str, topic: str) -> bool:
+        """Count ``entries`` more of ``nbytes`` into the gradients if they fit; otherwise
+        the subscription is dropped as ``gradients_full``."""
+        held, held_bytes = self._held
+        p = self.params
+        if held + entries > p.max_gradients or held_bytes + nbytes > p.max_gradient_bytes:
+            self.drop("gradients_full", sub_id=sid, topic=topic)
+            return False
+        self._held = (held + entries, held_bytes + nbytes)
+        return True
+
+    def _add_downstream(self, grad: Gradient, prev: int, sid: str) -> bool:
+        if prev in grad.downstream:
+            return True
+        if not self._hold(1, DOWNSTREAM_BYTES, sid, grad.filter.topic):
+            return False
+        grad.downstream.add(prev)
+        return True
+
+    def _on_unsub(self, sid: str, sender: int, mid: MessageId, hop: int, ttl: int) -> None:
         grad = self.gradients.get(sid)
         if grad is None:
             return
-        grad.downstream.discard(sender)
+        if sender in grad.downstream:
+            grad.downstream.discard(sender)
+            self._held = (self._held[0] - 1, self._held[1] - DOWNSTREAM_BYTES)
         if grad.downstream:
             return
         del self.gradients[sid]
+        self._held = (self._held[0] - 1, self._held[1] - grad.nbytes)
         if grad.upstream is not None:
-            self._send(grad.upstream, Message(UNSUBSCRIBE, mid, [sid], hop,
-                                              self.params.max_hops))
+            self._send(grad.upstream, Message(UNSUBSCRIBE, mid, [sid], hop, ttl))
 
     def _on_event(self, event: Event, region: Cell, at: float, mode: int, header: GeoHeader,
                   msg: Message) -> None:

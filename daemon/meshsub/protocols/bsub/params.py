@@ -39,7 +39,9 @@ class BSubParams(ReliableParams):
     DF: float | None = None
     """Decaying factor (counter units per second); None: Eq. 5 from ``N``, ``T``, ``delta``."""
     N: int = 123
-    """Eq. 5: keys a broker collects within ``T`` (123 reproduces 0.138/min at T = 10 h)."""
+    """Eq. 5: keys a broker collects within ``T``. The paper counts the distinct nodes met in
+    ``T`` on its traces (§VII-B); 123 is no such count (a 79-node trace has at most 78) but
+    back-solved to give its 0.138/min at T = 10 h: set N (or DF) from your contacts."""
     T: float | None = None
     """Interest lifetime target of Eq. 5 (s); None: equal to ``TTL``."""
     delta: float = 0.0

@@ -133,9 +133,53 @@ def _event(v: Any, what: str) -> Event:
 # ----------------------------------------------------------------- envelope
 
 
+STAGE_BROKER = 0
+"""Envelope stage: on the way to the topic's broker of ``cell`` (GPSR towards its hash
+point, or towards a broker announced by BROKER_UPDATE)."""
+STAGE_SKIP = 1
+"""SUBSCRIBE only: ``cell`` was found empty; on the way towards the region, taken over by
+the first node whose own cell is at least as close to the region as ``cell``."""
+STAGE_PROBE = 2
+"""``STAGE_PROBE + i``: looking for any node of ``cell`` at probe point ``i`` (a point
+every node of one part of the cell is within TR/2 of); the last one failing proves the
+cell empty. See ``meshsub.core.grid.probe_points``."""
+STAGE_MAX = 255
+
+
+MAX_LEGS = 64
+"""Most further destinations one envelope may carry (``Envelope.also``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Leg:
+    """One further destination cell of an envelope, with its own stage and GPSR state."""
+
+    cell: Cell
+    stage: int
+    geo: GeoHeader
+
+    def to_wire(self) -> list[Any]:
+        return [self.cell[0], self.cell[1], self.stage, self.geo.to_wire()]
+
+    @classmethod
+    def from_wire(cls, v: Any) -> Leg:
+        gx, gy, stage, geo = _list(v, 4, "leg")
+        try:
+            header = GeoHeader.from_wire(geo)
+        except GeoRoutingError as exc:
+            raise ValueError(f"leg routing header: {exc}") from None
+        return cls(Cell(_int(gx, "leg cell"), _int(gy, "leg cell")),
+                   _int(stage, "leg stage", 0, STAGE_MAX), header)
+
+
 @dataclass(frozen=True, slots=True)
 class Envelope:
-    """Addressing of a broker-to-broker (or broker-to-client) message."""
+    """Addressing of a broker-to-broker (or broker-to-client) message.
+
+    ``also`` lists further destination cells of the same message (an EVENT a broker
+    sends over several legs round a void at once); each relay splits the list by next
+    hop, so the legs share the radio hops they have in common.
+    """
 
     cell: Cell
     topic: str
@@ -143,21 +187,35 @@ class Envelope:
     redirects: int
     geo: GeoHeader
     payload: list[Any] | tuple[Any, ...]
+    stage: int = STAGE_BROKER
+    also: tuple[Leg, ...] = ()
 
     def to_wire(self) -> list[Any]:
         return [self.cell[0], self.cell[1], self.topic, self.dest, self.redirects,
-                self.geo.to_wire(), list(self.payload)]
+                self.geo.to_wire(), list(self.payload), self.stage,
+                [leg.to_wire() for leg in self.also]]
 
     @classmethod
     def from_wire(cls, body: Any) -> Envelope:
-        gx, gy, topic, dest, redirects, geo, payload = _list(body, 7, "envelope")
+        """Nine fields; seven or eight (an older node's frame: no stage, no further legs)
+        are read as stage 0 and no further legs."""
+        items = _list(body, None, "envelope")
+        if len(items) == 7:
+            items = [*items, STAGE_BROKER]
+        if len(items) == 8:
+            items = [*items, []]
+        gx, gy, topic, dest, redirects, geo, payload, stage, also = _list(items, 9, "envelope")
         try:
             header = GeoHeader.from_wire(geo)
         except GeoRoutingError as exc:
             raise ValueError(f"envelope routing header: {exc}") from None
+        legs = _list(also, None, "legs")
+        if len(legs) > MAX_LEGS:
+            raise ValueError(f"envelope: more than {MAX_LEGS} further legs")
         return cls(Cell(_int(gx, "cell"), _int(gy, "cell")), _str(topic, "topic"),
                    _opt_node(dest, "dest"), _int(redirects, "redirects", 0, 255), header,
-                   _list(payload, None, "payload"))
+                   _list(payload, None, "payload"), _int(stage, "stage", 0, STAGE_MAX),
+                   tuple(Leg.from_wire(leg) for leg in legs))
 
 
 # ------------------------------------------------------------------ payloads
@@ -204,21 +262,29 @@ class Reply:
     index: int
     """Position in ``route_record`` of the broker this copy is heading for."""
     seq: int
+    sub_hops: int = 0
+    """Radio hops the answered SUBSCRIBE copy took from its client to the replier: with
+    the REPLY's own hops, the round trip the SHB's reply window is sized from."""
 
     def to_wire(self) -> list[Any]:
         return [self.sub_id, self.replier, list(self.replier_cell), self.kind, self.new_links,
-                self.total_hops, [list(c) for c in self.route_record], self.index, self.seq]
+                self.total_hops, [list(c) for c in self.route_record], self.index, self.seq,
+                self.sub_hops]
 
     @classmethod
     def from_wire(cls, v: Any) -> Reply:
-        sid, rep, rcell, kind, new, total, route, index, seq = _list(v, 9, "REPLY")
+        """Ten fields; nine (an older node's REPLY, without ``sub_hops``) read as 0 hops."""
+        items = _list(v, None, "REPLY")
+        if len(items) == 9:
+            items = [*items, 0]
+        sid, rep, rcell, kind, new, total, route, index, seq, hops = _list(items, 10, "REPLY")
         if kind not in (KIND_PHB, KIND_JOINED):
             raise ValueError("REPLY kind must be PHB or JOINED_EXISTING")
         cells = tuple(_cells(route, "route_record"))
         idx = _int(index, "index", 0, max(0, len(cells) - 1))
         return cls(_str(sid, "sub_id"), _node(rep, "replier"), _cell(rcell, "replier_cell"),
                    kind, _int(new, "new_links", 0, 4096), _int(total, "total_hops", 0, 8192),
-                   cells, idx, _int(seq, "seq", 0, 2**31))
+                   cells, idx, _int(seq, "seq", 0, 2**31), _int(hops, "sub_hops", 0, 255))
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,16 +42,39 @@ class HesperParams(GridParams):
     TD: float = 75.0
     M_b: int = 320
     reply_wait_s: float = 0.0
-    """HESPER-II reply window; 0 = 2 x hop_estimate x per_hop_rtt_s (plus rto_initial per
-    hop with reliable_control), at least 0.3 s."""
+    """HESPER-II reply window; 0 = 2 x hop_estimate x per_hop_rtt_s with two radio hops per
+    cell hop, at least 0.3 s, kept open after each reply for as long again as that reply's
+    own round trip (radio hops x per_hop_rtt_s / 2)."""
     per_hop_rtt_s: float = 0.05
+    """Time to allow per radio hop in the timers (reply window, PENDING lifetime)."""
     pending_ttl_s: float = 0.0
-    """Lifetime of a PENDING entry; 0 = 3 x reply window."""
+    """Lifetime of a PENDING entry; 0 = as long as its reply (HESPER-II: its confirmation)
+    can still come within the hop budget (max_hops hops each way at per_hop_rtt_s, plus
+    retransmissions with reliable_control), at least 3 x the first reply window, at most
+    lease_s."""
     sub_refresh_s: float = 60.0
     lease_s: float = 180.0
     handover_grace_s: float = 10.0
     dedup_size: int = 4096
     dedup_s: float = 120.0
+    max_routing_entries: int = 16384
+    """Bound on a broker's routing table over all its topics: topics, entries, downstream
+    pointers, subscriptions awaiting a CONFIRM, REPLYs collected. Past it a new one is
+    dropped as ``routing_full`` (the client's refresh tries again)."""
+    max_routing_bytes: int = 4 * 1024 * 1024
+    """Bound on the bytes the same table keeps (topics, filters, sub_ids, route records,
+    msgpack-encoded); past it as ``max_routing_entries``."""
+    max_beacons: int = 1024
+    """Bound on the neighbours whose last beacon is kept (the cell view); a beacon from
+    a new neighbour past it, when none has been silent for ``member_timeout_s``, is
+    dropped as ``beacons_full``."""
+    max_hints: int = 4096
+    """Bound on the brokers remembered from BROKER_UPDATEs (by cell and topic); past it the
+    oldest is forgotten (``hint_evicted``: messages to its cell find the broker by the hash
+    point again)."""
+    max_hint_bytes: int = 1024 * 1024
+    """Bound on the bytes the remembered brokers keep (topic names and a fixed part);
+    past it as ``max_hints``."""
     reliable_control: bool = True
     """Per-hop ACKs for SUBSCRIBE, REPLY, CONFIRM, UNSUBSCRIBE, STATE_TRANSFER and
     BROKER_UPDATE; false reproduces the thesis's loss-free message counts."""
@@ -84,8 +107,7 @@ class HesperParams(GridParams):
         "M_b": ParamDoc("bits", "Zheng 2008, Table 4.1 (320 bits)",
                       "Message size in the energy model."),
         "reply_wait_s": ParamDoc("s", OUR_DECISION),
-        "per_hop_rtt_s": ParamDoc("s", OUR_DECISION,
-                      "Round-trip estimate per hop for the HESPER-II reply window."),
+        "per_hop_rtt_s": ParamDoc("s", OUR_DECISION),
         "pending_ttl_s": ParamDoc("s", OUR_DECISION),
         "sub_refresh_s": ParamDoc("s", OUR_DECISION,
                       "Period at which subscriptions are refreshed towards their broker."),
@@ -97,6 +119,11 @@ class HesperParams(GridParams):
                       "Message ids remembered to suppress duplicates."),
         "dedup_s": ParamDoc("s", OUR_DECISION,
                       "How long a message id is remembered."),
+        "max_routing_entries": ParamDoc("entries", OUR_DECISION),
+        "max_routing_bytes": ParamDoc("bytes", OUR_DECISION),
+        "max_beacons": ParamDoc("neighbours", OUR_DECISION),
+        "max_hints": ParamDoc("entries", OUR_DECISION),
+        "max_hint_bytes": ParamDoc("bytes", OUR_DECISION),
         "reliable_control": ParamDoc("", OUR_DECISION),
         "reliable_events": ParamDoc("", OUR_DECISION),
     }
@@ -121,6 +148,10 @@ class HesperParams(GridParams):
             raise ParameterError("energy_source", f"must be one of {list(ENERGY_SOURCES)}")
         if self.M_b < 1:
             raise ParameterError("M_b", "must be a positive number of bits")
+        for key in ("max_routing_entries", "max_routing_bytes", "max_beacons", "max_hints",
+                    "max_hint_bytes"):
+            if getattr(self, key) < 1:
+                raise ParameterError(key, "must be at least 1")
         if self.dedup_size < 1:
             raise ParameterError("dedup_size", "must be at least 1")
         if self.lease_s < self.sub_refresh_s:
