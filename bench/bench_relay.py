@@ -36,7 +36,7 @@ from meshsub.core.content import Event
 from meshsub.protocols.flooding import DATA, encode_body
 from meshsub.wire import FrameCodec, KeyRing
 
-KEY = "5a" * 32
+KEY = "d2e9c07a4f1b86350e7ac2b94d18f63a5c0e7b29f4d1a8c63e5b07f92a4c1d86"  # a bench key
 TICK = os.sysconf("SC_CLK_TCK")
 VENV_BIN = Path(sys.executable).parent
 

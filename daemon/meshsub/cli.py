@@ -27,6 +27,7 @@ from meshsub import __version__
 
 DEFAULT_CONFIG = "/etc/meshsub/meshsub.toml"
 DEFAULT_STATE_DIR = "/var/lib/meshsub"
+DEFAULT_RUNTIME_DIR = "/run/meshsub"
 SOCKET_NAME = "meshsubd.sock"
 
 EXIT_OK = 0
@@ -61,6 +62,8 @@ def meshsubd_main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         return _fail("meshsubd", str(exc), EXIT_USAGE)
     if args.check:
+        for warning in config.security.warnings:
+            print(f"meshsubd: warning: {warning}", file=sys.stderr)
         print(f"meshsubd: {args.config}: configuration is valid")
         return EXIT_OK
 
@@ -99,10 +102,15 @@ class CtlError(Exception):
 
 
 def _socket_path(args: argparse.Namespace) -> Path:
+    """--socket; else in --state-dir or $MESHSUB_STATE_DIR; else the unit's runtime
+    directory if the daemon listens there, else the default state directory."""
     if args.socket:
         return Path(args.socket)
-    state = args.state_dir or os.environ.get("MESHSUB_STATE_DIR") or DEFAULT_STATE_DIR
-    return Path(state) / SOCKET_NAME
+    state = args.state_dir or os.environ.get("MESHSUB_STATE_DIR")
+    if state:
+        return Path(state) / SOCKET_NAME
+    runtime = Path(DEFAULT_RUNTIME_DIR) / SOCKET_NAME
+    return runtime if runtime.exists() else Path(DEFAULT_STATE_DIR) / SOCKET_NAME
 
 
 class _Connection:
@@ -163,8 +171,8 @@ class _Connection:
 def meshsubctl_main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     parser = _Parser(prog="meshsubctl", description="query and drive a running meshsubd")
-    parser.add_argument("--state-dir", help=f"daemon state directory (default {DEFAULT_STATE_DIR}"
-                        " or $MESHSUB_STATE_DIR)")
+    parser.add_argument("--state-dir", help="directory of the daemon's control socket (default "
+                        f"$MESHSUB_STATE_DIR, else {DEFAULT_RUNTIME_DIR} or {DEFAULT_STATE_DIR})")
     parser.add_argument("--socket", help="control socket path (overrides --state-dir)")
     parser.add_argument("--json", action="store_true", help="machine-readable JSON output")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for a reply")
@@ -177,7 +185,12 @@ def meshsubctl_main(argv: Sequence[str] | None = None, out: TextIO | None = None
     p.add_argument("text", nargs="+", help="the event in text syntax")
     s = sub.add_parser("sub", help="subscribe and print deliveries until Ctrl-C")
     s.add_argument("text", nargs="+", help="the subscription in text syntax")
+    g = sub.add_parser("genkey", help="print a new random fleet key (32 bytes, hex)")
+    g.add_argument("--id", type=int, metavar="KEY_ID",
+                   help="print a key file line '<id> <hex>' (key id 0..255)")
     args = parser.parse_args(argv)
+    if args.command == "genkey":
+        return _genkey(args.id, out)
 
     try:
         return _run_ctl(args, out)
@@ -189,6 +202,17 @@ def meshsubctl_main(argv: Sequence[str] | None = None, out: TextIO | None = None
         with contextlib.suppress(OSError):
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the interpreter's flush
         return EXIT_OK
+
+
+def _genkey(key_id: int | None, out: TextIO) -> int:
+    """A new fleet key from the OS's CSPRNG; needs no daemon."""
+    from meshsub.wire.keys import KEY_ID_MAX, new_key
+
+    if key_id is not None and not 0 <= key_id <= KEY_ID_MAX:
+        return _fail("meshsubctl", f"genkey: key id must be in 0..{KEY_ID_MAX}", EXIT_USAGE)
+    key = new_key()
+    print(key if key_id is None else f"{key_id} {key}", file=out)
+    return EXIT_OK
 
 
 def _run_ctl(args: argparse.Namespace, out: TextIO) -> int:

@@ -12,7 +12,10 @@ carrying ``node``, ``epoch`` and ``rec`` (docs/evaluation.md). The collector
 - drops records it has already written (same run/node/epoch/rec) and counts
   gaps, so redeliveries after a broker or collector restart duplicate nothing
   (records without ``epoch``/``rec`` cannot be recognised and are kept);
-- reconnects with exponential back-off when the broker goes away.
+- reconnects with exponential back-off when the broker goes away;
+- logs in with ``--username``/``--password-file`` and, with ``--tls-ca``, speaks
+  TLS and verifies the broker: the device brokers refuse anonymous clients, and a
+  password is never sent to a broker beyond the loopback without TLS.
 
 State (next file number, the sequences seen, counters) is kept in the spool as
 the hidden ``.collector-<client>.json``, rewritten atomically after each file.
@@ -21,12 +24,14 @@ the hidden ``.collector-<client>.json``, rewritten atomically after each file.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import logging
 import os
 import re
 import signal
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -123,7 +128,10 @@ class Collector:
     def __init__(self, host: str, port: int, topic: str, spool_dir: Path, *,
                  client_id: str, roll_lines: int = 5000, roll_seconds: float = 2.0,
                  max_unacked: int = 16, session_expiry_s: int = 7 * 86400,
-                 reconnect_min_s: int = 1, reconnect_max_s: int = 30) -> None:
+                 reconnect_min_s: int = 1, reconnect_max_s: int = 30,
+                 username: str | None = None, password: str | None = None,
+                 tls_ca: Path | None = None, tls_cert: Path | None = None,
+                 tls_key: Path | None = None) -> None:
         self.host, self.port, self.topic = host, port, topic
         self.spool = Spool(spool_dir, client_id)
         self.roll_lines, self.roll_seconds, self.max_unacked = roll_lines, roll_seconds, max_unacked
@@ -138,6 +146,13 @@ class Collector:
         self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id,
                                   protocol=MQTTProtocolVersion.MQTTv5, manual_ack=True)
         self.client.reconnect_delay_set(reconnect_min_s, reconnect_max_s)
+        if username is not None:
+            self.client.username_pw_set(username, password)
+        if tls_ca is not None:
+            self.client.tls_set(ca_certs=str(tls_ca),
+                                certfile=str(tls_cert) if tls_cert else None,
+                                keyfile=str(tls_key) if tls_key else None,
+                                cert_reqs=ssl.CERT_REQUIRED)
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
         self.client.on_message = self._on_message
@@ -320,8 +335,49 @@ def collect_parser() -> argparse.ArgumentParser:
                    "(keep below the broker's in-flight limit, mosquitto: 20)")
     p.add_argument("--session-expiry", type=_positive_int, default=7 * 86400, metavar="S")
     p.add_argument("--reconnect-max", type=_positive_int, default=30, metavar="S")
+    p.add_argument("--username", help="log in as this broker user (role mosquitto: an entry "
+                   "of mosquitto_apps with read access to the telemetry topic)")
+    p.add_argument("--password-file", type=Path, metavar="FILE",
+                   help="the user's password (first line)")
+    p.add_argument("--tls-ca", type=Path, metavar="FILE",
+                   help="speak TLS and verify the broker against this CA bundle")
+    p.add_argument("--tls-cert", type=Path, metavar="FILE", help="client certificate (TLS)")
+    p.add_argument("--tls-key", type=Path, metavar="FILE", help="client key (TLS)")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _credentials(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """(username, password) from the options; ValueError (one line) when they do not fit."""
+    password = None
+    if args.password_file is not None:
+        if args.username is None:
+            raise ValueError("--password-file needs --username")
+        try:
+            password = args.password_file.read_text(encoding="utf-8").splitlines()[0].strip()
+        except (OSError, UnicodeDecodeError, IndexError) as exc:
+            raise ValueError(f"{args.password_file}: cannot read a password ({exc})") from None
+        host, _ = args.broker
+        if args.tls_ca is None and not _loopback(host):
+            raise ValueError(f"a password for {host} needs --tls-ca: it would cross the "
+                             "network in clear")
+    if (args.tls_cert is None) != (args.tls_key is None) or \
+            (args.tls_cert is not None and args.tls_ca is None):
+        raise ValueError("--tls-cert and --tls-key go together, with --tls-ca")
+    for name in ("tls_ca", "tls_cert", "tls_key"):
+        path = getattr(args, name)
+        if path is not None and not path.is_file():
+            raise ValueError(f"--{name.replace('_', '-')}: no such file: {path}")
+    return args.username, password
 
 
 def collect_main(argv: Sequence[str]) -> int:
@@ -333,11 +389,18 @@ def collect_main(argv: Sequence[str]) -> int:
     except OSError as exc:
         print(f"mesheval collect: error: {args.spool}: {exc.strerror or exc}", file=sys.stderr)
         return 2
+    try:
+        username, password = _credentials(args)
+    except ValueError as exc:
+        print(f"mesheval collect: error: {exc}", file=sys.stderr)
+        return 2
     host, port = args.broker
     collector = Collector(host, port, args.topic, args.spool, client_id=args.client_id,
                           roll_lines=args.roll_lines, roll_seconds=args.roll_seconds,
                           max_unacked=args.max_unacked, session_expiry_s=args.session_expiry,
-                          reconnect_min_s=1, reconnect_max_s=args.reconnect_max)
+                          reconnect_min_s=1, reconnect_max_s=args.reconnect_max,
+                          username=username, password=password, tls_ca=args.tls_ca,
+                          tls_cert=args.tls_cert, tls_key=args.tls_key)
 
     def stop(signum: int, frame: FrameType | None) -> None:
         collector.stop()

@@ -56,8 +56,14 @@ def render(tmp_path: Path, variables: dict[str, Any]) -> tuple[Path, Path]:
     return out, keys
 
 
-KEY = "5c" * 32
-BASE = {"meshsub_node_id": 17, "meshsub_fleet_keys": {"1": KEY, "2": "ab" * 16},
+def private(path: Path, text: str) -> None:
+    path.write_text(text)
+    path.chmod(0o400)
+
+
+KEY = "5c0e8a19d3f74b62a1c9e07d2b5f8836c4e1a97d03b26f5e8c1d4a7b90e3f216"
+KEY2 = "b7a15e3c90d24f68e1c7a30b9d56f2e84a0c3b71d95e26f8c4a1b07e3d92f5c6"
+BASE = {"meshsub_node_id": 17, "meshsub_fleet_keys": {"1": KEY, "2": KEY2},
         "meshsub_current_key": 2}
 
 
@@ -79,11 +85,14 @@ def test_rendered_config_is_what_the_daemon_accepts(tmp_path: Path,
     from meshsub.runtime.config import load_config
 
     out, keys = render(tmp_path, {**BASE, **variables})
+    private(tmp_path / "mqtt.password", "a-broker-password\n")  # the mosquitto role's
     config = load_config(str(out))
     assert config.node.id == 17
-    assert "2 " + "ab" * 16 in keys.read_text().splitlines()
+    assert "2 " + KEY2 in keys.read_text().splitlines()
     text = out.read_text()
     assert f'key_file = "{tmp_path}/fleet.keys"' in text and KEY not in text
+    assert config.mqtt.username == "meshsubd" and config.mqtt.password == "a-broker-password"
+    assert config.storage.control_dir == "/run/meshsub"
 
 
 @needs_ansible
@@ -93,6 +102,7 @@ def test_a_bad_value_renders_but_the_daemon_rejects_it(tmp_path: Path) -> None:
 
     out, _ = render(tmp_path, {**BASE, "meshsub_location_source": "none",
                                "meshsub_log_level": "loud"})
+    private(tmp_path / "mqtt.password", "pw\n")
     with pytest.raises(ConfigError, match=r"log\.level"):
         load_config(str(out))
 

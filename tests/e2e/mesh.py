@@ -10,6 +10,11 @@ own mosquitto on its loopback and a ``meshsubd`` (subprocesses through
 Everything is named with the ``msub`` prefix; ``Mesh.down`` removes exactly
 what ``Mesh.up`` made, also after a failure. Used by ``test_mesh_root.py``
 and ``bench/bench_daemon.py``.
+
+``Mesh(secure=True)`` runs each node's broker as the Ansible role ``mosquitto``
+configures a device (``rolebroker``: rendered by Ansible, no anonymous clients,
+the role's ACL); the daemon then logs in as ``meshsubd`` and the test tools as
+the application ``e2e`` (or whoever a test names), with their own topics.
 """
 
 from __future__ import annotations
@@ -29,13 +34,15 @@ from functools import reduce
 from pathlib import Path
 from typing import Any
 
+from rolebroker import DAEMON_USER, RoleBroker, render
+
 VENV_BIN = Path(sys.executable).parent
 PREFIX = "msub-e2e"
 MEDIUM = f"{PREFIX}-m"
 BRIDGE = f"{PREFIX}-br"
 NFT_TABLE = "msub_e2e"
 IFACE = "msub0"
-KEY = "5a" * 32
+KEY = "7fbbf3463e9adb8738c57d35e9034c9be7767ce118980601034669bbeb5b9221"  # a test key
 NAMES = ("a", "b", "c")
 ORIGIN = (52.52, 13.405)
 
@@ -121,6 +128,8 @@ class NodeProc:
     params: dict[str, Any] = field(default_factory=lambda: {"ttl": 8, "jitter": 0.005})
     link_options: dict[str, Any] = field(default_factory=dict)
     """Extra ``[link]`` keys (e.g. ``receive_buffer``)."""
+    broker: RoleBroker | None = None
+    """The role-rendered broker configuration (``Mesh(secure=True)``), else anonymous."""
     mosquitto: subprocess.Popen[bytes] | None = None
     daemon: subprocess.Popen[bytes] | None = None
     extra: list[subprocess.Popen[bytes]] = field(default_factory=list)
@@ -165,12 +174,25 @@ class NodeProc:
             "[security]", "current_key = 1",
             "[security.keys]", f'1 = "{KEY}"',
             "[mqtt]", 'host = "127.0.0.1"', f"port = {self.mqtt_port}",
+            *self.mqtt_login_toml(),
             "[storage]", f'state_dir = "{self.state_dir}"', f'spool_dir = "{self.spool_dir}"',
             "[telemetry]", "roll_seconds = 5.0",
             "[log]", 'level = "info"',
         ]
         lines += self.location_toml()
         self.config_path.write_text("\n".join(lines) + "\n")
+
+    def mqtt_login_toml(self) -> list[str]:
+        if self.broker is None or not self.broker.passwords:
+            return []
+        return [f'username = "{DAEMON_USER}"',
+                f'password_file = "{self.broker.password_file(DAEMON_USER)}"']
+
+    def login(self, user: str | None) -> list[str]:
+        """mosquitto_pub/sub options for ``user`` (None: anonymous)."""
+        if user is None or self.broker is None or user not in self.broker.passwords:
+            return []
+        return ["-u", user, "-P", self.broker.passwords[user]]
 
     def location_toml(self) -> list[str]:
         loc = self.location
@@ -183,16 +205,21 @@ class NodeProc:
             out += ["[location.gpsd]", f"port = {loc['port']}"]
         elif loc["source"] == "nmea":
             out += ["[location.nmea]", f'device = "{loc["device"]}"', "baud = 9600"]
+        elif loc["source"] == "static":
+            out += ["[location.static]", f"x = {loc['x']}", f"y = {loc['y']}"]
         return out
 
     # ------------------------------------------------------------ processes
 
     def start_broker(self) -> None:
         conf = self.workdir / "mosquitto.conf"
-        conf.write_text(
-            f"listener {self.mqtt_port} 127.0.0.1\nallow_anonymous true\n"
-            f"persistence true\npersistence_location {self.workdir}/\n"
-            f"max_queued_messages 100000\nuser {getpass.getuser()}\n")
+        if self.broker is not None:
+            conf = self.broker.conf
+        else:
+            conf.write_text(
+                f"listener {self.mqtt_port} 127.0.0.1\nallow_anonymous true\n"
+                f"persistence true\npersistence_location {self.workdir}/\n"
+                f"max_queued_messages 100000\nuser {getpass.getuser()}\n")
         self.mosquitto = subprocess.Popen(
             ["ip", "netns", "exec", self.ns, "/usr/sbin/mosquitto", "-c", str(conf)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -264,15 +291,21 @@ class NodeProc:
             return None
         return status if isinstance(status, dict) else None
 
-    def mqtt_pub(self, topic: str, payload: str, *, retain: bool = False) -> None:
+    def mqtt_pub(self, topic: str, payload: str, *, retain: bool = False,
+                 user: str | None = "e2e", check: bool = True,
+                 props: list[str] | None = None) -> subprocess.CompletedProcess[str]:
+        """``mosquitto_pub`` as application ``user`` (anonymous with ``user=None``, or on a
+        broker without logins); ``check=False`` returns a refused publish instead."""
         args = ["mosquitto_pub", "-V", "5", "-q", "1", "-h", "127.0.0.1",
-                "-p", str(self.mqtt_port), "-t", topic]
+                "-p", str(self.mqtt_port), "-t", topic, *self.login(user)]
+        for prop in props or []:
+            args += ["-D", "publish", "user-property", *prop.split("=", 1)]
         args += ["-r"] if retain else []
         args += ["-n"] if payload == "" else ["-m", payload]
-        sh(*args, ns=self.ns)
+        return sh(*args, ns=self.ns, check=check)
 
-    def mqtt_sub(self, topic: str) -> Subscriber:
-        return Subscriber(self, topic)
+    def mqtt_sub(self, topic: str, user: str | None = "e2e") -> Subscriber:
+        return Subscriber(self, topic, user)
 
 
 def _signal(proc: subprocess.Popen[bytes], sig: int) -> None:
@@ -287,12 +320,13 @@ def _signal(proc: subprocess.Popen[bytes], sig: int) -> None:
 class Subscriber:
     """``mosquitto_sub`` in a namespace; its output lines collected by a thread."""
 
-    def __init__(self, node: NodeProc, topic: str) -> None:
+    def __init__(self, node: NodeProc, topic: str, user: str | None = "e2e") -> None:
         self.lines: list[str] = []
+        self.user = user
         self.proc = subprocess.Popen(
             ["ip", "netns", "exec", node.ns, "mosquitto_sub", "-V", "5", "-q", "1",
              "-h", "127.0.0.1", "-p", str(node.mqtt_port), "-t", topic,
-             "-F", "%U %p"],
+             "-F", "%U %p", *node.login(user)],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         node.extra.append(self.proc)
         self._thread = threading.Thread(target=self._pump, daemon=True)
@@ -321,7 +355,8 @@ class Subscriber:
         """Publish probes to ``topic`` (which this subscriber matches) until one arrives,
         so nothing the test publishes afterwards can beat the subscription."""
         def probe() -> bool:
-            node.mqtt_pub(topic, '{"probe": true}')
+            node.mqtt_pub(topic, '{"probe": true}', user=self.user if node.broker is None
+                          else DAEMON_USER)
             time.sleep(0.1)
             return any(d.get("probe") for _, d in self.deliveries())
         wait_for(probe, "mosquitto_sub subscribed", step=0.2)
@@ -336,10 +371,13 @@ class Mesh:
     """Bring the three namespaces up and down; ``nodes`` by name."""
 
     def __init__(self, workdir: Path, protocol: str = "flooding",
-                 params: dict[str, Any] | None = None) -> None:
+                 params: dict[str, Any] | None = None, *, secure: bool = False,
+                 apps: tuple[str, ...] = ("e2e", "other")) -> None:
         self.workdir = workdir
         self.protocol = protocol
         self.params = params
+        self.secure = secure
+        self.apps = apps
         self.nodes: dict[str, NodeProc] = {}
 
     # ------------------------------------------------------------ topology
@@ -389,6 +427,9 @@ table bridge {NFT_TABLE} {{
                 node.params = dict(self.params)
             node.mqtt_port = free_port(node.ns)
             node.location = (location or {}).get(name, {})
+            if self.secure:
+                node.broker = render(workdir / "broker", node.mqtt_port,
+                                     [{"name": app} for app in self.apps])
             self.nodes[name] = node
 
     def start(self) -> None:

@@ -8,7 +8,15 @@ from typing import Any
 import pytest
 from harness import Net
 
-from meshsub.core.api import FrameReceived, Message, MessageId, MsgKind, NeighborInfo, NeighborUp
+from meshsub.core.api import (
+    FrameReceived,
+    LocalPublish,
+    Message,
+    MessageId,
+    MsgKind,
+    NeighborInfo,
+    NeighborUp,
+)
 from meshsub.core.buffer import DropPolicy, MemoryStore
 from meshsub.core.params import ParameterError, parse_params
 from meshsub.core.registry import get_protocol
@@ -211,6 +219,25 @@ def test_drop_expiring_policy_prefers_the_short_lived_message() -> None:
         proto.handle(FrameReceived(1.0, 7, m))
     assert {m.id for m in proto.buffer} == {long_lived.id, newest.id}
     assert proto.drops["buffer_full"] == 1
+
+
+def test_an_insider_flood_cannot_erase_unshared_own_events() -> None:
+    """Issue 25 item 2: 1,500 unique ~60 KB events that never expire, from a node with
+    the key, after three local events nobody else holds: those three stay, the store
+    stays within its byte cap, and the junk lives at most ``ttl_s``."""
+    proto = Epidemic(1, params=EpidemicParams())
+    for n in range(3):
+        proto.handle(LocalPublish(0.0, event(n + 1), proto.new_message_id()))
+    own = set(proto.buffer.summary_vector())
+    pad = parse_event("junk " + " ".join(f"p{i}={'x' * 1000!r}" for i in range(58))).to_wire()
+    for seq in range(1500):
+        body = [[f"junk/{seq}", *pad[1:]], 0.0, 1e12]
+        proto.handle(FrameReceived(1.0 + seq / 100, 66, Message(DATA, MessageId(66 + seq % 50,
+                                                                         1, seq), body, ttl=5)))
+    assert own <= proto.buffer.summary_vector()
+    assert proto.buffer.bytes <= proto.buffer.max_bytes
+    assert max(e.expires_at - e.stored_at for e in proto.buffer.entries()) <= 3600.0
+    assert proto.drops["buffer_full"] + proto.drops["buffer_refused"] > 0
 
 
 def test_expiry_is_a_counted_drop_and_stops_spreading() -> None:

@@ -32,7 +32,7 @@ class Mosquitto:
     its retained messages and sessions)."""
 
     def __init__(self, workdir: Path, *, persistent: bool = True, max_queued: int = 1000,
-                 autosave_s: int = 0) -> None:
+                 autosave_s: int = 0, sys_interval: int = 10, extra: str = "") -> None:
         self.port = free_port()
         self.conf = workdir / "mosquitto.conf"
         db = workdir / "mosquitto-db"
@@ -41,6 +41,7 @@ class Mosquitto:
             f"listener {self.port} 127.0.0.1\nallow_anonymous true\n"
             f"persistence {str(persistent).lower()}\npersistence_location {db}/\n"
             f"autosave_interval {autosave_s}\nmax_queued_messages {max_queued}\n"
+            f"sys_interval {sys_interval}\n{extra}"
             # as root mosquitto drops to its own user, which cannot write our temp dir
             f"user {getpass.getuser()}\n", encoding="utf-8")
         self.log_path = workdir / "mosquitto.log"

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from examplecfg import install_example
 
 from meshsub import __version__
 from meshsub.cli import meshsubctl_main, meshsubd_main
@@ -37,9 +38,16 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.skipif(not EXAMPLE.exists(), reason="no example configuration")
-def test_check_valid(capsys: pytest.CaptureFixture[str]) -> None:
-    assert meshsubd_main(["--config", str(EXAMPLE), "--check"]) == 0
+def test_check_valid(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert meshsubd_main(["--config", str(install_example(tmp_path)), "--check"]) == 0
     assert "valid" in capsys.readouterr().out
+
+
+def test_the_example_ships_no_usable_key(capsys: pytest.CaptureFixture[str]) -> None:
+    assert meshsubd_main(["--config", str(EXAMPLE), "--check"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("meshsubd: security.key_file: cannot read key file") and \
+        err.count("\n") == 1
 
 
 def test_check_invalid_is_one_line_exit_2(tmp_path: Path,
@@ -62,19 +70,20 @@ def test_usage_error_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.skipif(not EXAMPLE.exists(), reason="no example configuration")
-def test_run_without_node_module_fails_clearly(monkeypatch: pytest.MonkeyPatch,
+def test_run_without_node_module_fails_clearly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setitem(sys.modules, "meshsub.runtime.node", None)  # import fails
-    assert meshsubd_main(["--config", str(EXAMPLE)]) == 1
+    assert meshsubd_main(["--config", str(install_example(tmp_path))]) == 1
     err = capsys.readouterr().err
     assert err.startswith("meshsubd: the daemon main loop is not available")
     assert err.count("\n") == 1
 
 
 @pytest.mark.skipif(not EXAMPLE.exists(), reason="no example configuration")
-def test_run_calls_node_run(monkeypatch: pytest.MonkeyPatch,
+def test_run_calls_node_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                             capsys: pytest.CaptureFixture[str]) -> None:
     seen: list[Any] = []
+    example = str(install_example(tmp_path))
 
     async def run(config: Any) -> int:
         seen.append(config)
@@ -83,14 +92,14 @@ def test_run_calls_node_run(monkeypatch: pytest.MonkeyPatch,
     fake = types.ModuleType("meshsub.runtime.node")
     fake.run = run  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "meshsub.runtime.node", fake)
-    assert meshsubd_main(["--config", str(EXAMPLE)]) == 0
+    assert meshsubd_main(["--config", example]) == 0
     assert seen and seen[0].node.id == 17
 
     def crash(config: Any) -> int:
         raise RuntimeError("link down\nsecond line")
 
     fake.run = crash  # type: ignore[attr-defined]
-    assert meshsubd_main(["--config", str(EXAMPLE)]) == 1
+    assert meshsubd_main(["--config", example]) == 1
     assert capsys.readouterr().err == "meshsubd: fatal: RuntimeError: link down\n"
 
 

@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from examplecfg import install_example
 
 from meshsub.core.params import ParameterError, ProtocolParams
 from meshsub.core.protocol import Protocol
@@ -20,7 +21,8 @@ from meshsub.runtime.config import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-KEY = "00112233445566778899aabbccddeeff"
+KEY = "3f8a6c1d9e2b7045a1c4e8f26d0b9a73"
+LONG_KEY = "071634b1e493c4a893be58547237e9cb25ee65c9c0a3a2db3f22fae24988d055"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -91,11 +93,11 @@ def test_minimal_defaults(tmp_path: Path) -> None:
     assert cfg.protocol.params == FakeParams()
     assert cfg.security.keys == {1: bytes.fromhex(KEY)}
     assert cfg.log.level == "info"
-    assert "0011" not in repr(cfg)  # keys never end up in logs via repr
+    assert "3f8a" not in repr(cfg)  # keys never end up in logs via repr
 
 
-def test_example_config_is_complete_and_valid() -> None:
-    cfg = load_config(REPO / "deploy" / "meshsub.toml.example")  # the real registry
+def test_example_config_is_complete_and_valid(tmp_path: Path) -> None:
+    cfg = load_config(install_example(tmp_path))  # the real registry
     assert cfg.protocol.name == "flooding"
     assert cfg.location.source == "gpsd" and cfg.location.origin is not None
     assert cfg.discovery.static_peers == (StaticPeer("10.42.0.1", 4790),
@@ -220,19 +222,60 @@ def test_keys(tmp_path: Path) -> None:
     assert "security: no fleet keys" in error(tmp_path, MINIMAL.replace(f'1 = "{KEY}"', ""))
 
 
+def write_private(path: Path, text: str, mode: int = 0o600) -> None:
+    path.write_text(text)
+    path.chmod(mode)
+
+
 def test_key_file(tmp_path: Path) -> None:
-    other = "ff" * 32
-    (tmp_path / "fleet.keys").write_text(f"# fleet keys\n2 {other}\n\n3 {KEY}  # old\n")
+    other = LONG_KEY
+    write_private(tmp_path / "fleet.keys", f"# fleet keys\n2 {other}\n\n3 {KEY}  # old\n")
     text = MINIMAL.replace("current_key = 1", 'current_key = 2\nkey_file = "fleet.keys"')
     cfg = load(tmp_path, text)
     assert cfg.security.keys == {1: bytes.fromhex(KEY), 2: bytes.fromhex(other),
                                  3: bytes.fromhex(KEY)}
-    (tmp_path / "fleet.keys").write_text("2 abcd\n")
+    write_private(tmp_path / "fleet.keys", "2 abcd\n")
     assert "fleet.keys: line 1: key is 2 bytes" in error(tmp_path, text)
-    (tmp_path / "fleet.keys").write_text("2\n")
+    write_private(tmp_path / "fleet.keys", "2\n")
     assert "line 1: expected '<key id> <hex key>'" in error(tmp_path, text)
     (tmp_path / "fleet.keys").unlink()
     assert error(tmp_path, text).startswith("security.key_file: cannot read key file")
+
+
+@pytest.mark.parametrize(("key", "problem"), [
+    ("00" * 32, "repeats one byte"),
+    ("5a" * 32, "repeats one byte"),
+    ("8f0c2a9d4be1736055a1c7e2d94f3b6a1e5c7d9f20b4a6c8e0f1a3b5c7d9e1f3",
+     "is an example key published with meshsub"),
+    ("00112233445566778899aabbccddeeff", "is an example key published with meshsub"),
+    (b"password12345678".hex(), "is printable text"),
+    ("0102" * 16, "has only 2 distinct byte values"),
+    ("9e1c47b2d05a83f6" * 4, "repeats a 8-byte pattern"),
+])
+def test_weak_keys_are_refused(tmp_path: Path, key: str, problem: str) -> None:
+    """Issue 25 item 7: the daemon started without a word with all of these."""
+    message = error(tmp_path, MINIMAL.replace(KEY, key))
+    assert message.startswith("security.keys.1: key ") and problem in message
+    assert "meshsubctl genkey" in message
+
+
+def test_a_short_key_is_accepted_with_a_warning(tmp_path: Path) -> None:
+    assert load(tmp_path, MINIMAL).security.warnings == (
+        "security: key 1 is 16 bytes; 32 random bytes are recommended (meshsubctl genkey)",)
+    assert load(tmp_path, MINIMAL.replace(KEY, LONG_KEY)).security.warnings == ()
+
+
+@pytest.mark.parametrize(("mode", "ok"), [(0o400, True), (0o600, True), (0o440, True),
+                                          (0o640, True), (0o644, False), (0o604, False),
+                                          (0o660, False), (0o602, False), (0o666, False)])
+def test_key_file_must_be_private(tmp_path: Path, mode: int, ok: bool) -> None:
+    write_private(tmp_path / "fleet.keys", f"2 {LONG_KEY}\n", mode)
+    text = MINIMAL.replace("current_key = 1", 'current_key = 2\nkey_file = "fleet.keys"')
+    if ok:
+        assert load(tmp_path, text).security.current_key == 2
+    else:
+        message = error(tmp_path, text)
+        assert message.startswith("security.key_file: key file ") and "chmod 0400" in message
 
 
 def test_unreadable_and_invalid_toml(tmp_path: Path) -> None:

@@ -170,3 +170,68 @@ async def test_stop_ends_streams(server: tuple[ControlServer, FakeNode]) -> None
     assert await asyncio.wait_for(r.read(), 10) == b""
     assert node.subs == {}
     w.close()
+
+
+# ------------------------------------------------------------------ hostile clients (issue 25)
+
+
+async def test_nested_json_and_garbage_never_stop_the_server(
+        server: tuple[ControlServer, FakeNode]) -> None:
+    srv, _ = server
+    r, w = await _connect(srv)
+    for raw in (b"[" * 60_000, b'{"cmd": ' + b"[" * 30_000 + b"]" * 30_000 + b"}",
+                b"\xff\xfe\x00", b'{"cmd": "pub", "event": {"a": [1]}}'):
+        reply = await _ask(r, w, raw)
+        assert reply["ok"] is False
+    assert srv.counters["rejected:bad_json"] == 3 and "errors" not in srv.counters
+    assert (await _ask(r, w, b'{"cmd": "status"}'))["ok"] is True
+    w.close()
+
+
+@pytest.mark.parametrize("line", [b"", b"{}", b'{"cmd": null}', b"\x00" * 100, b'"x"', b"1e999"])
+async def test_odd_lines_answer_or_are_ignored(server: tuple[ControlServer, FakeNode],
+                                               line: bytes) -> None:
+    srv, _ = server
+    r, w = await _connect(srv)
+    if line.strip():
+        assert (await _ask(r, w, line))["ok"] is False
+    else:
+        w.write(line + b"\n")  # ignored: no answer
+    assert (await _ask(r, w, b'{"cmd": "status"}'))["ok"] is True
+    assert "errors" not in srv.counters
+    w.close()
+
+
+async def test_publish_records_the_callers_uid(server: tuple[ControlServer, FakeNode],
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 25 item 8: nothing recorded who published through the socket."""
+    import os
+
+    srv, _node = server
+    r, w = await _connect(srv)
+    with caplog.at_level("INFO", logger="meshsub.control"):
+        assert (await _ask(r, w, b'{"cmd": "pub", "event": "ops/t v=1"}'))["ok"] is True
+    assert srv.counters[f"published_by_uid:{os.getuid()}"] == 1
+    from meshsub.runtime.logging import LogfmtFormatter
+
+    line = next(LogfmtFormatter().format(rec) for rec in caplog.records
+                if rec.getMessage() == "control publish")
+    assert f"uid={os.getuid()}" in line and f"pid={os.getpid()}" in line
+    w.close()
+
+
+async def test_streams_are_capped(server: tuple[ControlServer, FakeNode]) -> None:
+    from meshsub.runtime.control import MAX_STREAMS
+
+    srv, node = server
+    clients = []
+    for _ in range(MAX_STREAMS):
+        r, w = await _connect(srv)
+        assert (await _ask(r, w, b'{"cmd": "sub", "expr": "t"}'))["ok"] is True
+        clients.append(w)
+    r, w = await _connect(srv)
+    reply = await _ask(r, w, b'{"cmd": "sub", "expr": "t"}')
+    assert reply["ok"] is False and "at most" in reply["error"]
+    assert srv.counters["rejected:too_many"] == 1 and len(node.subs) == MAX_STREAMS
+    for c in [*clients, w]:
+        c.close()

@@ -19,6 +19,7 @@ from meshsub.runtime.discovery import (
     Discovery,
     DnsSd,
     decode_beacon,
+    interface_network,
     parse_txt,
 )
 from meshsub.runtime.link import Address, Link
@@ -256,6 +257,60 @@ async def test_new_neighbour_triggers_fast_beacons() -> None:
     a.discovery.on_beacon(beacon_message(), sender=7, addr=("127.0.0.1", 1))
     assert a.kinds(7) == [EventKind.UP]
     assert a.discovery.scheduler.current == 1.0  # back to fast beacons
+
+
+def fake_discovery(clock: list[float], **kw: Any) -> tuple[Discovery, list[tuple[int, Any]]]:
+    learned: list[tuple[int, Any]] = []
+    d = Discovery(node=1, name="n1", protocol="flooding", table=NeighborTable(),
+                  timing=BeaconTiming(interval=2.0, min_interval=1.0), transmit=lambda m, a: 0,
+                  new_message_id=lambda: MessageId(1, 1, 1), on_event=lambda e: None,
+                  clock=lambda: clock[0], learn=lambda n, a: learned.append((n, a)), **kw)
+    return d, learned
+
+
+def test_a_stale_beacon_is_counted_and_teaches_no_address() -> None:
+    clock = [0.0]
+    d, learned = fake_discovery(clock)
+    real, attacker = ("10.0.0.7", 4790), ("10.0.0.66", 4790)
+    assert d.on_beacon(beacon_message(s=5), 7, real, 0.0, epoch=50) is not None
+    d.on_beacon(beacon_message(s=6), 7, real, 1.0, epoch=50)
+    d.on_beacon(beacon_message(s=5), 7, attacker, 2.0, epoch=50)  # replayed
+    d.on_beacon(beacon_message(s=99), 7, attacker, 2.0, epoch=49)  # an earlier boot
+    assert learned == [(7, real), (7, real)]
+    assert d.drops == {"beacon_stale": 2} and d.table.get(7).address == real  # type: ignore[union-attr]
+
+
+def test_dnssd_peers_expire_without_valid_beacons_and_are_capped() -> None:
+    """Issue 25 item 9: 300 fake services must not become 300 beacon targets for ever."""
+    clock = [0.0]
+    d, _ = fake_discovery(clock, max_learned_peers=5, peer_timeout_beacons=3)
+    d.set_peers("static", [("10.0.0.1", 4790)])
+    for i in range(300):
+        d.add_peer("dnssd", (f"10.0.1.{i % 250}", 4790 + i // 250))
+    assert len(d.peers["dnssd"]) == 5 and d.drops["dnssd_peers_full"] == 295
+    real = sorted(d.peers["dnssd"])[0]
+    clock[0] = 5.0
+    d.on_beacon(beacon_message(), 7, real, 5.0, epoch=1)  # a real node answers from there
+    assert d.expire_peers(5.9) == 0
+    assert d.expire_peers(6.1) == 4  # 3 intervals of 2 s without a beacon
+    assert d.peers["dnssd"] == {real} and d.counters["peers_expired"] == 4
+    assert d.expire_peers(11.1) == 1  # it went silent as well
+    assert d.probe_targets() == [("10.0.0.1", 4790)]  # static peers never expire
+    d.add_peer("dnssd", ("10.0.1.1", 4790))  # room again
+    assert len(d.peers["dnssd"]) == 1
+
+
+def test_dnssd_keeps_to_the_mesh_subnet() -> None:
+    import ipaddress
+
+    sd = DnsSd(node=1, name="n", port=4790, protocol="flooding", addresses=["10.42.0.1"],
+               on_peer=lambda n, a: None, network=ipaddress.IPv4Network("10.42.0.0/16"))
+    assert sd.reachable(ipaddress.ip_address("10.42.3.4"))
+    assert not sd.reachable(ipaddress.ip_address("192.168.1.9"))
+    assert sd.reachable(ipaddress.ip_address("fe80::1"))
+    assert not sd.reachable(ipaddress.ip_address("2001:db8::1"))
+    assert interface_network("lo", "127.0.0.1") == ipaddress.IPv4Network("127.0.0.0/8")
+    assert interface_network("msub-nonexistent", "10.0.0.1") is None
 
 
 # ------------------------------------------------------------------ DNS-SD

@@ -124,7 +124,7 @@ async def test_default_gates_give_the_position_for_every_receiver(
     port = free_port()
     config = parse_config({
         "node": {"id": 1}, "protocol": {"name": "flooding"},
-        "security": {"current_key": 1, "keys": {"1": "ab" * 16}},
+        "security": {"current_key": 1, "keys": {"1": "c4f1a93e0b7d2856e19a4fc03d6b8e27"}},
         "location": {"source": "gpsd", "gpsd": {"port": port}, "stale_after": 30.0,
                      "origin": {"lat": ORIGIN[0], "lon": ORIGIN[1], "alt": 34.0}},
     })

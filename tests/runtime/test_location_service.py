@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from examplecfg import install_example
 
 from meshsub.core.api import Position
 from meshsub.runtime.config import LocationConfig, Origin, StaticLocation, load_config
@@ -42,8 +43,8 @@ async def test_static_latlon_source_reports_local_metres() -> None:
     assert status["fix"] is True and status["provider"]["source"] == "static"
 
 
-def test_make_source_kinds() -> None:
-    cfg = load_config(REPO / "deploy" / "meshsub.toml.example")
+def test_make_source_kinds(tmp_path: Path) -> None:
+    cfg = load_config(install_example(tmp_path))
     assert isinstance(make_source(cfg.location, time.monotonic), GpsdSource)
     nmea = LocationConfig(source="nmea", origin=Origin(0, 0))
     assert isinstance(make_source(nmea, time.monotonic), NmeaSerialSource)

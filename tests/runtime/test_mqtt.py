@@ -26,6 +26,8 @@ from meshsub.runtime.mqtt import (
     MqttBridge,
     MqttSettings,
     PayloadError,
+    _Reconnect,
+    broker_queue_limit,
     check_sub_id,
     event_from_payload,
 )
@@ -159,7 +161,9 @@ def test_event_payload_validation() -> None:
 
 def test_sub_ids() -> None:
     assert check_sub_id("kitchen-1.temp_x") == "kitchen-1.temp_x"
-    for bad in ("", "a/b", "a b", "x" * 65, "ctl-1", "é"):
+    assert check_sub_id("app1/kitchen") == "app1/kitchen"  # <app>/<name>: the ACL's layout
+    for bad in ("", "a/b/c", "/b", "a/", "a b", "x" * 65, "a/" + "x" * 65, "ctl-1", "ctl-1/x",
+                "é"):
         with pytest.raises(PayloadError):
             check_sub_id(bad)
 
@@ -447,7 +451,7 @@ async def test_subscription_replace_idempotence_and_store_failure(
         raise StoreError("disk I/O error")
 
     monkeypatch.setattr(store, "put_subscription", broken)
-    with pytest.raises(StoreError):
+    with pytest.raises(_Reconnect):  # the bridge reconnects: the broker sends it again
         bridge.handle_batch([_msg("meshsub/sub/b", b"t", 4)], client)
     assert client._client.acks == [1, 2, 3]  # 4 not acknowledged: the broker sends it again
     assert "b" not in bridge.subscriptions and calls[-1] == "+a"
@@ -475,3 +479,147 @@ async def test_mixed_batch_keeps_order(store: Store) -> None:
     assert sorted(client._client.acks) == [1, 2, 3, 4, 5, 6]
     assert bridge.counters["rejected:bad_json"] == 1
     assert store.outbox_len() == 0
+
+
+# ------------------------------------------------------------------ hostile input (issue 25)
+
+NESTED = b'{"a":' + b"[" * 30_000 + b"]" * 30_000 + b"}"  # ~60 KB, deeper than json recurses
+
+
+def test_deeply_nested_payload_is_bad_json_not_a_recursion_error() -> None:
+    for payload in (NESTED, b"[" * 60_000, b'{"a": {"b": {"c": 1}}}'):
+        with pytest.raises(PayloadError) as info:
+            event_from_payload("t", payload)
+        assert info.value.reason == "bad_json" and "nested" in str(info.value)
+    # nesting inside strings is text, not structure
+    assert event_from_payload("t", b'{"s": "[[[[{{{{"}').attrs == {"s": "[[[[{{{{"}
+
+
+async def test_a_nested_payload_does_not_stop_the_bridge(broker: Broker, store: Store) -> None:
+    """Issue 25 item 1: one such QoS 1 message made the bridge reconnect 63 times in 30 s and
+    accept nothing after it."""
+    node = FakeNode()
+    bridge = _bridge(_settings(broker), store, node)
+    async with running(bridge), app_client(broker) as app:
+        await app.publish("meshsub/pub/t", NESTED, qos=1)
+        await app.publish("meshsub/pub/t", b'{"after": 1}', qos=1)
+        await until(lambda: len(node.events) == 1, "the event after the bad one")
+        assert bridge.counters["rejected:bad_json"] == 1
+        assert bridge.counters["connects"] == 1 and bridge.counters["disconnects"] == 0
+
+
+async def test_a_nested_payload_waiting_in_the_session_does_not_stop_a_restart(
+        broker: Broker, store: Store) -> None:
+    """The persistent session hands the message to the next daemon start: it is answered
+    the same way there (counted, acknowledged), and it is not redelivered again."""
+    settings = _settings(broker)
+    async with running(_bridge(settings, store, FakeNode())):
+        pass  # the first connection creates the session
+    async with app_client(broker) as app:
+        await app.publish("meshsub/pub/t", NESTED, qos=1)
+        await app.publish("meshsub/pub/t", b'{"after": 1}', qos=1)
+    node = FakeNode(epoch=2)
+    bridge = _bridge(settings, store, node)
+    async with running(bridge):
+        await until(lambda: len(node.events) == 1, "the event queued behind the bad one")
+        assert bridge.counters["rejected:bad_json"] == 1 and bridge.counters["connects"] == 1
+    again = _bridge(settings, store, FakeNode(epoch=3))
+    async with running(again):
+        await asyncio.sleep(0.3)
+        assert again.counters["rejected:bad_json"] == 0  # acknowledged: never comes back
+
+
+async def test_an_unforeseen_failure_is_counted_and_acknowledged(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    node = FakeNode()
+    bridge = _bridge(MqttSettings(), store, node)
+    client: Any = _FakeClient()
+
+    def bug(*args: Any, **kw: Any) -> None:
+        raise KeyError("a bug")
+
+    monkeypatch.setattr("meshsub.runtime.mqtt.event_from_payload", bug)
+    bridge.handle_batch([_msg("meshsub/pub/t", b"{}", 1), _msg("meshsub/sub/s", b"t", 2)],
+                        client)
+    assert client._client.acks == [1, 2] and bridge.counters["rejected:internal"] == 1
+    assert "s" in node.subs
+
+
+async def test_subscriptions_are_capped_per_node(store: Store) -> None:
+    node = FakeNode()
+    bridge = _bridge(MqttSettings(max_subscriptions=3), store, node)
+    client: Any = _FakeClient()
+    bridge.handle_batch([_msg(f"meshsub/sub/app/s{i}", b"t", i + 1) for i in range(5)], client)
+    assert sorted(node.subs) == ["app/s0", "app/s1", "app/s2"]
+    assert bridge.counters["rejected:too_many"] == 2 and client._client.acks == [1, 2, 3, 4, 5]
+    bridge.handle_batch([_msg("meshsub/sub/app/s1", b"t x=2", 6)], client)  # a change is fine
+    bridge.handle_batch([_msg("meshsub/sub/app/s0", b"", 7)], client)  # room for one more
+    bridge.handle_batch([_msg("meshsub/sub/app/s4", b"t", 8)], client)
+    assert sorted(node.subs) == ["app/s1", "app/s2", "app/s4"]
+
+
+async def test_per_application_subscription_topics(broker: Broker, store: Store) -> None:
+    node = FakeNode()
+    bridge = _bridge(_settings(broker), store, node)
+    async with running(bridge), app_client(broker, "meshsub/deliver/app1/#") as app:
+        await app.publish("meshsub/sub/app1/temps", b"sensors/#", qos=1, retain=True)
+        await until(lambda: "app1/temps" in node.subs, "the subscription")
+        bridge.deliver(Deliver("app1/temps", parse_event("sensors/t v=1"), MessageId(7, 1, 1),
+                               hop=1))
+        got = await next_message(app)
+        assert str(got.topic) == "meshsub/deliver/app1/temps/sensors/t"
+        assert json.loads(got.payload)["sub_id"] == "app1/temps"
+        await app.publish("meshsub/sub/app1/temps", b"", qos=1, retain=True)
+        await until(lambda: "app1/temps" not in node.subs, "unsubscribed")
+
+
+def test_broker_queue_limit_is_read_from_its_configuration(tmp_path: Path) -> None:
+    (tmp_path / "conf.d").mkdir()
+    main = tmp_path / "mosquitto.conf"
+    main.write_text(f"pid_file /run/x.pid\ninclude_dir {tmp_path / 'conf.d'}\n")
+    assert broker_queue_limit(main) == 1000  # mosquitto's default
+    (tmp_path / "conf.d" / "meshsub.conf").write_text("max_queued_messages 200\n")
+    assert broker_queue_limit(main) == 200
+    assert broker_queue_limit(tmp_path / "missing.conf") is None
+
+
+def test_a_short_broker_queue_is_warned_about(tmp_path: Path, store: Store) -> None:
+    conf = tmp_path / "mosquitto.conf"
+    conf.write_text("max_queued_messages 500\n")
+    bridge = _bridge(MqttSettings(outbox_limit=10000), store, FakeNode())
+    assert bridge.check_broker_queue(conf) == 500
+    assert bridge.counters["broker_queue_short"] == 1
+    conf.write_text("max_queued_messages 10000\n")
+    fine = _bridge(MqttSettings(outbox_limit=10000), store, FakeNode())
+    assert fine.check_broker_queue(conf) == 10000 and "broker_queue_short" not in fine.counters
+
+
+async def test_publications_the_broker_drops_are_counted(tmp_path: Path, store: Store) -> None:
+    """Issue 25 item 6: mosquitto dropped ~88,000 publications silently at its queue limit;
+    the daemon reads the broker's own count and reports what it grew by."""
+    (tmp_path / "b").mkdir()
+    broker = Mosquitto(tmp_path / "b", persistent=False, max_queued=5, sys_interval=1)
+    await asyncio.to_thread(broker.start)
+    try:
+        bridge = _bridge(MqttSettings(host="127.0.0.1", port=broker.port,
+                                      reconnect_min_s=0.05), store, FakeNode())
+        async with running(bridge):
+            # a slow application: its persistent session is away while 50 messages wait
+            async with aiomqtt.Client("127.0.0.1", broker.port, identifier="slow-app",
+                                      protocol=aiomqtt.ProtocolVersion.V5, clean_start=False,
+                                      properties=_session_props()) as app:
+                await app.subscribe("app/news", qos=1)
+            async with aiomqtt.Client("127.0.0.1", broker.port,
+                                      protocol=aiomqtt.ProtocolVersion.V5) as publisher:
+                for _ in range(50):
+                    await publisher.publish("app/news", b"{}", qos=1)
+            await until(lambda: bridge.counters["broker_dropped"] >= 45, "the broker's count",
+                        timeout=20.0)
+    finally:
+        broker.stop()
+
+
+def _session_props() -> Properties:
+    props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+    props.SessionExpiryInterval = 3600
+    return props

@@ -152,3 +152,34 @@ def test_lq_tracks_reception_ratio(received: list[bool], alpha: float) -> None:
     trailing = len(received) - last
     assert n.lq == pytest.approx(expected / (1 - alpha) ** trailing, rel=1e-9)
     assert 0.0 < n.lq <= 1.0
+
+
+def test_a_stale_beacon_never_moves_the_address() -> None:
+    """Issue 25 item 3: a replayed old beacon must not redirect unicasts to the attacker."""
+    t = NeighborTable()
+    hear(t, 5, 0.0, epoch=100)
+    hear(t, 6, 1.0, epoch=100)
+    attacker = ("10.0.0.66", 4790)
+    assert hear(t, 5, 2.0, epoch=100, address=attacker) == []  # same boot, older
+    assert hear(t, 9, 2.0, epoch=99, address=attacker) == []  # an earlier boot
+    n = t.get(2)
+    assert n is not None and n.address == A and n.last_seq == 6 and t.stale == 2
+    assert t.check(2, 1, epoch=101) is None  # a real restart is heard
+    hear(t, 1, 3.0, epoch=101, address=("10.0.0.3", 4790))
+    assert n.address == ("10.0.0.3", 4790) and t.restarts == 1
+
+
+def test_a_full_table_refuses_new_ids_and_keeps_live_neighbours() -> None:
+    """Issue 25 item 10: beacons from 10,000 made-up ids must not push live ones out."""
+    t = NeighborTable(max_neighbors=8, timeout_beacons=3)
+    for node in range(1, 4):
+        hear(t, 1, 0.0, node=node)
+    ups = [e for node in range(1000, 11000) for e in hear(t, 1, 0.5, node=node)]
+    assert len(ups) == 5 and len(t) == 8 and t.refused == 9995
+    for seq, now in ((2, 1.0), (3, 2.0), (4, 3.0)):  # the live ones keep beaconing, and stay
+        for node in range(1, 4):
+            hear(t, seq, now, node=node)
+    assert all(node in t for node in range(1, 4))
+    down = t.expire(4.2)  # the made-up ids fall silent: they go, the table has room again
+    assert sorted(e.node for e in down if e.kind == EventKind.DOWN) == list(range(1000, 1005))
+    assert t.check(20000, 1) is None

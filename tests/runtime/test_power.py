@@ -68,7 +68,7 @@ def _config(tmp: Path, **energy: object) -> object:
         "link": {"interface": "", "port": port},
         "discovery": {"zeroconf": False},
         "protocol": {"name": "flooding"},
-        "security": {"current_key": 1, "keys": {"1": "11" * 32}},
+        "security": {"current_key": 1, "keys": {"1": "e07b3c95a1d4f6280c9b7e13d5a2f48c"}},
         "mqtt": {"host": "127.0.0.1", "port": mqtt_port},
         "storage": {"state_dir": str(tmp / "state"), "spool_dir": str(tmp / "spool")},
         "energy": energy,

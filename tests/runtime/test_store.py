@@ -17,6 +17,7 @@ from meshsub.core.syntax import parse_event
 from meshsub.runtime.store import (
     DB_NAME,
     SCHEMA_VERSION,
+    WAL_LIMIT_BYTES,
     Ingress,
     LocalPublisher,
     OutboxFullError,
@@ -46,13 +47,40 @@ def test_pragmas_and_schema(store: Store) -> None:
 
 
 def test_epoch_increments_across_reopen(tmp_path: Path) -> None:
-    with Store.in_state_dir(tmp_path) as s:
+    clock = [0.0]
+    with Store.in_state_dir(tmp_path, clock=lambda: clock[0]) as s:
         assert s.epoch == 0
         assert s.next_epoch() == 1
         assert s.next_epoch() == 2
-    with Store.in_state_dir(tmp_path) as s:
+    with Store.in_state_dir(tmp_path, clock=lambda: clock[0]) as s:
         assert s.epoch == 2
         assert s.next_epoch() == 3
+
+
+def test_epoch_is_seeded_from_the_clock_so_lost_state_never_goes_back(tmp_path: Path) -> None:
+    """Issue 25 item 3: a re-imaged node (empty state directory) must start above the
+    epochs its neighbours saw, or they drop everything it sends as a replay."""
+    with Store.in_state_dir(tmp_path / "old", clock=lambda: 1_764_000_000.9) as s:
+        first = s.next_epoch()
+        assert first == 1_764_000_000 and s.next_epoch() == first + 1  # same second
+    with Store.in_state_dir(tmp_path / "reimaged", clock=lambda: 1_764_000_060.0) as s:
+        assert s.next_epoch() > first + 1
+
+
+def test_wal_is_kept_small(store: Store) -> None:
+    assert store._db.execute("PRAGMA journal_size_limit").fetchone()[0] == WAL_LIMIT_BYTES
+    assert store._db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 256
+
+
+def test_replay_states_roundtrip_full_u64_range_and_stay_bounded(tmp_path: Path) -> None:
+    top = 2**64 - 1
+    with Store.in_state_dir(tmp_path) as s:
+        s.save_replay_states({1: (5, 10, 100.0), 2: (top, top, 50.0)}, limit=10)
+        s.save_replay_states({1: (6, 1, 200.0)}, limit=10)
+        s.save_replay_states({n: (1, 1, float(n)) for n in range(10, 20)}, limit=3)
+    with Store.in_state_dir(tmp_path) as s:
+        assert s.replay_states() == {1: (6, 1, 200.0), 2: (top, top, 50.0), 19: (1, 1, 19.0)}
+        assert s.disk_bytes() > 0
 
 
 def test_feed_cursor_survives_reopen(tmp_path: Path) -> None:
@@ -254,3 +282,15 @@ def test_feed_many_keeps_only_the_failed(store: Store) -> None:
     assert got == [ids[0], ids[2]]
     assert [e.event_id for e in store.outbox_pending()] == [ids[1]]
     assert (pub.fed, pub.feed_errors) == (2, 1)
+
+
+def test_state_on_disk_stays_within_the_buffer_cap(tmp_path: Path) -> None:
+    """Issue 25 item 2: the victim's SQLite grew to 58.8 MB + 4.2 MB WAL under junk. The
+    byte cap bounds the buffer table, the WAL is checkpointed at ~1 MB and truncated."""
+    cap = 2_000_000
+    with Store.in_state_dir(tmp_path) as s:
+        buf = ScfBuffer(1000, store=s.buffer(), max_bytes=cap, origin_share=1.0)
+        for seq in range(150):  # 15 MB offered
+            buf.add(Message(16, MessageId(9, 1, seq), [b"j" * 100_000]), float(seq), 1e12)
+        assert buf.bytes <= cap and len(s.buffer()) == len(buf)
+        assert s.disk_bytes() <= cap + 2 * WAL_LIMIT_BYTES

@@ -14,6 +14,7 @@ from meshsim.radio import compute_links, is_connected, make_model
 from meshsim.scenario import ScenarioError, from_dict, load_scenario, loads_scenario, make_plan
 from meshsim.scenario.overrides import apply_override, split_path
 from meshsub.core.params import params_to_dict
+from meshsub.core.predicates import Op
 from meshsub.core.registry import available, get_protocol
 
 
@@ -95,8 +96,8 @@ def test_shipped_scenarios_are_valid(name: str) -> None:
         (lambda d: d["workload"]["subscriptions"].append({"node": 5, "expr": "a/b", "id": "s0"}),
          "workload.subscriptions[1].id: duplicate id 's0'"),
         (lambda d: d["workload"]["subscriptions"].append({"node": 5, "expr": "a/b",
-                                                           "id": "a/b"}),
-         "workload.subscriptions[1].id: subscription id 'a/b' must match"),
+                                                           "id": "a/b/c"}),
+         "workload.subscriptions[1].id: subscription id 'a/b/c' must match"),
         (lambda d: d["workload"]["subscriptions"].append({"node": 5, "expr": "a/b",
                                                            "id": "ctl-1"}),
          "workload.subscriptions[1].id: subscription ids starting 'ctl-' are reserved"),
@@ -305,3 +306,41 @@ def test_the_documented_full_example_is_valid() -> None:
     example = doc.split("## Full example", 1)[1].split("```toml", 1)[1].split("```", 1)[0]
     plan = make_plan(loads_scenario(example))
     assert len(plan.positions) == 60 and plan.publications
+
+
+def test_contains_predicates_and_half_open_pairs_give_brvst_workload() -> None:
+    """BRVST's workload (Li and Wang 2014, §III, §V): an event's range pair ``[a, b + 1)``
+    and a subscription's containment ``x_lo >= c x_hi <= d + 1`` for integer ranges
+    ``a..b`` and ``c..d`` drawn as two sorted endpoints (equal endpoints stay non-empty)."""
+    pair = {"low": 0, "high": 9, "draw": "sorted", "half_open": True}
+    doc = base_doc()
+    doc["workload"] = {
+        "arrivals": {"rate_per_s": 20.0, "start_s": 0.0, "stop_s": 9.0, "templates": [
+            {"topic": "brvst", "pick": {"names": {"prefix": "a", "count": 3}, "k": [1, 3],
+                                        "predicate": {"contains": pair}}}]},
+        "generator": {"rate_per_s": 20.0, "start_s": 0.0, "stop_s": 9.0, "templates": [
+            {"topic": "brvst", "pick": {"names": {"prefix": "a", "count": 3}, "k": [1, 3],
+                                        "value": {"range": pair}}}]},
+    }
+    plan = make_plan(from_dict(doc))
+    assert len(plan.subscriptions) > 50 and len(plan.publications) > 50
+    for s in plan.subscriptions:
+        by_attr: dict[str, dict[str, Any]] = {}
+        for p in s.subscription.predicates:
+            by_attr.setdefault(p.attr[:-3], {})[p.attr[-2:]] = p
+        assert 1 <= len(by_attr) <= 3
+        for preds in by_attr.values():
+            lo, hi = preds["lo"], preds["hi"]
+            assert (lo.op, hi.op) == (Op.GE, Op.LE)
+            assert 0 <= lo.value < hi.value <= 10
+    widths = set()
+    for p in plan.publications:
+        attrs = dict(p.event.attrs)
+        for name in {a[:-3] for a in attrs}:
+            lo, hi = attrs[f"{name}_lo"], attrs[f"{name}_hi"]
+            assert isinstance(lo, int) and 0 <= lo < hi <= 10
+            widths.add(hi - lo)
+    assert 1 in widths  # equal endpoints a..a give [a, a + 1), not an empty pair
+    doc["workload"]["generator"]["templates"][0]["pick"]["value"]["range"] = {
+        "low": 0.0, "high": 9.0, "half_open": True}
+    assert "half_open: only for integer pairs" in error_of(doc)

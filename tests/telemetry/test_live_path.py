@@ -36,7 +36,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not have_mosquitto(), reason="mosquitto is not installed")]
 
-KEY = "11" * 32
+KEY = "071634b1e493c4a893be58547237e9cb25ee65c9c0a3a2db3f22fae24988d055"  # a test key
 TOPIC = "meshsub/telemetry"
 RUN = "livepath"
 

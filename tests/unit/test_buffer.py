@@ -17,6 +17,7 @@ from meshsub.core.buffer import (
     DropPolicy,
     MemoryStore,
     ScfBuffer,
+    entry_size,
     message_from_obj,
     message_to_obj,
 )
@@ -177,3 +178,90 @@ def test_invariants_under_random_operations(policy: DropPolicy, capacity: int,
         assert {d.reason for d in dropped} <= {"expired", "buffer_full"}
         if any(d.reason == "buffer_full" for d in dropped):
             assert len(after) == capacity
+
+
+# ---------------------------------------------------------------- limits (issue 25)
+
+
+def own(seq: int, size: int = 10) -> Message:
+    return Message(16, MessageId(1, 0, seq), [b"o" * size])
+
+
+def remote(origin: int, seq: int, size: int = 10) -> Message:
+    return Message(16, MessageId(origin, 0, seq), [b"r" * size])
+
+
+def test_byte_cap_evicts_as_many_as_needed_and_refuses_the_too_large() -> None:
+    size = entry_size(BufferEntry(remote(2, 0, 1000), 0.0, 10.0).to_obj())
+    buf = ScfBuffer(100, max_bytes=3 * size, origin_share=1.0)
+    for seq in range(3):
+        assert buf.add(remote(2, seq, 1000), 0.0, 10.0)[0]
+    stored, dropped = buf.add(remote(3, 9, 2000), 1.0, 10.0)  # needs two entries' room
+    assert stored and [d.entry.message.id.seq for d in dropped] == [0, 1]
+    assert buf.bytes <= buf.max_bytes and buf.bytes == sum(
+        entry_size(e.to_obj()) for e in buf.entries())
+    stored, dropped = buf.add(remote(3, 10, 4000), 1.0, 10.0)
+    assert not stored and [d.reason for d in dropped] == ["too_large"]
+
+
+def test_remaining_lifetime_is_capped_on_arrival() -> None:
+    buf = ScfBuffer(10, max_lifetime=60.0)
+    buf.add(remote(2, 1), 100.0, 1e12)
+    assert buf.entries()[0].expires_at == 160.0 and buf.next_expiry() == 160.0
+
+
+def test_own_events_are_never_evicted_for_remote_ones() -> None:
+    buf = ScfBuffer(3, local=1)
+    for seq in range(2):
+        buf.add(own(seq), 0.0, 100.0)
+    buf.add(remote(2, 0), 1.0, 100.0)
+    stored, dropped = buf.add(remote(3, 0), 2.0, 100.0)  # the remote one makes room
+    assert stored and [d.entry.message.id for d in dropped] == [MessageId(2, 0, 0)]
+    stored, dropped = buf.add(remote(4, 0), 3.0, 100.0)
+    assert stored and [d.entry.message.id for d in dropped] == [MessageId(3, 0, 0)]
+    buf.add(own(2), 4.0, 100.0)  # an own event takes the remote one's place
+    stored, dropped = buf.add(remote(5, 0), 5.0, 100.0)  # full of unacknowledged own events
+    assert not stored and [d.reason for d in dropped] == ["buffer_refused"]
+    assert buf.handed_on(MessageId(1, 0, 0)) and not buf.handed_on(MessageId(1, 0, 0))
+    stored, dropped = buf.add(remote(5, 0), 6.0, 100.0)  # a handed-on one may go now
+    assert stored and [d.entry.message.id for d in dropped] == [MessageId(1, 0, 0)]
+    stored, dropped = buf.add(own(3), 7.0, 100.0)  # own for own: by policy
+    assert stored and [d.entry.message.id for d in dropped] == [MessageId(5, 0, 0)]
+
+
+def test_an_origin_over_its_share_pays_first_when_full() -> None:
+    buf = ScfBuffer(8, origin_share=0.25)  # two messages per origin when full
+    for seq in range(6):
+        buf.add(remote(9, seq), float(seq), 100.0)  # one origin fills most of it
+    buf.add(remote(2, 0), 6.0, 100.0)
+    buf.add(remote(3, 0), 7.0, 100.0)
+    stored, dropped = buf.add(remote(4, 0), 8.0, 100.0)
+    assert stored and [d.entry.message.id for d in dropped] == [MessageId(9, 0, 0)]
+    stored, dropped = buf.add(remote(9, 99), 9.0, 100.0)  # the hog replaces its own
+    assert stored and [d.entry.message.id for d in dropped] == [MessageId(9, 0, 1)]
+
+
+def test_handed_on_survives_a_rewrite_and_a_reload() -> None:
+    store = MemoryStore()
+    buf = ScfBuffer(5, store=store, local=1)
+    buf.add(own(1), 0.0, 100.0)
+    buf.handed_on(MessageId(1, 0, 1))
+    buf.discard(MessageId(1, 0, 1))  # a protocol rewriting its bookkeeping
+    buf.add(own(1, 11), 1.0, 100.0)
+    assert not buf.protected(MessageId(1, 0, 1))
+    again = ScfBuffer(5, store=store, local=1)
+    assert again.entries()[0].handed_on and not again.protected(MessageId(1, 0, 1))
+
+
+def test_a_reloaded_store_is_brought_within_todays_limits() -> None:
+    store = MemoryStore()
+    old = ScfBuffer(10, store=store, local=1)
+    old.add(own(1), 0.0, 1e12)
+    for seq in range(5):
+        old.add(remote(2, seq), 0.0, 1e12)
+    new = ScfBuffer(3, store=store, local=1, max_lifetime=60.0, origin_share=1.0)
+    assert len(new) == 6  # as stored, until the first clock reading
+    dropped = new.expire(10.0)
+    assert [d.entry.message.id.seq for d in dropped] == [0, 1, 2]
+    assert MessageId(1, 0, 1) in new and len(new) == 3 and len(store) == 3
+    assert all(e.expires_at == 70.0 for e in new.entries())

@@ -96,6 +96,49 @@ def test_lru_bounds_the_tracked_transmitters() -> None:
     assert not fresh(w, 1, 0, 2) and not fresh(w, 3, 0, 1)
 
 
+def test_a_full_table_refuses_new_transmitters_while_its_entries_are_live() -> None:
+    """Issue 25 item 10: 10,000 insider ids must not push a live neighbour out (which
+    would reopen the replay of its frames); a long-silent entry may make room."""
+    w = ReplayWindow(64, max_transmitters=3, idle_evict_s=600.0)
+    for node in (1, 2, 3):
+        assert w.has_room(node, 0.0)
+        w.accept(node, 0, 1, now=0.0)
+    for intruder in range(100, 200):
+        assert not w.has_room(intruder, 599.0)
+    assert w.refused == 100 and len(w) == 3 and w.evicted == 0
+    assert w.has_room(2, 599.0)  # known transmitters always
+    w.accept(2, 0, 2, now=599.0)
+    w.accept(3, 0, 2, now=599.0)
+    assert w.has_room(200, 600.0)  # 1 has been silent for idle_evict_s
+    w.accept(200, 0, 1, now=600.0)
+    assert 1 not in w and w.evicted == 1 and all(n in w for n in (2, 3, 200))
+
+
+def test_accept_says_whether_the_frame_is_the_newest() -> None:
+    w = ReplayWindow(64)
+    assert w.accept(1, 5, 10) is True
+    assert w.accept(1, 5, 8) is False  # late, inside the window
+    assert w.accept(1, 5, 11) is True
+    assert w.accept(1, 6, 1) is True  # a new boot
+    assert w.accept(1, 5, 99) is False  # stale epoch (check refuses it first)
+
+
+def test_persisted_state_closes_the_replay_after_a_restart() -> None:
+    before = ReplayWindow(64)
+    for seq in (3, 1, 7):
+        assert fresh(before, 9, 2, seq)
+    before.accept(8, 1, 50, now=12.5)
+    assert before.changes() == {9: (2, 7, 0.0), 8: (1, 50, 12.5)}
+    assert before.changes() == {}
+    after = ReplayWindow(64)
+    assert after.restore(before.snapshot()) == 2
+    for seq in (1, 2, 3, 7):  # everything up to the highest counts as seen, gaps too
+        assert not fresh(after, 9, 2, seq)
+    assert not fresh(after, 9, 1, 100)  # an older boot stays refused
+    assert fresh(after, 9, 2, 8) and fresh(after, 9, 3, 1)
+    assert after.restore({9: (2, 7, 0.0)}) == 0  # never moves a window back
+
+
 @pytest.mark.parametrize(("window", "maximum"), [(0, 5), (5, 0)])
 def test_bad_parameters(window: int, maximum: int) -> None:
     with pytest.raises(ValueError):

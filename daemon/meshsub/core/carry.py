@@ -8,6 +8,10 @@ and all need the same few things around it, which live here once:
   parameters (override ``buffer_limits`` for other names) and backed by the
   ``store`` a driver passes (``buffer_store`` is declared true, so the daemon
   gives it a persistent one and a restart loses nothing);
+- the buffer's defences against an insider with the key (``core/buffer.py``):
+  a byte cap, remaining lifetimes cut to the protocol's own message lifetime
+  (``ttl_s`` or ``TTL``; override ``buffer_lifetime`` for other names), and the
+  node's own messages kept until a neighbour holds a copy;
 - at the first input, a sweep of what expired while the node was down (the
   driver's clock is known only then);
 - ``carry`` to take a message in, ``sweep`` to let expired ones go, and the
@@ -43,7 +47,8 @@ class StoreCarryForward(Protocol):
         """``store`` backs the buffer (the daemon passes a persistent one)."""
         super().__init__(node, **kwargs)
         capacity, policy = self.buffer_limits()
-        self.buffer = ScfBuffer(capacity, policy, store)
+        self.buffer = ScfBuffer(capacity, policy, store, max_lifetime=self.buffer_lifetime(),
+                                local=node)
         self._expiry_at: float | None = None
         self._sizes: dict[tuple[MessageId, float], int] = {}
         """Encoded size per held entry (id, stored at), so a state report packs new ones only."""
@@ -57,6 +62,17 @@ class StoreCarryForward(Protocol):
             raise TypeError(f"{type(self).__name__}.Params needs buffer_size and drop_policy "
                             "(or override buffer_limits)") from None
         return int(size), DropPolicy(policy)
+
+    def buffer_lifetime(self) -> float:
+        """The longest remaining lifetime a carried message may have: the protocol's own
+        message lifetime (``ttl_s``, else ``TTL``), so that junk from another node never
+        outlives what the protocol allows (a remote lifetime is cut to it on arrival)."""
+        for name in ("ttl_s", "TTL"):
+            value = getattr(self.params, name, None)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                return float(value)
+        raise TypeError(f"{type(self).__name__}.Params needs ttl_s or TTL "
+                        "(or override buffer_lifetime)")
 
     # ------------------------------------------------------------------ services
 

@@ -220,6 +220,8 @@ class Epidemic(StoreCarryForward):
 
     def on_reliable_acked(self, node: NodeId, message: Message) -> None:
         peer = self._peers.get(node)
+        if message.type == DATA:
+            self.buffer.handed_on(message.id)  # a copy exists elsewhere: evictable now
         if message.type == DATA and peer is not None:
             peer.inflight.discard(message.id)
             peer.has.add(message.id)

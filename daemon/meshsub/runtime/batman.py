@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
-import json
 import logging
 import re
 from collections import Counter
@@ -32,9 +31,13 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from meshsub.runtime import boundedjson
+
 log = logging.getLogger(__name__)
 
 MAC_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
+MAX_DEPTH = 8
+"""batctl's tables are arrays of flat objects: anything deeper is not batctl."""
 
 
 class BatctlError(RuntimeError):
@@ -80,7 +83,7 @@ class BatmanCandidate:
 
 def _rows(text: str, what: str) -> list[Any]:
     try:
-        data = json.loads(text)
+        data = boundedjson.loads(text, max_depth=MAX_DEPTH)
     except ValueError as exc:
         raise BatctlError(f"{what}: not JSON ({exc})") from None
     if not isinstance(data, list):
@@ -294,6 +297,11 @@ class BatmanPoller:
                 if str(exc) != self.last_error:
                     log.warning("batman tables unavailable: %s", exc)
                 self.last_error = str(exc)
+            except Exception as exc:  # output nobody foresaw must not end the poller
+                self.counters["errors"] += 1
+                if f"bug: {exc}" != self.last_error:
+                    log.exception("batman tables could not be read")
+                self.last_error = f"bug: {exc}"
             else:
                 self.last_error = None
                 self._on_candidates(candidates)

@@ -14,6 +14,7 @@ import logging
 import math
 import re
 import socket
+import stat
 import tomllib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from meshsub.core.params import ParameterError, ProtocolParams, parse_params
 from meshsub.core.roles import RoleError, check_roles
+from meshsub.wire.keys import key_problem, key_warning
 
 if TYPE_CHECKING:
     from meshsub.core.protocol import Protocol
@@ -157,6 +159,8 @@ class SecurityConfig:
     current_key: int
     keys: Mapping[int, bytes] = field(repr=False, compare=True)
     key_file: str = ""
+    warnings: tuple[str, ...] = field(default=(), compare=False)
+    """Accepted, but weaker than recommended (logged at start, printed by --check)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,12 +170,29 @@ class MqttConfig:
     client_id: str = ""
     topic_prefix: str = "meshsub"
     keepalive: int = 60
+    username: str = ""
+    password_file: str = ""
+    password: str = field(default="", repr=False)
+    """Read from ``password_file`` (never written in the configuration itself)."""
+    tls_ca_file: str = ""
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    max_subscriptions: int = 1000
+    broker_config: str = "/etc/mosquitto/mosquitto.conf"
+    """The broker's configuration, read (if readable) to warn about short queues."""
 
 
 @dataclass(frozen=True, slots=True)
 class StorageConfig:
     state_dir: str = "/var/lib/meshsub"
     spool_dir: str = "/var/lib/meshsub/spool"
+    runtime_dir: str = ""
+    """Where the control socket lives; "" = ``state_dir``. The unit uses /run/meshsub,
+    which the operators' group may enter without reaching the state."""
+
+    @property
+    def control_dir(self) -> str:
+        return self.runtime_dir or self.state_dir
 
 
 @dataclass(frozen=True, slots=True)
@@ -564,7 +585,29 @@ def _hex_key(text: str, where: str) -> bytes:
         raise ConfigError(where, "not a hexadecimal key") from None
     if len(key) < MIN_KEY_BYTES:
         raise ConfigError(where, f"key is {len(key)} bytes; at least {MIN_KEY_BYTES} required")
+    problem = key_problem(key)
+    if problem is not None:
+        raise ConfigError(where, f"key {problem}: make one with 'meshsubctl genkey'")
     return key
+
+
+def check_secret_file(path: Path, label: str, what: str) -> None:
+    """Refuse a secret file others may read, or group or others may change.
+
+    Mode 0400/0600 (the service's user alone) is what the role installs;
+    0440/0640 is tolerated for a group that holds the secret anyway.
+    """
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise ConfigError(label, f"cannot read {what} {str(path)!r}: "
+                                 f"{exc.strerror or exc}") from None
+    if mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise ConfigError(label, f"{what} {path} is writable by group or others "
+                                 f"(mode {stat.S_IMODE(mode):04o}): chmod 0400 it")
+    if mode & stat.S_IROTH:
+        raise ConfigError(label, f"{what} {path} is readable by others "
+                                 f"(mode {stat.S_IMODE(mode):04o}): chmod 0400 it")
 
 
 def _key_id(text: str, where: str) -> int:
@@ -574,7 +617,8 @@ def _key_id(text: str, where: str) -> int:
 
 
 def read_key_file(path: Path, label: str) -> dict[int, bytes]:
-    """Lines ``<key id> <hex key>``; ``#`` starts a comment."""
+    """Lines ``<key id> <hex key>``; ``#`` starts a comment. The file must be private."""
+    check_secret_file(path, label, "key file")
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -612,30 +656,73 @@ def _security(root: _Table, base: Path) -> SecurityConfig:
         raise ConfigError(t.key("current_key"),
                           f"key {current} is not among the keys ({', '.join(map(str, keys))})")
     t.finish()
-    return SecurityConfig(current, keys, key_file)
+    warnings = tuple(f"security: key {key_id} {warning}" for key_id, key in sorted(keys.items())
+                     if (warning := key_warning(key)) is not None)
+    return SecurityConfig(current, keys, key_file, warnings)
 
 
-def _mqtt(root: _Table, node_id: int) -> MqttConfig:
+def _mqtt(root: _Table, node_id: int, base: Path) -> MqttConfig:
     t = root.table("mqtt")
     prefix = t.get_str("topic_prefix", "meshsub", nonempty=True)
     if any(c in prefix for c in "+#\0") or prefix.startswith("/") or prefix.endswith("/"):
         raise ConfigError(t.key("topic_prefix"),
                           f"must be a plain topic without wildcards or edge slashes: {prefix!r}")
+    password_file = t.get_str("password_file", "")
+    password = ""
+    if password_file:
+        path = Path(password_file) if Path(password_file).is_absolute() else base / password_file
+        check_secret_file(path, t.key("password_file"), "password file")
+        try:
+            password = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(t.key("password_file"), f"cannot read {str(path)!r}: {exc}") \
+                from None
+        if not password or "\n" in password:
+            raise ConfigError(t.key("password_file"), "must hold one non-empty line")
+    username = t.get_str("username", "")
+    if password and not username:
+        raise ConfigError(t.key("username"), "required with mqtt.password_file")
+    tls = {name: t.get_str(name, "") for name in ("tls_ca_file", "tls_cert_file", "tls_key_file")}
+    for name, value in tls.items():
+        if value and not Path(value).is_file():
+            raise ConfigError(t.key(name), f"no such file: {value!r}")
+    if bool(tls["tls_cert_file"]) != bool(tls["tls_key_file"]):
+        raise ConfigError(t.key("tls_cert_file"), "tls_cert_file and tls_key_file go together")
+    host = t.get_str("host", "127.0.0.1", nonempty=True)
+    if password and not tls["tls_ca_file"] and not _loopback(host):
+        raise ConfigError(t.key("tls_ca_file"), f"required for a broker at {host}: without "
+                          "TLS the password would cross the network in clear")
     cfg = MqttConfig(
-        host=t.get_str("host", "127.0.0.1", nonempty=True),
+        host=host,
         port=t.get_int("port", 1883, lo=1, hi=65535),
         client_id=t.get_str("client_id", f"meshsubd-{node_id:08x}", nonempty=True),
         topic_prefix=prefix,
         keepalive=t.get_int("keepalive", 60, lo=5, hi=65535),
+        username=username,
+        password_file=password_file,
+        password=password,
+        max_subscriptions=t.get_int("max_subscriptions", 1000, lo=1, hi=1_000_000),
+        broker_config=t.get_str("broker_config", "/etc/mosquitto/mosquitto.conf"),
+        **tls,
     )
     t.finish()
     return cfg
 
 
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def _storage(root: _Table) -> StorageConfig:
     t = root.table("storage")
     state = t.get_str("state_dir", "/var/lib/meshsub", nonempty=True)
-    cfg = StorageConfig(state, t.get_str("spool_dir", str(Path(state) / "spool"), nonempty=True))
+    cfg = StorageConfig(state, t.get_str("spool_dir", str(Path(state) / "spool"), nonempty=True),
+                        t.get_str("runtime_dir", ""))
     t.finish()
     return cfg
 
@@ -697,7 +784,7 @@ def parse_config(data: Mapping[str, Any], *, base_dir: Path = Path("."), source:
         location=_location(root),
         protocol=_protocol(root, protocol_lookup),
         security=_security(root, base_dir),
-        mqtt=_mqtt(root, node.id),
+        mqtt=_mqtt(root, node.id, base_dir),
         storage=_storage(root),
         telemetry=_telemetry(root),
         log=_log(root),

@@ -1,7 +1,10 @@
 """The operator's control socket: newline-delimited JSON over a unix socket.
 
-``<state_dir>/meshsubd.sock`` (mode 0660, so a ``meshsub`` group can use
-``meshsubctl`` without root). One JSON object per line each way:
+``<runtime_dir>/meshsubd.sock`` (mode 0660, so members of the daemon's group use
+``meshsubctl`` without root; the systemd unit puts it in ``/run/meshsub``, away
+from the state directory and the key, which that group cannot read). Every
+``pub`` is logged with the caller's uid and pid (``SO_PEERCRED``) and counted
+per uid. One JSON object per line each way:
 
 - request ``{"cmd": "status"}`` -> ``{"ok": true, "result": {...}}``;
   ``neighbors`` and ``subscriptions`` likewise;
@@ -26,6 +29,8 @@ import itertools
 import json
 import os
 import secrets
+import socket
+import struct
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -35,6 +40,7 @@ from typing import Any
 from meshsub.core.content import Event, Subscription
 from meshsub.core.syntax import format_subscription, parse_event, parse_subscription
 from meshsub.core.values import ContentError
+from meshsub.runtime import boundedjson
 from meshsub.runtime.logging import get_logger
 
 log = get_logger("meshsub.control")
@@ -42,11 +48,38 @@ log = get_logger("meshsub.control")
 SOCKET_NAME = "meshsubd.sock"
 MAX_LINE = 64 * 1024
 STREAM_QUEUE = 1000
+MAX_STREAMS = 64
+"""``meshsubctl sub`` clients at once (each holds a subscription and a queue)."""
+MAX_DEPTH = 4
+"""Requests are flat objects: deeper JSON is refused before parsing."""
 COMMANDS = ("status", "neighbors", "subscriptions", "pub", "sub")
+
+
+@dataclass(frozen=True, slots=True)
+class Peer:
+    """Who is on the other end of a connection (``SO_PEERCRED``; -1 if unknown)."""
+
+    pid: int = -1
+    uid: int = -1
+    gid: int = -1
+
+
+def peer_of(writer: asyncio.StreamWriter) -> Peer:
+    sock = writer.get_extra_info("socket")
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except (OSError, AttributeError):
+        return Peer()
+    pid, uid, gid = struct.unpack("3i", raw)
+    return Peer(pid, uid, gid)
 
 
 class ControlError(Exception):
     """A request the server refuses; the text goes back to the client as ``error``."""
+
+
+class _BadJson(Exception):
+    """A request line that is not (boundedly nested) JSON."""
 
 
 @dataclass(slots=True)
@@ -166,7 +199,7 @@ class ControlServer:
             self._clients.add(task)
         self._writers.add(writer)
         try:
-            await self._serve(reader, writer)
+            await self._serve(reader, writer, peer_of(writer))
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
@@ -177,7 +210,8 @@ class ControlServer:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                     peer: Peer) -> None:
         while True:
             try:
                 line = await reader.readline()
@@ -191,17 +225,20 @@ class ControlServer:
                 continue
             self.counters["requests"] += 1
             try:
-                request = json.loads(line)
+                try:
+                    request = boundedjson.loads(line, max_depth=MAX_DEPTH)
+                except (ValueError, UnicodeDecodeError) as exc:
+                    raise _BadJson(str(exc).splitlines()[0][:200]) from None
                 if not isinstance(request, dict):
                     raise ControlError("request must be a JSON object")
                 cmd = request.get("cmd")
                 if cmd == "sub":
                     await self._stream(request, reader, writer)
                     return
-                result = await self._dispatch(cmd, request)
-            except json.JSONDecodeError as exc:
+                result = await self._dispatch(cmd, request, peer)
+            except _BadJson as exc:
                 self.counters["rejected:bad_json"] += 1
-                await _send(writer, {"ok": False, "error": f"request is not JSON: {exc.msg}"})
+                await _send(writer, {"ok": False, "error": f"request is not JSON: {exc}"})
                 continue
             except (ControlError, ContentError) as exc:
                 self.counters["rejected:bad_request"] += 1
@@ -214,7 +251,7 @@ class ControlServer:
                 continue
             await _send(writer, {"ok": True, "result": result})
 
-    async def _dispatch(self, cmd: Any, request: Mapping[str, Any]) -> Any:
+    async def _dispatch(self, cmd: Any, request: Mapping[str, Any], peer: Peer) -> Any:
         h = self.handlers
         if cmd == "status":
             return dict(h.status())
@@ -229,6 +266,9 @@ class ControlServer:
             event = parse_event(text)
             result = h.publish(event)
             event_id = await result if inspect.isawaitable(result) else result
+            self.counters[f"published_by_uid:{peer.uid}"] += 1
+            log.info("control publish", uid=peer.uid, pid=peer.pid, event_id=str(event_id),
+                     topic=event.topic)
             return {"event_id": str(event_id)}
         raise ControlError(f"unknown command {cmd!r} (known: {', '.join(COMMANDS)})")
 
@@ -240,6 +280,9 @@ class ControlServer:
         if not isinstance(text, str):
             raise ControlError("sub needs 'expr': a subscription in text syntax")
         sub = parse_subscription(text)
+        if len(self._streams) >= MAX_STREAMS:
+            self.counters["rejected:too_many"] += 1
+            raise ControlError(f"at most {MAX_STREAMS} 'sub' streams at once")
         sub_id = f"ctl-{self._tag}-{next(self._ids)}"
         stream = _Stream(format_subscription(sub))
         self._streams[sub_id] = stream

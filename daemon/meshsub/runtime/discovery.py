@@ -8,16 +8,25 @@ flood the whole mesh, so there is no broadcast at all).
 
 Beacons are core ``BEACON`` messages (protocol id 0) that the node encodes
 with the frame codec; this module designs their body and validates it.
+
+DNS-SD is unauthenticated: anyone on the link can announce ``_meshsub._udp``
+services. So a peer found that way is a *candidate* only: limited to the
+mesh subnet (``DnsSd(network=...)``), at most ``max_learned_peers`` of them,
+and forgotten after ``peer_timeout_beacons`` beacon intervals in which no
+authenticated beacon came from its address (counted ``peers_expired``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import ipaddress
 import logging
 import math
 import random
+import socket
+import struct
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -40,6 +49,11 @@ MAX_PROTOCOL_LEN: Final = 32
 MAX_CAPABILITIES: Final = 16
 MAX_COORD: Final = 1e8
 """Local metres; 100 000 km is certainly garbage."""
+LEARNED_SOURCES: Final = frozenset({"dnssd"})
+"""Probe-peer sources nobody vouches for: capped, and expired without valid beacons."""
+DEFAULT_MAX_LEARNED_PEERS: Final = 64
+DEFAULT_PEER_TIMEOUT_BEACONS: Final = 3
+SIOCGIFNETMASK: Final = 0x891B
 
 
 class BeaconError(ValueError):
@@ -229,6 +243,8 @@ class Discovery:
         broadcast: bool = True,
         rng: random.Random | None = None,
         expire_interval: float = 0.5,
+        max_learned_peers: int = DEFAULT_MAX_LEARNED_PEERS,
+        peer_timeout_beacons: int = DEFAULT_PEER_TIMEOUT_BEACONS,
     ) -> None:
         self.node = node
         self.name = name
@@ -248,6 +264,10 @@ class Discovery:
         self.seq = 0
         self.peers: dict[str, set[Address]] = {}
         """Probe peers by source (``static``, ``dnssd``, ``batman``)."""
+        self.max_learned_peers = max_learned_peers
+        self.peer_timeout_beacons = peer_timeout_beacons
+        self._vouched: dict[tuple[str, Address], float] = {}
+        """Learned probe peers -> when they were added or last sent a valid beacon."""
         self.counters: Counter[str] = Counter()
         self.drops: Counter[str] = Counter()
         self._tasks: list[asyncio.Task[None]] = []
@@ -285,10 +305,35 @@ class Discovery:
         self.peers[source] = new
 
     def add_peer(self, source: str, addr: Address) -> None:
+        """A probe peer; one of a ``LEARNED_SOURCES`` source is capped and expires."""
         peers = self.peers.setdefault(source, set())
-        if addr not in peers:
-            peers.add(addr)
-            self.kick()
+        if addr in peers:
+            return
+        if source in LEARNED_SOURCES:
+            if len(peers) >= self.max_learned_peers:
+                self.drops[f"{source}_peers_full"] += 1
+                return
+            self._vouched[(source, addr)] = self._clock()
+        peers.add(addr)
+        self.kick()
+
+    def expire_peers(self, now: float) -> int:
+        """Forget learned peers no valid beacon came from for ``peer_timeout_beacons``
+        base intervals; return how many."""
+        horizon = now - self.peer_timeout_beacons * self.scheduler.timing.interval
+        gone = [key for key, at in self._vouched.items() if at < horizon]
+        for source, addr in gone:
+            del self._vouched[(source, addr)]
+            self.peers.get(source, set()).discard(addr)
+            self.counters["peers_expired"] += 1
+        return len(gone)
+
+    def _vouch(self, addr: Address, now: float) -> None:
+        """A valid beacon came from ``addr``: learned peers at that address stay."""
+        host, port = _bare(addr[0]), addr[1]
+        for key in self._vouched:
+            if key[1][1] == port and _bare(key[1][0]) == host:
+                self._vouched[key] = now
 
     def probe_targets(self) -> list[Address]:
         """Unicast targets this round: every probe peer, and in broadcast-less (batman)
@@ -350,13 +395,17 @@ class Discovery:
     async def _expire_loop(self) -> None:
         while True:
             await asyncio.sleep(self._expire_interval)
-            self._dispatch(self.table.expire(self._clock()))
+            now = self._clock()
+            self._dispatch(self.table.expire(now))
+            self.expire_peers(now)
 
     # ------------------------------------------------------------ receiving
 
     def on_beacon(self, message: Message, sender: NodeId, addr: Address,
-                  now: float | None = None) -> Beacon | None:
-        """A decoded, authenticated BEACON frame from ``sender`` at ``addr``."""
+                  now: float | None = None, epoch: int | None = None) -> Beacon | None:
+        """A decoded, authenticated BEACON frame from ``sender`` at ``addr``, sent in the
+        transmitter's boot ``epoch``. A stale, duplicate or table-full beacon changes
+        nothing (counted); only a fresh one teaches ``sender``'s address."""
         now = self._clock() if now is None else now
         if sender == self.node:
             self.drops["own"] += 1
@@ -368,10 +417,16 @@ class Discovery:
             log.debug("beacon dropped from=%s reason=%s", addr, exc)
             return None
         self.counters["received"] += 1
-        self._learn(beacon.node, addr)
+        why = self.table.check(beacon.node, beacon.seq, epoch)
+        if why is not None and why != "duplicate":
+            self.drops[f"beacon_{why}"] += 1
+        if why is None:
+            self._learn(beacon.node, addr)
+            self._vouch(addr, now)
         events = self.table.heard(
-            beacon.node, beacon.seq, beacon.interval, now, address=addr, name=beacon.name,
-            position=beacon.position, protocol=beacon.protocol, capabilities=beacon.capabilities)
+            beacon.node, beacon.seq, beacon.interval, now, address=addr, epoch=epoch,
+            name=beacon.name, position=beacon.position, protocol=beacon.protocol,
+            capabilities=beacon.capabilities)
         self._dispatch(events)
         return beacon
 
@@ -394,6 +449,8 @@ class Discovery:
             "interval_s": self.scheduler.current,
             "broadcast": self.broadcast,
             "probe_peers": {k: sorted(map(format_address, v)) for k, v in self.peers.items()},
+            "neighbors_refused": self.table.refused,
+            "stale_beacons": self.table.stale,
             "budget_limited_rounds": self.scheduler.budget_limited,
             "counters": dict(self.counters),
             "drops": dict(self.drops),
@@ -423,8 +480,12 @@ class DnsSd:
         on_peer: Callable[[NodeId, list[Address]], None],
         interfaces: list[str] | None = None,
         resolve_timeout_ms: int = 3000,
+        network: ipaddress.IPv4Network | ipaddress.IPv6Network | None = None,
     ) -> None:
+        """``network``: the mesh subnet; peers announcing addresses outside it (or, for
+        IPv6, outside the link-local range) are ignored (counted ``outside_subnet``)."""
         self.node = node
+        self.network = network
         self.port = port
         self.protocol = protocol
         self.addresses = [str(a) for a in addresses]
@@ -511,12 +572,41 @@ class DnsSd:
                 ip = ipaddress.ip_address(text.partition("%")[0])
                 if ip.is_unspecified or ip.is_multicast:
                     continue
+                if not self.reachable(ip):
+                    self.drops["outside_subnet"] += 1
+                    continue
                 addrs.append((text, port))
         if not addrs:
             self.drops["no_address"] += 1
             return
         self.found[node] = addrs
         self._on_peer(node, addrs)
+
+
+    def reachable(self, ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+        """On the mesh link: in ``network`` (IPv4), link-local (IPv6)."""
+        if ip.version == 6:
+            return ip.is_link_local
+        return self.network is None or (self.network.version == 4 and ip in self.network)
+
+
+def _bare(host: str) -> str:
+    return str(host).partition("%")[0]
+
+
+def interface_network(name: str, address: str) -> ipaddress.IPv4Network | None:
+    """The IPv4 subnet of ``address`` on interface ``name`` (its netmask), or None."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        try:
+            res = fcntl.ioctl(sock.fileno(), SIOCGIFNETMASK,
+                              struct.pack("256s", name.encode()[:15]))
+        except OSError:
+            return None
+    mask = socket.inet_ntoa(res[20:24])
+    try:
+        return ipaddress.IPv4Network(f"{address}/{mask}", strict=False)
+    except ValueError:
+        return None
 
 
 def parse_txt(props: Mapping[bytes, bytes | None]) -> tuple[NodeId, int]:

@@ -41,6 +41,9 @@ class FrameIO:
         self.drops: Counter[str] = Counter()
         """Node-level drops (not the codec's): wrong protocol, no route, encode errors."""
         self.counters: Counter[str] = Counter()
+        self.on_refused: Callable[[str], None] = lambda reason: None
+        """Told the reason of every frame the codec refuses (the node's admission
+        counts them and writes one summary record per interval, not one per frame)."""
         self.link_refusals = 0
         """Transmissions the link refused (``link_down``, ``send_failed``): not sent, and
         worth another try later, unlike a destination without an address."""
@@ -133,7 +136,7 @@ class FrameIO:
             decoded = self.codec.decode(data, now)
         except FrameError as err:
             if err.reason != "own_frame":
-                self._record("drop", {"reason": f"frame_{err.reason}"})
+                self.on_refused(err.reason)
                 log.debug("frame refused", reason=err.reason, error=err.detail)
             return None
         if decoded is None:

@@ -310,6 +310,11 @@ class Link:
         """Return once the socket is bound (e.g. to gate systemd readiness)."""
         await self._up.wait()
 
+    @property
+    def sock(self) -> socket.socket | None:
+        """The bound socket (for socket options such as the admission's filter)."""
+        return self._sock
+
     def _set_state(self, state: LinkState) -> None:
         if state == self.state:
             return

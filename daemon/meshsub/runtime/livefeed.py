@@ -193,7 +193,8 @@ class TelemetryFeed:
         props.SessionExpiryInterval = 0  # nothing to keep: the cursor is our session
         return aiomqtt.Client(
             s.host, s.port, identifier=self.client_id, username=s.username,
-            password=s.password, protocol=aiomqtt.ProtocolVersion.V5, clean_start=True,
+            password=s.password, tls_params=s.tls(), protocol=aiomqtt.ProtocolVersion.V5,
+            clean_start=True,
             properties=props, keepalive=s.keepalive, timeout=s.timeout_s,
         )
 

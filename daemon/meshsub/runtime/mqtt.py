@@ -4,10 +4,13 @@ Topic layout (``docs/mqtt.md``), with ``<p>`` the configured prefix:
 
 - ``<p>/pub/<event topic>``: an application publishes an event, payload a
   JSON object of attributes;
-- ``<p>/sub/<sub_id>``: payload a subscription expression (core text syntax)
-  subscribes, an empty payload unsubscribes (retain the expression and it
-  survives broker and daemon restarts);
-- ``<p>/deliver/<sub_id>/<event topic>``: the daemon delivers matching events;
+- ``<p>/sub/<app>/<name>`` (or ``<p>/sub/<name>``): payload a subscription
+  expression (core text syntax) subscribes, an empty payload unsubscribes
+  (retain the expression and it survives broker and daemon restarts); the
+  subscription id is ``<app>/<name>``, and the broker's ACL lets each
+  application write only below its own user name;
+- ``<p>/deliver/<sub_id>/<event topic>``: the daemon delivers matching events
+  (so an application reads only ``<p>/deliver/<app>/#``);
 - ``<p>/error``: the daemon reports rejected application messages;
 - the configured live telemetry topic: published by ``meshsub.runtime.livefeed``
   on its own connection, never by the bridge.
@@ -24,6 +27,17 @@ Loops: everything the daemon publishes lives under ``deliver``/``error``/
 the telemetry topic and carries provenance user properties; its subscriptions use
 "no local"; an incoming message that carries our provenance is dropped
 (counted ``loop``), whoever re-published it.
+
+Hostile input: no message stops the bridge. Payloads are parsed with bounded
+nesting (``boundedjson``); whatever a message makes go wrong is counted
+(``rejected:<reason>``, ``rejected:internal`` for a bug) and the message is
+acknowledged, so the broker does not redeliver it for ever, across daemon
+restarts included. Only a store that cannot write leaves a message
+unacknowledged (it comes again). At most ``max_subscriptions`` MQTT
+subscriptions (``rejected:too_many``). The bridge logs in with the configured
+user and password (and TLS if configured), warns at start when the broker's
+configured queue is shorter than its own, and counts the publications the
+broker reports dropping (``$SYS/broker/publish/messages/dropped``).
 """
 
 from __future__ import annotations
@@ -35,9 +49,11 @@ import json
 import math
 import random
 import sqlite3
+import ssl
 from collections import Counter, deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiomqtt
@@ -52,6 +68,7 @@ from meshsub.core.subids import check_sub_id as core_check_sub_id
 from meshsub.core.syntax import format_subscription, parse_subscription
 from meshsub.core.topics import validate_topic
 from meshsub.core.values import ContentError
+from meshsub.runtime import boundedjson
 from meshsub.runtime.logging import get_logger
 from meshsub.runtime.store import Ingress, LocalPublisher, OutboxFullError, Store, StoreError
 
@@ -66,6 +83,10 @@ PROP_NODE = "meshsub-node"
 
 _WINDOW = 32
 """Deliveries in flight to the broker at once (QoS 1 acknowledgements awaited together)."""
+MAX_PAYLOAD_DEPTH = 2
+"""An event is one JSON object of plain values: deeper nesting is refused before parsing."""
+BROKER_DROPPED_TOPIC = "$SYS/broker/publish/messages/dropped"
+"""mosquitto's count of publications it dropped at its queue or in-flight limits."""
 
 
 class PayloadError(ValueError):
@@ -86,7 +107,11 @@ class MqttSettings:
     client_id: str | None = None
     """Fixed per node (default ``meshsubd-<node hex>``) so the session persists."""
     username: str | None = None
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)
+    tls_ca_file: str | None = None
+    """Verify the broker with this CA bundle (TLS on); ``None``: plain TCP (loopback)."""
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
     keepalive: int = 30
     session_expiry_s: int = 86400
     reconnect_min_s: float = 0.5
@@ -95,6 +120,11 @@ class MqttSettings:
     """Outgoing messages held while the broker is away; beyond it the oldest is dropped."""
     max_payload_bytes: int = 65536
     batch_limit: int = 256
+    max_subscriptions: int = 1000
+    """MQTT subscriptions the node takes; beyond, ``rejected:too_many``."""
+    outbox_limit: int = 10000
+    """Publications the daemon holds unfed (``LocalPublisher.limit``): the broker's queue
+    for the daemon should be at least as long."""
     timeout_s: float = 10.0
     telemetry_topic: str = ""
     """Live telemetry topic (``livefeed``); checked here against the prefix so that the
@@ -111,8 +141,10 @@ class MqttSettings:
             )
         if not 0 < self.port < 65536:
             raise ValueError(f"mqtt port {self.port} out of range")
-        if self.queue_limit < 1 or self.batch_limit < 1:
-            raise ValueError("mqtt queue_limit and batch_limit must be positive")
+        if self.queue_limit < 1 or self.batch_limit < 1 or self.max_subscriptions < 1:
+            raise ValueError("mqtt queue_limit, batch_limit and max_subscriptions must be positive")
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ValueError("mqtt tls_cert_file and tls_key_file go together")
         if not 0 < self.reconnect_min_s <= self.reconnect_max_s:
             raise ValueError("need 0 < reconnect_min_s <= reconnect_max_s")
 
@@ -125,17 +157,32 @@ class MqttSettings:
             port=mqtt.port,
             prefix=mqtt.topic_prefix,
             client_id=mqtt.client_id or None,
+            username=mqtt.username or None,
+            password=mqtt.password or None,
+            tls_ca_file=mqtt.tls_ca_file or None,
+            tls_cert_file=mqtt.tls_cert_file or None,
+            tls_key_file=mqtt.tls_key_file or None,
             keepalive=mqtt.keepalive,
+            max_subscriptions=mqtt.max_subscriptions,
             telemetry_topic=telemetry_topic,
             **overrides,
         )
+
+    def tls(self) -> aiomqtt.TLSParameters | None:
+        """aiomqtt's TLS settings (verifying the broker), or None for plain TCP."""
+        if self.tls_ca_file is None:
+            return None
+        return aiomqtt.TLSParameters(ca_certs=self.tls_ca_file, certfile=self.tls_cert_file,
+                                     keyfile=self.tls_key_file,
+                                     cert_reqs=ssl.CERT_REQUIRED)
 
 
 # ---------------------------------------------------------------- payloads
 
 
 def check_sub_id(sub_id: str) -> str:
-    """A subscription id (``meshsub.core.subids``); ``PayloadError`` ``bad_sub_id`` if not."""
+    """A subscription id (``meshsub.core.subids``: ``<app>/<name>`` or ``<name>``);
+    ``PayloadError`` ``bad_sub_id`` if not."""
     try:
         return core_check_sub_id(sub_id)
     except SubIdError as exc:
@@ -154,7 +201,8 @@ def event_from_payload(topic: str, payload: bytes, max_bytes: int = 65536) -> Ev
         attrs: Any = {}
     else:
         try:
-            attrs = json.loads(payload, parse_constant=_reject_constant)
+            attrs = boundedjson.loads(payload, max_depth=MAX_PAYLOAD_DEPTH,
+                                      parse_constant=_reject_constant)
         except (ValueError, UnicodeDecodeError) as exc:
             raise PayloadError("bad_json", f"payload is not JSON: {exc}") from None
     if not isinstance(attrs, dict):
@@ -276,6 +324,8 @@ class MqttBridge:
         self._in_flight: set[tuple[MessageId, str]] = set()
         self._to_record: list[tuple[MessageId, str]] = []
         self._task: asyncio.Task[None] | None = None
+        self._broker_dropped: int | None = None
+        """The broker's cumulative dropped-publication count when we last read it."""
 
     # ------------------------------------------------------------ lifecycle
 
@@ -294,6 +344,19 @@ class MqttBridge:
         self.state = "connecting"
         self._task = asyncio.get_running_loop().create_task(self._run(), name="mqtt-bridge")
 
+    def check_broker_queue(self, config_path: Path) -> int | None:
+        """Warn when the broker's configuration queues fewer messages per client than
+        this daemon holds: beyond it the broker drops silently. The broker's limit
+        (None if its configuration cannot be read)."""
+        limit = broker_queue_limit(config_path)
+        own = max(self.settings.outbox_limit, self.settings.queue_limit)
+        if limit is not None and 0 < limit < own:
+            self.counters["broker_queue_short"] = 1
+            log.warning("the broker queues fewer messages per client than meshsubd holds: "
+                        "raise max_queued_messages", broker=limit, meshsubd=own,
+                        config=str(config_path))
+        return limit
+
     async def stop(self, drain_timeout_s: float = 2.0) -> None:
         """Drain queued deliveries for a moment if connected, then disconnect."""
         if self._task is None:
@@ -301,7 +364,13 @@ class MqttBridge:
         if self.state == "connected" and (self._out or not self._idle.is_set()):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._drained(), drain_timeout_s)
-        self._task.cancel()
+        while True:
+            self._task.cancel()
+            # asyncio.wait_for (aiomqtt's, Python 3.11) can swallow a cancellation that
+            # races with the answer it waits for: cancel again until the task ends
+            done, _ = await asyncio.wait({self._task}, timeout=1.0)
+            if done:
+                break
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
         self._task = None
@@ -398,6 +467,7 @@ class MqttBridge:
             identifier=self.client_id,
             username=s.username,
             password=s.password,
+            tls_params=s.tls(),
             protocol=aiomqtt.ProtocolVersion.V5,
             clean_start=False,
             properties=props,
@@ -435,7 +505,11 @@ class MqttBridge:
 
     async def _session(self, client: aiomqtt.Client) -> None:
         opts = SubscribeOptions(qos=1, noLocal=True)
-        await client.subscribe([(f"{self._pub_prefix}#", opts), (f"{self._sub_prefix}+", opts)])
+        # one SUBSCRIBE: the broker's own drop count rides along (an ACL that denies it
+        # fails that filter alone, and the count is simply never read)
+        await client.subscribe([(f"{self._pub_prefix}#", opts), (f"{self._sub_prefix}+", opts),
+                                (f"{self._sub_prefix}+/+", opts),
+                                (BROKER_DROPPED_TOPIC, SubscribeOptions(qos=0))])
         writer = asyncio.create_task(self._writer(client))
         reader = asyncio.create_task(self._reader(client))
         try:
@@ -511,27 +585,63 @@ class MqttBridge:
     # ------------------------------------------------------------ incoming
 
     def handle_batch(self, batch: list[aiomqtt.Message], client: aiomqtt.Client) -> None:
-        """Process received messages in order; acknowledge each once it is safe."""
+        """Process received messages in order; acknowledge each once it is safe.
+
+        A message that makes anything but the store fail is counted
+        (``rejected:internal``) and acknowledged: no message can stop the bridge
+        or come back for ever. A store failure raises ``_Reconnect`` (unacknowledged,
+        the broker redelivers once the store works).
+        """
         pending: list[_Pending] = []
         for message in batch:
-            topic = message.topic.value
-            if hasprovenance(message.properties):
-                self.counters["dropped:loop"] += 1
-                self._ack(client, message)
-                continue
-            if topic.startswith(self._pub_prefix):
-                item = self._accept_publication(message, topic[len(self._pub_prefix):], client)
-                if item is not None:
-                    pending.append(item)
-            elif topic.startswith(self._sub_prefix):
-                self._commit(pending, client)
-                pending = []
-                self._subscription_message(topic[len(self._sub_prefix):], message.payload)
-                self._ack(client, message)
-            else:  # not ours (a broker-side mapping); acknowledge and forget
-                self.counters["dropped:foreign_topic"] += 1
+            try:
+                pending = self._handle(message, client, pending)
+            except (_Reconnect, StoreError, sqlite3.Error) as exc:
+                raise _Reconnect(str(exc)) from None
+            except Exception as exc:  # a bug or an input nobody foresaw: never fatal
+                self.counters["rejected:internal"] += 1
+                log.error("application message failed", topic=_topic_text(message), exc=exc)
                 self._ack(client, message)
         self._commit(pending, client)
+
+    def _handle(self, message: aiomqtt.Message, client: aiomqtt.Client,
+                pending: list[_Pending]) -> list[_Pending]:
+        """One message; returns the publications still waiting for their commit."""
+        topic = message.topic.value
+        if topic == BROKER_DROPPED_TOPIC:
+            self._broker_stats(message.payload)
+            return pending
+        if hasprovenance(message.properties):
+            self.counters["dropped:loop"] += 1
+            self._ack(client, message)
+            return pending
+        if topic.startswith(self._pub_prefix):
+            item = self._accept_publication(message, topic[len(self._pub_prefix):], client)
+            if item is not None:
+                pending.append(item)
+            return pending
+        if topic.startswith(self._sub_prefix):
+            self._commit(pending, client)
+            self._subscription_message(topic[len(self._sub_prefix):], message.payload)
+            self._ack(client, message)
+            return []
+        self.counters["dropped:foreign_topic"] += 1  # not ours (a broker-side mapping)
+        self._ack(client, message)
+        return pending
+
+    def _broker_stats(self, payload: Any) -> None:
+        """The broker's cumulative dropped count: count what it grew by since we connected."""
+        try:
+            value = int(_payload_bytes(payload).strip())
+        except ValueError:
+            self.counters["broker_stats_unreadable"] += 1
+            return
+        if self._broker_dropped is not None and value > self._broker_dropped:
+            grown = value - self._broker_dropped
+            self.counters["broker_dropped"] += grown
+            log.warning("the broker dropped publications at its queue limits", count=grown,
+                        total=self.counters["broker_dropped"])
+        self._broker_dropped = value
 
     def _accept_publication(
         self, message: aiomqtt.Message, event_topic: str, client: aiomqtt.Client
@@ -607,6 +717,12 @@ class MqttBridge:
         canonical = format_subscription(sub)
         if self.subscriptions.get(sub_id) == canonical:
             return  # the retained copy again after a reconnect: nothing changed
+        if sub_id not in self.subscriptions and \
+                len(self.subscriptions) >= self.settings.max_subscriptions:
+            self._report(topic, "too_many",
+                         f"the node takes at most {self.settings.max_subscriptions} "
+                         "MQTT subscriptions")
+            return
         self.store.put_subscription(sub_id, canonical, source="mqtt")  # StoreError: comes again
         if sub_id in self.subscriptions:
             self._call(self.on_unsubscribe, sub_id)
@@ -624,6 +740,38 @@ class MqttBridge:
         except Exception as exc:  # the node's bug must not take the bridge down
             self.counters["callback_errors"] += 1
             log.error("node callback failed", callback=getattr(fn, "__name__", "?"), exc=exc)
+
+
+def broker_queue_limit(path: Path) -> int | None:
+    """mosquitto's ``max_queued_messages`` from its configuration file and the files of
+    its ``include_dir`` (the last setting wins, as in mosquitto); its default of 1000
+    when unset; None if the file cannot be read."""
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    files = [lines]
+    for line in lines:
+        words = line.split()
+        if len(words) == 2 and words[0] == "include_dir":
+            with contextlib.suppress(OSError):
+                for conf in sorted(Path(words[1]).glob("*.conf")):
+                    files.append(conf.read_text(encoding="utf-8", errors="replace")
+                                 .splitlines())
+    limit = 1000
+    for text in files:
+        for line in text:
+            words = line.split()
+            if len(words) == 2 and words[0] == "max_queued_messages" and words[1].isdigit():
+                limit = int(words[1])
+    return limit
+
+
+def _topic_text(message: aiomqtt.Message) -> str:
+    try:
+        return str(message.topic.value)
+    except Exception:  # a message object broken enough not to have one
+        return "?"
 
 
 def _sparse(count: int) -> bool:

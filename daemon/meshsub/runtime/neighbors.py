@@ -6,6 +6,12 @@ each beacon sequence gap counts its missing beacons as zeros, and beacons
 overdue by the clock are counted before the next one arrives (so a silent
 neighbour's quality decays before it is declared down). A neighbour is down
 after ``timeout_beacons`` of *its own* advertised intervals without a beacon.
+
+Hostile senders: the table holds at most ``max_neighbors``; a new node beyond
+that is refused (counted in ``refused``), never exchanged for a live one. A
+beacon older than the newest heard from that node (by the transmitter's boot
+epoch, then the beacon sequence) is stale: counted, and it changes nothing,
+least of all the neighbour's address.
 """
 
 from __future__ import annotations
@@ -25,6 +31,9 @@ from meshsub.core.api import (
     Position,
 )
 from meshsub.runtime.link import Address
+
+DEFAULT_MAX_NEIGHBORS = 256
+"""One radio hears far fewer; a full table means made-up ids (an insider)."""
 
 
 class EventKind(enum.StrEnum):
@@ -62,6 +71,8 @@ class Neighbor:
     first_heard: float
     last_heard: float
     last_seq: int
+    epoch: int | None = None
+    """The transmitter's boot epoch of the last beacon (None: the driver gives none)."""
     name: str = ""
     position: Position | None = None
     protocol: str = ""
@@ -89,9 +100,13 @@ class NeighborTable:
         lq_threshold: float = 0.1,
         move_threshold: float = 10.0,
         min_lq: float = 0.05,
+        max_neighbors: int = DEFAULT_MAX_NEIGHBORS,
     ) -> None:
         if timeout_beacons < 1 or not 0 < alpha <= 1 or lq_threshold <= 0:
             raise ValueError("timeout_beacons >= 1, 0 < alpha <= 1 and lq_threshold > 0")
+        if max_neighbors < 1:
+            raise ValueError("max_neighbors must be at least 1")
+        self.max_neighbors = max_neighbors
         self.timeout_beacons = timeout_beacons
         self.alpha = alpha
         self.lq_threshold = lq_threshold
@@ -100,6 +115,10 @@ class NeighborTable:
         self._table: dict[NodeId, Neighbor] = {}
         self.duplicates = 0
         self.restarts = 0
+        self.stale = 0
+        """Beacons older than the newest of their node: ignored."""
+        self.refused = 0
+        """New nodes refused because the table was full."""
 
     def __len__(self) -> int:
         return len(self._table)
@@ -117,6 +136,20 @@ class NeighborTable:
         n.lq *= (1.0 - self.alpha) ** misses
         n.lost += misses
 
+    def check(self, node: NodeId, seq: int, epoch: int | None = None) -> str | None:
+        """Why a beacon would change nothing (``duplicate``, ``stale``, ``table_full``), or
+        ``None`` if ``heard`` takes it. No update (``heard`` counts)."""
+        n = self._table.get(node)
+        if n is None:
+            return "table_full" if len(self._table) >= self.max_neighbors else None
+        if epoch is not None and n.epoch is not None and epoch != n.epoch:
+            return None if epoch > n.epoch else "stale"
+        if seq == n.last_seq:
+            return "duplicate"
+        if seq < n.last_seq and epoch is not None and n.epoch is not None:
+            return "stale"  # same boot, older beacon: a late copy or a replay
+        return None
+
     def heard(
         self,
         node: NodeId,
@@ -125,25 +158,36 @@ class NeighborTable:
         now: float,
         *,
         address: Address,
+        epoch: int | None = None,
         name: str = "",
         position: Position | None = None,
         protocol: str = "",
         capabilities: tuple[str, ...] = (),
     ) -> list[NeighborEvent]:
-        """A beacon from ``node`` (sequence ``seq``, next one due within ``interval``)."""
+        """A beacon from ``node`` (sequence ``seq``, next one due within ``interval``),
+        sent in the transmitter's boot ``epoch`` (``None``: order by ``seq`` alone)."""
         if not (interval > 0 and math.isfinite(interval)):
             raise ValueError("interval must be positive")
+        why = self.check(node, seq, epoch)
+        if why is not None:
+            if why == "duplicate":
+                self.duplicates += 1  # the same beacon by another path (unicast + broadcast)
+            elif why == "stale":
+                self.stale += 1
+            else:
+                self.refused += 1
+            return []
         n = self._table.get(node)
         if n is None:
-            n = Neighbor(node, address, interval, now, now, seq, name, position, protocol,
-                         capabilities)
+            n = Neighbor(node, address, interval, now, now, seq, epoch, name, position,
+                         protocol, capabilities)
             n.reported_position = position
             self._table[node] = n
             return [NeighborEvent(EventKind.UP, node, n.info(), address)]
-        if seq == n.last_seq:
-            self.duplicates += 1  # the same beacon by another path (e.g. unicast + broadcast)
-            return []
-        if seq < n.last_seq:  # the neighbour restarted: its sequence began anew
+        restarted = (epoch is not None and n.epoch is not None and epoch > n.epoch) or \
+            seq < n.last_seq
+        n.epoch = epoch if epoch is not None else n.epoch
+        if restarted:  # the neighbour restarted: its sequence began anew
             self.restarts += 1
         else:
             gap_losses = seq - n.last_seq - 1

@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import dataclasses
 import inspect
+import math
 import os
 import secrets
 import time
@@ -67,10 +68,11 @@ from meshsub.core.params import params_to_dict
 from meshsub.core.protocol import Protocol
 from meshsub.core.registry import get_protocol
 from meshsub.core.syntax import format_subscription
+from meshsub.runtime.admission import Admission
 from meshsub.runtime.batman import BatmanCandidate, BatmanPoller, candidate_addresses
 from meshsub.runtime.config import Config, ConfigError, diff_configs, load_config
 from meshsub.runtime.control import SOCKET_NAME, ControlError, ControlHandlers, ControlServer
-from meshsub.runtime.discovery import BeaconTiming, Discovery, DnsSd
+from meshsub.runtime.discovery import BeaconTiming, Discovery, DnsSd, interface_network
 from meshsub.runtime.frameio import LINK_PROTOCOL_ID, FrameIO
 from meshsub.runtime.link import Address, Link, LinkError, LinkState
 from meshsub.runtime.livefeed import FeedSettings, TelemetryFeed
@@ -82,7 +84,7 @@ from meshsub.runtime.neighbors import EventKind, NeighborEvent, NeighborTable, t
 from meshsub.runtime.power import EnergyReading, read_power_supply
 from meshsub.runtime.sdnotify import SignalHandlers, SystemdNotifier
 from meshsub.runtime.spool import TelemetrySpool
-from meshsub.runtime.store import LocalPublisher, Store, StoreError
+from meshsub.runtime.store import LocalPublisher, ReplayKeeper, Store, StoreError
 from meshsub.runtime.timers import Timers
 from meshsub.wire import FrameCodec, KeyRing
 
@@ -90,6 +92,8 @@ log = get_logger("meshsub.node")
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
+PLAUSIBLE_CLOCK_S = 1_735_689_600
+"""2025-01-01: a real-time clock before this has never been set (epochs seed from it)."""
 HOUSEKEEPING_S = 1.0
 STATUS_EVERY_S = 10.0
 
@@ -197,6 +201,7 @@ class Node:
         self.energy: EnergyReading | None = None
         """The last power-supply reading fed to the protocol (``None``: none yet)."""
         self._kernel_drops_noted = 0
+        self._kernel_drops_at = -math.inf
         self.store: Store | None = None
         self.spool: TelemetrySpool | None = None
         self.feed: TelemetryFeed | None = None
@@ -222,6 +227,16 @@ class Node:
             raise StartupError(str(exc)) from None
         keys = KeyRing(cfg.security.keys, cfg.security.current_key)
         self.codec = FrameCodec(self.node, self.epoch, keys, payload_size=cfg.link.payload_size)
+        self.replay = ReplayKeeper(self.store, self.codec.replay)
+        try:
+            restored = self.replay.load()
+        except StoreError as exc:
+            raise StartupError(str(exc)) from None
+        if self.clock() < PLAUSIBLE_CLOCK_S:
+            log.warning("the real-time clock is not set: a node that lost its state gets an "
+                        "epoch from it that neighbours may refuse as a replay",
+                        clock=int(self.clock()), epoch=self.epoch)
+        self.admission = Admission(keys.key_ids, record=self.record)
         self.protocol = _make_protocol(cfg, self.epoch, self.store)
         self.timers = Timers(self._on_timer, self.clock)
         await self._start_spool()
@@ -240,6 +255,9 @@ class Node:
         )
         self.frames = FrameIO(codec=self.codec, link=self.link, protocol=self.protocol,
                               record=self.record)
+        self._source = ""
+        self.frames.on_refused = lambda reason: self.admission.refused(
+            reason, self._source, self.clock())
         self.table = NeighborTable(timeout_beacons=cfg.discovery.neighbor_timeout,
                                    move_threshold=cfg.location.movement_threshold)
         d = cfg.discovery
@@ -263,9 +281,12 @@ class Node:
             node=self.node, store=self.store, publisher=self.publisher,
             on_subscribe=self._local_subscribe, on_unsubscribe=self._local_unsubscribe,
         )
+        self.bridge.check_broker_queue(Path(cfg.mqtt.broker_config))
+        for warning in cfg.security.warnings:
+            log.warning("weak fleet key", problem=warning)
         self.feed = self._make_feed(settings)
         self.control = ControlServer(
-            Path(cfg.storage.state_dir) / SOCKET_NAME,
+            Path(cfg.storage.control_dir) / SOCKET_NAME,
             ControlHandlers(status=self.status, neighbors=self.neighbors,
                             subscriptions=self.subscriptions, publish=self._ctl_publish,
                             subscribe=self._local_subscribe,
@@ -308,7 +329,7 @@ class Node:
         self.notifier.ready(self._status_line())
         log.info("meshsubd running", node=self.node, epoch=self.epoch,
                  protocol=self.protocol.name, link=self.link.state.value,
-                 outbox=self.store.outbox_len())
+                 outbox=self.store.outbox_len(), replay_restored=restored)
 
     async def _link_settled(self, guard_s: float = 5.0) -> None:
         """Until the link is bound or knows it must wait (readiness means one of them)."""
@@ -370,6 +391,7 @@ class Node:
             ("link", lambda: self.link.stop() if self.link else None),  # no input after this
             ("protocol summaries", self._stop_protocol),  # before the spool closes
             ("mqtt", lambda: self.bridge.stop() if self.bridge else None),  # drains deliveries
+            ("replay state", lambda: self.replay.save() if hasattr(self, "replay") else None),
             # the last loss account goes into the spool's last file
             ("telemetry losses", lambda: self.feed.note_losses() if self.feed else None),
             ("spool", lambda: self.spool.stop() if self.spool else None),
@@ -406,16 +428,21 @@ class Node:
         self._tasks = []
 
     def _note_kernel_drops(self) -> None:
-        """Datagrams the kernel dropped for our socket (receive buffer full): a
-        ``counter`` record with the running total whenever it grew."""
+        """Datagrams the kernel dropped for our socket (refused by the admission's
+        prefix filter, or the receive buffer was full): a ``counter`` record with the
+        running total when it grew, at most one per admission summary interval, so
+        that a flood the filter absorbs writes a few records, not one a second."""
         if self.link is None:
             return
         total = self.link.poll_kernel_drops()
-        if total != self._kernel_drops_noted:
-            self._kernel_drops_noted = total
+        now = time.monotonic()
+        if total != self._kernel_drops_noted and (
+                now - self._kernel_drops_at >= self.admission.summary_s):
+            self._kernel_drops_noted, self._kernel_drops_at = total, now
             self.record("counter", {"reason": "udp_receive_drops", "bytes": total})
-            log.warning("kernel dropped datagrams: receive buffer full", total=total,
-                        receive_buffer=self.link.receive_buffer_granted)
+            log.warning("kernel dropped datagrams (prefix filter or receive buffer full)",
+                        total=total, receive_buffer=self.link.receive_buffer_granted,
+                        kernel_filter=self.admission.filter_attached)
 
     def _healthy(self) -> bool:
         """The loop turns: housekeeping ran recently (the watchdog ping depends on it)."""
@@ -426,7 +453,11 @@ class Node:
         while True:
             await asyncio.sleep(HOUSEKEEPING_S)
             self._last_tick = time.monotonic()
-            self.codec.expire(self.clock())
+            now = self.clock()
+            self.codec.expire(now)
+            self.admission.tick(now)
+            self.replay.tick(now)
+            self._forget_addresses()
             self._poll_energy()
             if self.publisher.held and self._link_up:  # a refused send, the link still up
                 self._refeed()
@@ -437,6 +468,14 @@ class Node:
             if line != self._last_status or self._last_tick - last_status >= STATUS_EVERY_S:
                 self.notifier.status(line)
                 self._last_status, last_status = line, self._last_tick
+
+    def _forget_addresses(self) -> None:
+        """The link learns an address per transmitter; keep only those the replay table
+        still tracks, so that ids an insider makes up do not pile up there."""
+        link = self.link
+        if link is not None and len(link.addresses) > len(self.codec.replay):
+            for node in [n for n in link.addresses if n not in self.codec.replay]:
+                link.forget(node)
 
     def _poll_energy(self) -> None:
         """Every ``energy.poll_s``: the power-supply reading, fed to the protocol if it changed."""
@@ -573,15 +612,19 @@ class Node:
 
     def _on_datagram(self, data: bytes, addr: Address) -> None:
         now = self.clock()
+        if not self.admission.admit(data, addr[0], now):
+            return
+        self._source = addr[0]
         decoded = self.frames.decode(data, now)
         if decoded is None:
             return
-        if self.link is not None:
+        if self.link is not None and decoded.newest:  # a late frame never moves an address
             self.link.learn(decoded.transmitter, addr)
         message = decoded.message
         if decoded.protocol_id == LINK_PROTOCOL_ID:
             if message.type == CoreType.BEACON and self.discovery is not None:
-                self.discovery.on_beacon(message, decoded.transmitter, addr, now)
+                self.discovery.on_beacon(message, decoded.transmitter, addr, now,
+                                         epoch=decoded.transmitter_epoch)
             else:
                 self.frames.link_unknown_type(message, decoded.transmitter)
             return
@@ -595,6 +638,8 @@ class Node:
 
     def _on_link_state(self, state: LinkState) -> None:
         if state == LinkState.UP:
+            if self.link is not None and self.link.sock is not None:
+                self.admission.attach(self.link.sock)
             asyncio.get_running_loop().call_soon(self._on_link_up)
         elif self._started and state != LinkState.STOPPED:  # not at shutdown
             # after the current input: a refused send can report the loss mid-_apply
@@ -646,7 +691,9 @@ class Node:
                 dnssd = DnsSd(node=self.node, name=self.config.node.name,
                               port=self.config.link.port, protocol=self.protocol.name,
                               addresses=[addr], on_peer=self._on_dnssd_peer,
-                              interfaces=[addr] if link.family == "ipv4" else None)
+                              interfaces=[addr] if link.family == "ipv4" else None,
+                              network=(interface_network(link.info.name, addr)
+                                       if link.family == "ipv4" else None))
                 await dnssd.start()
                 self.dnssd = dnssd
             else:
@@ -755,6 +802,9 @@ class Node:
             "held_publications_total": (self.publisher.held_total
                                         if hasattr(self, "publisher") else 0),
             "frames": self.codec.status(),
+            "admission": self.admission.status(self.clock()),
+            "replay": {"saves": self.replay.saves, "save_errors": self.replay.errors,
+                       "refused_transmitters": self.codec.replay.refused},
             "transmissions": dict(self.frames.counters),
             "drops": {"frame": self.frames.frame_drops(), "node": dict(self.frames.drops),
                       "protocol": dict(self.protocol.drops),

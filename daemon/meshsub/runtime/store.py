@@ -2,9 +2,15 @@
 
 What lives here is what must survive a restart (or a SIGKILL, or a pulled
 power plug): local subscriptions, the outbox of accepted local publications,
-the boot epoch, per-origin sequence state, the delivered-ids cache and the
-store-carry-forward buffer, and how far the broker acknowledged the live
-telemetry feed.
+the boot epoch, per-origin sequence state, the replay state of every
+transmitter heard (so a frame captured before a restart is still a replay
+after it), the delivered-ids cache and the store-carry-forward buffer, and
+how far the broker acknowledged the live telemetry feed.
+
+Size: every table is bounded by its owner (the buffer by its byte cap, the
+replay table by its transmitter limit, the delivered cache by its capacity),
+and the write-ahead log is checkpointed every ``WAL_CHECKPOINT_PAGES`` pages
+and truncated to ``WAL_LIMIT_BYTES``, so the files stay within those bounds.
 
 Durability: WAL journal. Commits that make a promise are fsynced
 (``synchronous=FULL``): accepted publications (the outbox: "an event the broker
@@ -33,9 +39,15 @@ from meshsub.core.api import MessageId
 from meshsub.core.buffer import StoredValue
 from meshsub.core.content import Event
 from meshsub.core.syntax import format_event, parse_event
+from meshsub.wire.replay import ReplayWindow
 
 DB_NAME = "meshsub.db"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+WAL_CHECKPOINT_PAGES = 256
+"""Checkpoint the write-ahead log at about 1 MB (SQLite's default is 4 MB)."""
+WAL_LIMIT_BYTES = 1_048_576
+"""Truncate the write-ahead log to this size after a checkpoint (SQLite keeps it)."""
+_U64_HALF = 1 << 63
 
 # Each entry migrates from version (index) to version (index + 1).
 _MIGRATIONS: tuple[str, ...] = (
@@ -73,6 +85,14 @@ _MIGRATIONS: tuple[str, ...] = (
         key TEXT PRIMARY KEY,
         value BLOB NOT NULL,
         ord INTEGER NOT NULL
+    );
+    """,
+    """
+    CREATE TABLE replay (
+        transmitter INTEGER PRIMARY KEY,
+        epoch INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        heard REAL NOT NULL
     );
     """,
 )
@@ -136,6 +156,8 @@ class Store:
             raise StoreError(f"state database {self.path}: {exc}") from None
         try:
             db.execute("PRAGMA journal_mode=WAL")
+            db.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
+            db.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}")
             db.execute("PRAGMA synchronous=FULL")
             db.execute("PRAGMA foreign_keys=ON")
             check = db.execute("PRAGMA quick_check").fetchone()
@@ -215,10 +237,19 @@ class Store:
     # ---------------------------------------------------------------- epoch
 
     def next_epoch(self) -> int:
-        """Increment and return the boot epoch; call once per daemon start."""
+        """The boot epoch of this start (call once per daemon start), persisted.
+
+        Above every earlier epoch of this database, and never below the
+        real-time clock in whole seconds: a node whose state is lost
+        (re-imaged, a new SD card) still starts above the epochs its
+        neighbours remember, so they hear it again at its first frame instead
+        of refusing everything it sends as a replay. (A clock that runs behind
+        the node's earlier boots cannot give that; the daemon warns about one
+        that reads before it was built.)
+        """
         with self.transaction() as db:
             row = db.execute("SELECT value FROM meta WHERE key='epoch'").fetchone()
-            epoch = (int(row[0]) if row else 0) + 1
+            epoch = max((int(row[0]) if row else 0) + 1, int(self._clock()))
             db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('epoch', ?)", (epoch,))
         return epoch
 
@@ -340,6 +371,38 @@ class Store:
                 [(o, e, s) for o, (e, s) in states.items()],
             )
 
+    # -------------------------------------------------------- replay state
+
+    def replay_states(self) -> dict[int, tuple[int, int, float]]:
+        """transmitter -> (epoch, highest frame sequence, last heard) as last saved."""
+        rows = self._db.execute("SELECT transmitter, epoch, seq, heard FROM replay")
+        return {int(t): (_u64(e), _u64(s), float(h)) for t, e, s, h in rows}
+
+    def save_replay_states(self, states: Mapping[int, tuple[int, int, float]],
+                           limit: int) -> None:
+        """Upsert changed transmitters in one commit; keep the ``limit`` most recently heard.
+
+        Bookkeeping (not fsynced): a power cut may lose the last few seconds,
+        which reopens at most the frames of those seconds to replay.
+        """
+        with self.transaction(durable=False) as db:
+            db.executemany(
+                "INSERT INTO replay (transmitter, epoch, seq, heard) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT(transmitter) DO UPDATE SET epoch=excluded.epoch, "
+                "seq=excluded.seq, heard=excluded.heard",
+                [(t, _i64(e), _i64(s), h) for t, (e, s, h) in states.items()],
+            )
+            db.execute("DELETE FROM replay WHERE transmitter NOT IN "
+                       "(SELECT transmitter FROM replay ORDER BY heard DESC LIMIT ?)", (limit,))
+
+    def disk_bytes(self) -> int:
+        """Bytes the database and its write-ahead log take on disk now."""
+        total = 0
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(OSError):
+                total += Path(f"{self.path}{suffix}").stat().st_size
+        return total
+
     # ----------------------------------------------------- delivered cache
 
     def delivered_seen(self, event_id: MessageId, sub_id: str) -> bool:
@@ -368,6 +431,15 @@ class Store:
     def buffer(self) -> SqliteBufferStore:
         """The persistent store-carry-forward buffer backed by this database."""
         return SqliteBufferStore(self)
+
+
+def _i64(value: int) -> int:
+    """An unsigned 64-bit wire value as SQLite's signed INTEGER (two's complement)."""
+    return value - (1 << 64) if value >= _U64_HALF else value
+
+
+def _u64(value: int) -> int:
+    return value + (1 << 64) if value < 0 else value
 
 
 class OutboxFullError(StoreError):
@@ -452,6 +524,47 @@ class LocalPublisher:
                 self.store.outbox_remove(entry.event_id)
                 self.feed_errors += 1
         return self.feed_many(items)
+
+
+class ReplayKeeper:
+    """Keeps a codec's replay table on disk: loaded at start, changes saved every
+    ``every_s`` seconds and at stop, so nothing accepted before a restart is
+    accepted again after it (a crash loses at most the last ``every_s``)."""
+
+    def __init__(self, store: Store, replay: ReplayWindow, *, every_s: float = 10.0) -> None:
+        self.store = store
+        self.replay = replay
+        self.every_s = every_s
+        self._last: float | None = None
+        self.saves = 0
+        self.errors = 0
+
+    def load(self) -> int:
+        """Restore the saved table; the number of transmitters restored."""
+        return self.replay.restore(self.store.replay_states())
+
+    def tick(self, now: float) -> None:
+        """Save if ``every_s`` passed since the last save (the first call only starts the
+        clock)."""
+        if self._last is None:
+            self._last = now
+        elif now - self._last >= self.every_s:
+            self._last = now
+            self.save()
+
+    def save(self) -> bool:
+        """Write what changed; False (counted, logged by the caller) if the disk refused."""
+        changes = self.replay.changes()
+        if not changes:
+            return True
+        try:
+            self.store.save_replay_states(changes, self.replay.max_transmitters)
+        except (StoreError, sqlite3.Error):
+            self.errors += 1
+            self.replay.unsaved(changes)  # try them again next time
+            return False
+        self.saves += 1
+        return True
 
 
 class SqliteBufferStore:

@@ -78,6 +78,9 @@ class Decoded(NamedTuple):
     frame_bytes: int
     """Bytes of every frame that carried it (all fragments for a segmented message)."""
     frames: int = 1
+    newest: bool = True
+    """The last frame was the newest of its transmitter (not a late one inside the
+    replay window): only such a frame may teach the driver the transmitter's address."""
 
 
 class FrameCodec:
@@ -269,20 +272,15 @@ class FrameCodec:
         key_id, flags, fields, size = verify_and_unpack(data, self.keys, self.max_frame)
         if not flags & FLAG_FRAGMENT:
             pid, transmitter, tx_epoch, tx_seq, message = whole_message(fields)
-            if transmitter == self.node:
-                raise FrameError("own_frame", f"seq {tx_seq}")
-            replay = self.replay
-            why = replay.check(transmitter, tx_epoch, tx_seq)
-            if why is not None:
-                raise FrameError("replay", f"from {transmitter:x}: {why}")
-            replay.accept(transmitter, tx_epoch, tx_seq)
+            newest = self._check_replay(transmitter, tx_epoch, tx_seq, now)
             self.counters["messages_in"] += 1
-            return Decoded(transmitter, tx_epoch, pid, message, size)
+            return Decoded(transmitter, tx_epoch, pid, message, size, 1, newest)
         # Partial messages time out here and in ``expire`` (the driver calls it
         # periodically); whole frames never touch the reassembly.
         self.reassembly.expire(now)
         frame = fragment_frame(fields, key_id, size)
-        self._check_replay(frame.transmitter, frame.transmitter_epoch, frame.transmitter_seq)
+        newest = self._check_replay(frame.transmitter, frame.transmitter_epoch,
+                                    frame.transmitter_seq, now)
         if frame.fragment is None:  # fragment_frame returns a fragment or raises
             raise FrameError("malformed", "frame carries neither message nor fragment")
         key = (frame.transmitter, frame.transmitter_epoch, frame.fragment.fragment_id)
@@ -299,16 +297,22 @@ class FrameCodec:
             message,
             done.frame_bytes,
             done.frames,
+            newest,
         )
 
-    def _check_replay(self, transmitter: NodeId, epoch: int, seq: int) -> None:
-        """Own frames and replays are refused; a fresh frame moves the window."""
+    def _check_replay(self, transmitter: NodeId, epoch: int, seq: int, now: float) -> bool:
+        """Own frames, replays and new transmitters beyond a full table are refused; a
+        fresh frame moves the window. Returns whether it was the transmitter's newest
+        (not a late one inside the window)."""
         if transmitter == self.node:
             raise FrameError("own_frame", f"seq {seq}")
-        why = self.replay.check(transmitter, epoch, seq)
+        replay = self.replay
+        why = replay.check(transmitter, epoch, seq)
         if why is not None:
             raise FrameError("replay", f"from {transmitter:x}: {why}")
-        self.replay.accept(transmitter, epoch, seq)
+        if not replay.has_room(transmitter, now):
+            raise FrameError("transmitters_full", f"from {transmitter:x}")
+        return replay.accept(transmitter, epoch, seq, now)
 
     def expire(self, now: float) -> int:
         """Drop timed-out partial messages (counted as ``reassembly_timeout``); how many."""
@@ -319,6 +323,7 @@ class FrameCodec:
         return {
             "counters": dict(self.counters),
             "transmitters": len(self.replay),
+            "transmitters_evicted": self.replay.evicted,
             "reassemblies": len(self.reassembly),
             "reassembly_bytes": self.reassembly.charged_bytes,
             "key_ids": sorted(self.keys.key_ids),

@@ -16,6 +16,7 @@ DECODE_REASONS: Final = frozenset(
         "unknown_key",  # key id not in the key ring
         "bad_tag",  # authentication tag does not verify
         "replay",  # frame seen before, older than the window, or from a stale epoch
+        "transmitters_full",  # a new transmitter while every replay-table entry is in use
         "own_frame",  # our own broadcast heard back
         "fragment_invalid",  # inconsistent fragment header (index/count/protocol/empty)
         "fragment_duplicate",  # a fragment index already stored for that message

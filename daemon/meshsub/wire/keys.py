@@ -4,12 +4,20 @@ Rotation needs a receiver to accept two key ids at once: operators first
 distribute the new key to every node (accepted, not yet current), then make
 it current everywhere, then withdraw the old one. A frame names its key by a
 one-byte id, so nodes never try keys one after another.
+
+A fleet key is only as good as its randomness: ``key_problem`` names keys the
+daemon refuses (a key published in this project's documentation, one byte or
+a short pattern repeated, too few distinct bytes, printable text such as a
+password) and
+``key_warning`` the ones it accepts with a warning (shorter than 32 bytes).
+``new_key`` is what ``meshsubctl genkey`` prints.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import secrets
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
@@ -18,7 +26,43 @@ KEY_ID_MAX: Final = 0xFF
 """Key ids are one byte on the wire."""
 
 MIN_KEY_BYTES: Final = 16
+RECOMMENDED_KEY_BYTES: Final = 32
 TAG_BYTES: Final = 16
+PUBLISHED_KEYS: Final = frozenset({
+    bytes.fromhex("8f0c2a9d4be1736055a1c7e2d94f3b6a1e5c7d9f20b4a6c8e0f1a3b5c7d9e1f3"),
+    bytes.fromhex("00112233445566778899aabbccddeeff"),
+})
+"""Keys that appeared in meshsub's example configuration or documentation: public."""
+
+
+def new_key(nbytes: int = RECOMMENDED_KEY_BYTES) -> str:
+    """A fresh fleet key from the operating system's CSPRNG, as hex."""
+    return secrets.token_hex(nbytes)
+
+
+def key_problem(key: bytes) -> str | None:
+    """Why ``key`` must not be used as a fleet key (one phrase), or None."""
+    if key in PUBLISHED_KEYS:
+        return "is an example key published with meshsub"
+    distinct = len(set(key))
+    if distinct == 1:
+        return "repeats one byte"
+    if distinct < min(8, len(key) // 2):
+        return f"has only {distinct} distinct byte values: not random"
+    for period in range(2, len(key) // 2 + 1):
+        if len(key) % period == 0 and key == key[:period] * (len(key) // period):
+            return f"repeats a {period}-byte pattern: not random"
+    if all(0x20 <= b < 0x7F for b in key):
+        return "is printable text (a password?), not random bytes"
+    return None
+
+
+def key_warning(key: bytes) -> str | None:
+    """Why ``key`` is weaker than recommended (one phrase), or None."""
+    if len(key) < RECOMMENDED_KEY_BYTES:
+        return (f"is {len(key)} bytes; {RECOMMENDED_KEY_BYTES} random bytes are recommended "
+                "(meshsubctl genkey)")
+    return None
 """HMAC-SHA256 truncated to 128 bits (as in RFC 4868's HMAC-SHA-256-128)."""
 
 

@@ -335,6 +335,8 @@ class RangeDist:
     ``draw = "width"``: the width from ``width`` (``uniform`` or ``log_uniform``
     between its two bounds), then ``lo`` uniform where the pair fits; ``draw =
     "sorted"``: two uniform endpoints, sorted. ``integer`` rounds to whole numbers.
+    ``half_open`` (integer pairs only) writes the pair ``a..b`` as the half-open
+    ``[a, b + 1)``, so ``hi`` may reach ``high + 1`` and a pair is never empty.
     """
 
     low: float
@@ -344,6 +346,7 @@ class RangeDist:
     width_min: float = 0.0
     width_max: float = 0.0
     integer: bool = True
+    half_open: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,7 +362,8 @@ class AttrDist:
 @dataclass(frozen=True, slots=True)
 class PredDist:
     """How one subscription predicate is drawn: ``exists`` (``NAME?``), ``eq`` (``NAME =``
-    a drawn value) or ``range`` (``NAME = [lo, hi]``, a ``RangeDist`` pair)."""
+    a drawn value), ``range`` (``NAME = [lo, hi]``, a ``RangeDist`` pair) or ``contains``
+    (``NAME_lo >= lo NAME_hi <= hi``: an event's range pair inside the drawn one)."""
 
     kind: str
     value: AttrDist | RangeDist | None = None

@@ -15,7 +15,9 @@ come are built in:
   fits, or two sorted uniform endpoints (the two readings BRVST's false-positive
   check depends on); DIBS's queries have log-uniform sizes from 1 to the whole
   key space (Pham and Tran 2012, §4). In an event a pair is the two attributes
-  ``NAME_lo`` and ``NAME_hi``; in a subscription the predicate ``NAME = [lo, hi]``.
+  ``NAME_lo`` and ``NAME_hi``; in a subscription the predicate ``NAME = [lo, hi]``,
+  or (``contains``) the two predicates ``NAME_lo >= lo NAME_hi <= hi``: the event's
+  range inside the subscription's, BRVST's matching rule (Li and Wang 2014, §III).
 
 Reading a template checks it completely: every problem is one ``ScenarioError``
 naming the key. Drawing with no random stream gives the first value of each
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 from typing import Any
 
 from meshsim.scenario.model import (
@@ -42,7 +45,7 @@ from meshsim.scenario.reader import ScenarioError, Table, check_int, check_numbe
 from meshsub.core.content import ContentError, Event, Predicate, Subscription, Value
 
 ATTR_KINDS = ("uniform_int", "uniform_float", "choice", "const", "random_text", "range")
-PRED_KINDS = ("exists", "eq", "range")
+PRED_KINDS = ("exists", "eq", "range", "contains")
 WIDTH_KINDS = ("uniform", "log_uniform")
 LIFETIME_KINDS = ("const", "uniform", "exponential")
 MAX_NAMES = 1024
@@ -108,6 +111,9 @@ def range_dist(spec: Any, path: str) -> RangeDist:
     draw = t.string("draw", "width", choices=("width", "sorted"))
     integer = t.boolean("integer", isinstance(spec.get("low"), int)
                         and isinstance(spec.get("high"), int))
+    half_open = t.boolean("half_open", False)
+    if half_open and not integer:
+        raise t.err("half_open", "only for integer pairs (a..b becomes [a, b + 1))")
     kind, wmin, wmax = "uniform", 0.0, high - low
     if draw == "width":
         raw = t.raw("width", high - low)
@@ -136,21 +142,23 @@ def range_dist(spec: Any, path: str) -> RangeDist:
         t.raw("width")
         raise t.err("width", "only with draw = \"width\"")
     t.done()
-    return RangeDist(low, high, draw, kind, wmin, wmax, integer)
+    return RangeDist(low, high, draw, kind, wmin, wmax, integer, half_open)
 
 
 def pred_dist(spec: Any, path: str) -> PredDist:
-    """``PRED``: ``"exists"``, ``{ eq = DIST }`` or ``{ range = RANGE }``."""
+    """``PRED``: ``"exists"``, ``{ eq = DIST }``, ``{ range = RANGE }`` or
+    ``{ contains = RANGE }``."""
     if spec == "exists":
         return PredDist("exists")
     if not isinstance(spec, dict) or len(spec) != 1 or next(iter(spec)) not in PRED_KINDS:
-        raise ScenarioError(path, f'expected "exists", {{ eq = DIST }} or {{ range = {{ low, '
-                                  f'high, ... }} }}, got {type_name(spec)}')
+        raise ScenarioError(path, f'expected "exists", {{ eq = DIST }}, {{ range = {{ low, '
+                                  f'high, ... }} }} or {{ contains = {{ ... }} }}, got '
+                                  f'{type_name(spec)}')
     kind, value = next(iter(spec.items()))
     where = f"{path}.{kind}"
     if kind == "eq":
         return PredDist("eq", attr_dist(value, where))
-    return PredDist("range", range_dist(value, where))
+    return PredDist(kind, range_dist(value, where))
 
 
 def names(spec: Any, path: str) -> tuple[str, ...]:
@@ -259,7 +267,11 @@ def sub_template(t: Table) -> SubTemplate:
 
 
 def draw_range(d: RangeDist, rng: random.Random | None) -> tuple[float, float]:
-    """One dependent pair ``(lo, hi)``, ``low <= lo <= hi <= high``."""
+    """One dependent pair ``(lo, hi)``, ``low <= lo <= hi <= high`` (``hi <= high + 1``
+    and ``lo < hi`` when ``half_open``)."""
+    if d.half_open:
+        lo_n, hi_n = draw_range(replace(d, half_open=False), rng)
+        return lo_n, hi_n + 1.0
     if rng is None:
         return (_num(d, d.low), _num(d, d.low + (d.width_min if d.draw == "width" else 0.0)))
     if d.draw == "sorted":
@@ -327,23 +339,27 @@ def sample_event(template: Template, rng: random.Random | None) -> Event:
     return Event(template.topic, merged)
 
 
-def _predicate(name: str, dist: PredDist, rng: random.Random | None) -> Predicate:
+def _predicates(name: str, dist: PredDist, rng: random.Random | None) -> list[Predicate]:
     if dist.kind == "exists":
-        return Predicate.present(name)
+        return [Predicate.present(name)]
     if dist.kind == "eq":
         assert isinstance(dist.value, AttrDist)
-        return Predicate.compare(name, "=", draw_value(dist.value, rng))
+        return [Predicate.compare(name, "=", draw_value(dist.value, rng))]
     assert isinstance(dist.value, RangeDist)
     lo, hi = draw_range(dist.value, rng)
-    return Predicate.between(name, _typed(dist.value, lo), _typed(dist.value, hi))
+    lo_v, hi_v = _typed(dist.value, lo), _typed(dist.value, hi)
+    if dist.kind == "contains":
+        return [Predicate.compare(f"{name}_lo", ">=", lo_v),
+                Predicate.compare(f"{name}_hi", "<=", hi_v)]
+    return [Predicate.between(name, lo_v, hi_v)]
 
 
 def sample_subscription(template: SubTemplate, rng: random.Random | None) -> Subscription:
-    preds = [_predicate(name, dist, rng) for name, dist in template.preds]
+    preds = [p for name, dist in template.preds for p in _predicates(name, dist, rng)]
     if template.pick is not None:
         assert isinstance(template.pick.dist, PredDist)
-        preds.extend(_predicate(name, template.pick.dist, rng)
-                     for name in _chosen(template.pick, rng))
+        preds.extend(p for name in _chosen(template.pick, rng)
+                     for p in _predicates(name, template.pick.dist, rng))
     return Subscription(template.topic, tuple(preds))
 
 

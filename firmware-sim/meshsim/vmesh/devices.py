@@ -24,6 +24,9 @@ CTL = "/opt/meshsub/bin/meshsubctl"
 STATE_DIR = "/var/lib/meshsub"
 SPOOL_DIR = f"{STATE_DIR}/spool"
 WORKLOAD_DIR = "/var/lib/msub-workload"
+AGENT_USER = "workload"
+"""The agent's broker user: the inventory lists it in ``mosquitto_apps``."""
+CREDENTIALS_DIR = "/etc/mosquitto/credentials"
 
 _RESET = f"""
 systemctl stop meshsubd.service 2>/dev/null || true
@@ -50,7 +53,8 @@ def start_agent(container: str, schedule_json: str) -> None:
                               "--quiet", "--property=Type=exec", VENV_PYTHON, "-m",
                               "meshsim.workload.agent", "--schedule",
                               f"{WORKLOAD_DIR}/schedule.json", "--out",
-                              f"{WORKLOAD_DIR}/report.json"])
+                              f"{WORKLOAD_DIR}/report.json", "--username", AGENT_USER,
+                              "--password-file", f"{CREDENTIALS_DIR}/{AGENT_USER}.password"])
 
 
 def agent_running(container: str) -> bool:

@@ -37,6 +37,7 @@ def inventory_data(plan: Plan, rundir: Path, protocol: str, fleet_key: str) -> d
             "meshsub_static_position": {"x": n.x, "y": n.y},
             "vmesh_container": n.container,
             "vmesh_mesh_address": n.mesh_ip,
+            "meshsub_ip_allow": [n.mesh_addr],  # the unit's IP filter: the mesh subnet
         } for n in plan.nodes}
     ssh_args = (f"-o UserKnownHostsFile={rundir / KNOWN_HOSTS} "
                 "-o StrictHostKeyChecking=accept-new -o ControlMaster=auto "
@@ -58,6 +59,8 @@ def inventory_data(plan: Plan, rundir: Path, protocol: str, fleet_key: str) -> d
         "meshsub_fleet_keys": {1: fleet_key},
         "mesh_link_enabled": False,
         "gpsd_devices": [f"udp://0.0.0.0:{GPSD_UDP_PORT}"],
+        # the workload agent is an application like any other: its own broker user
+        "mosquitto_apps": [{"name": "workload"}],
     }
     return {group_name(plan.run): {"hosts": hosts, "vars": group_vars}}
 

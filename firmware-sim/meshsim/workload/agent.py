@@ -3,7 +3,10 @@
 Runs inside the device (``/opt/meshsub/bin/python -m meshsim.workload.agent``), next
 to the daemon, and talks to it only as an application would: subscriptions as
 retained expressions on ``<p>/sub/<id>``, events as QoS 1 JSON on
-``<p>/pub/<topic>``, deliveries read from ``<p>/deliver/#``. Each action is done
+``<p>/pub/<topic>``, deliveries read from ``<p>/deliver/#``. With ``--username``
+(the broker of a deployed device refuses anonymous clients, docs/mqtt.md) it
+logs in like any application and keeps to its own part of the topic tree:
+``<p>/sub/<user>/<id>`` and ``<p>/deliver/<user>/#``. Each action is done
 at ``t0 + t`` by the shared wall clock and recorded with the time the broker
 acknowledged it, or the error that stopped it; an unreachable broker is retried
 until the action's deadline, never fatal. The record is one JSON document
@@ -58,12 +61,19 @@ def load_schedule(text: str) -> dict[str, Any]:
 
 
 class Agent:
-    def __init__(self, doc: dict[str, Any], host: str, port: int) -> None:
+    def __init__(self, doc: dict[str, Any], host: str, port: int, *,
+                 username: str | None = None, password: str | None = None) -> None:
         self.doc = doc
         self.host = host
         self.port = port
+        self.username = username
+        self.password = password
         self.t0 = float(doc["t0"])
         self.prefix = str(doc["prefix"])
+        self.own = f"{self.prefix}/sub/{username}/" if username else f"{self.prefix}/sub/"
+        """Where this application's subscriptions go (the ACL allows no other place)."""
+        self.deliveries_topic = (f"{self.prefix}/deliver/{username}/#" if username
+                                 else f"{self.prefix}/deliver/#")
         self.actions: list[dict[str, Any]] = []
         self.deliveries: list[dict[str, Any]] = []
         self.errors: list[dict[str, Any]] = []
@@ -76,10 +86,11 @@ class Agent:
             try:
                 async with aiomqtt.Client(self.host, self.port,
                                           identifier=f"meshsim-agent-{self.doc['node']}",
+                                          username=self.username, password=self.password,
                                           protocol=aiomqtt.ProtocolVersion.V5,
                                           timeout=10) as client:
                     self.connects += 1
-                    await client.subscribe(f"{self.prefix}/deliver/#", qos=1)
+                    await client.subscribe(self.deliveries_topic, qos=1)
                     await client.subscribe(f"{self.prefix}/error", qos=0)
                     listener = asyncio.create_task(self._listen(client))
                     try:
@@ -114,7 +125,7 @@ class Agent:
         await asyncio.sleep(max(0.0, self.t0 + float(item["t"]) - time.time()))
         started = time.time()
         if item["op"] == "sub":
-            await client.publish(f"{self.prefix}/sub/{item['sub_id']}", item["expr"].encode(),
+            await client.publish(f"{self.own}{item['sub_id']}", item["expr"].encode(),
                                  qos=1, retain=True)
         elif item["op"] == "unsub":  # empty and retained: also clears the retained expression
             await client.publish(f"{self.prefix}/sub/{item['sub_id']}", b"", qos=1, retain=True)
@@ -162,13 +173,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=1883)
+    parser.add_argument("--username", help="log in as this application (its own topics)")
+    parser.add_argument("--password-file", type=Path,
+                        help="the application's password (the mosquitto role writes it)")
     args = parser.parse_args(argv)
     try:
         doc = load_schedule(args.schedule.read_text(encoding="utf-8"))
+        password = (args.password_file.read_text(encoding="utf-8").strip()
+                    if args.password_file else None)
     except (OSError, ScheduleError) as exc:
         print(f"meshsim-agent: {exc}", file=sys.stderr)
         return 2
-    agent = Agent(doc, args.host, args.port)
+    if password is not None and not args.username:
+        print("meshsim-agent: --password-file needs --username", file=sys.stderr)
+        return 2
+    agent = Agent(doc, args.host, args.port, username=args.username, password=password)
     try:
         asyncio.run(_until_signalled(agent))
     finally:

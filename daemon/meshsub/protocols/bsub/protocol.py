@@ -596,6 +596,7 @@ class BSub(StoreCarryForward):
     def _transferred(self, mid: MessageId, node: NodeId, mode: Mode) -> None:
         """``node`` now holds ``mid`` because we sent it in ``mode``: do the bookkeeping."""
         self.unconfirmed.pop(mid, None)
+        self.buffer.handed_on(mid)  # a copy exists elsewhere: evictable now
         entry = self.buffer.entry(mid)
         if entry is None:
             return

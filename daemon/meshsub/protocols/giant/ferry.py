@@ -20,8 +20,11 @@ from meshsub.protocols.giant import messages as m
 
 class FerryStore:
     def __init__(self, capacity: int, policy: DropPolicy,
-                 store: BufferStore | None = None) -> None:
-        self.buffer = ScfBuffer(capacity, policy, store)
+                 store: BufferStore | None = None, *,
+                 max_lifetime: float | None = None) -> None:
+        """``max_lifetime``: the longest lifetime any carried item may have (a longer
+        one from another node is cut to it on arrival)."""
+        self.buffer = ScfBuffer(capacity, policy, store, max_lifetime=max_lifetime)
         self._carried: dict[tuple[int, str, Cell], MessageId] = {}
         """(kind, item key, receiver) -> bundle id: one copy of an item per receiver."""
         self.corrupt = self.buffer.corrupt

@@ -118,8 +118,10 @@ class Giant(Protocol):
             if p.hit_boundary is not Boundary.INFINITE else Lattice()
         self.routes: dict[tuple[str, Cell], RoutingEntry] = {}
         self.outgoing: dict[OutKey, Outgoing] = {}
-        self.carried: FerryStore | None = FerryStore(p.buffer_size, p.drop_policy, store) \
-            if self.role is Role.FERRY else None
+        self.carried: FerryStore | None = FerryStore(
+            p.buffer_size, p.drop_policy, store,
+            max_lifetime=max(p.adv_ttl_s, p.event_ttl_s, p.sub_lease_s),
+        ) if self.role is Role.FERRY else None
         self._local: dict[str, _LocalSub] = {}
         """A broker's local subscriptions, by network id."""
         self._versions: dict[str, int] = {}
