@@ -49,7 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="run directory for the telemetry (must be new or empty)")
     sim.add_argument("--run-id", help="run id in every record (default: derived from "
                                       "scenario name, seed and content)")
-    sim.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
+    sim.add_argument("-q", "--quiet", action="store_true",
+                     help="print nothing on success (no progress either)")
 
     val = sub.add_parser("validate", help="check a scenario file without running it")
     scenario_args(val)
@@ -101,11 +102,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    from meshsim.des.progress import Progress
     from meshsim.des.run import run_scenario
     from meshsim.des.summary import outcomes, totals
 
     scenario = _load(args)
-    result = run_scenario(scenario, args.out, run_id=args.run_id)
+    bar = None if args.quiet else Progress(f"meshsim simulate {scenario.meta.name}",
+                                           scenario.end_s, unit="s simulated")
+    result = run_scenario(scenario, args.out, run_id=args.run_id,
+                          progress=bar.update if bar is not None else None)
+    if bar is not None:
+        bar.finish()
     if args.quiet:
         return 0
     st = result.stats

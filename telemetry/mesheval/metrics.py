@@ -198,6 +198,24 @@ def traffic(records: DataFrame, pubs: DataFrame, settings: DataFrame,
     return tx.unionByName(rx)
 
 
+def drop_count() -> Column:
+    """Drops a ``drop`` record stands for: its ``count`` (a periodic summary of a
+    high-volume reason such as ``duplicate``), else one (docs/telemetry.md)."""
+    return F.coalesce(F.col("count"), F.lit(1))
+
+
+def drops_by_reason(records: DataFrame) -> Runs:
+    """Per run: drops by reason (``drops``) and in all (``drops_total``), both record forms."""
+    rows = (records.filter(F.col("event") == "drop").groupBy("run", "reason")
+            .agg(F.sum(drop_count()).alias("n")).collect())
+    runs: Runs = {}
+    for row in sorted(rows, key=lambda r: (r["run"], r["reason"])):
+        run = runs.setdefault(row["run"], {"drops": {}, "drops_total": 0})
+        run["drops"][row["reason"]] = int(row["n"])
+        run["drops_total"] += int(row["n"])
+    return runs
+
+
 def forwarding_fp(records: DataFrame, pubs: DataFrame, settings: DataFrame) -> DataFrame:
     """Per run: reported forwarding false positives (records and counter totals)."""
     marked = records.filter(
@@ -206,7 +224,7 @@ def forwarding_fp(records: DataFrame, pubs: DataFrame, settings: DataFrame) -> D
     ).join(pubs.select("run", "event_id", F.col("measured").alias("_m")), ["run", "event_id"],
            "left").join(settings.select("run", "cutoff_ns"), "run")
     marked = marked.filter(F.coalesce(F.col("_m"), F.col("ts_ns") >= F.col("cutoff_ns")))
-    counts = marked.groupBy("run").agg(F.count(F.lit(1)).alias("fp_forward_records"))
+    counts = marked.groupBy("run").agg(F.sum(drop_count()).alias("fp_forward_records"))
     counters = (
         records.filter((F.col("event") == "counter")
                        & (F.col("reason") == FP_FORWARD_REASONS["drop"]))
@@ -473,6 +491,7 @@ def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
     _merge(runs, _event_stats(per_event))
     _merge(runs, _traffic_stats(radio))
     _merge(runs, _collect_by_run(forwarding_fp(records, pubs, settings)))
+    _merge(runs, drops_by_reason(records))
     windows = _windows(pairs, window_s)
     nodes = _nodes(records, radio, pairs)
     by_node = {(n["run"], n["node"]): n for n in state_nodes}
@@ -498,7 +517,8 @@ def _ratio(num: float | None, den: float | None) -> float | None:
 
 def _derive(m: dict[str, Any]) -> None:
     """Ratios and totals from the counts of one run (in place); None where undefined."""
-    for key in ("events", "events_warmup", "interested_pairs", "first_deliveries",
+    m.setdefault("drops", {})
+    for key in ("drops_total", "events", "events_warmup", "interested_pairs", "first_deliveries",
                 "fp_deliveries", "local_deliveries", "deliver_records", "duplicates",
                 "duplicates_per_node", "fp_late_subscriber", "orphan_deliveries",
                 "interested_pairs_late", "scoped_events",

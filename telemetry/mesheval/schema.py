@@ -75,6 +75,7 @@ def error_column() -> Column:
         (F.col("peer").isNotNull() & ((F.col("peer") < 0) | (F.col("peer") > NODE_MAX)),
          "peer out of range"),
         (F.col("bytes") < 0, "negative bytes"),
+        (F.col("count") < 1, "count not positive"),
     ]
     for event, names in REQUIRED_BY_EVENT.items():
         for name in names:

@@ -84,7 +84,9 @@ def test_start_gives_positions_then_neighbours() -> None:
     assert [r[1] for r in inputs("PositionChanged")] == [1, 2, 3, 4, 5]
     ups = {(r[1], r[3]) for r in inputs("NeighborUp")}
     assert ups == {(1, 2), (2, 1), (2, 3), (3, 2), (3, 4), (4, 3), (4, 5), (5, 4)}
-    assert all(r[0] == 0.0 for r in Probe.log if r[2] != "LocalPublish")
+    assert all(r[0] == 0.0 for r in Probe.log if r[2] not in ("LocalPublish", "Stopping"))
+    assert [r[:3] for r in inputs("Stopping")] == [(sim.scenario.end_s, n, "Stopping")
+                                                   for n in range(1, 6)]  # the last input
 
 
 def test_timers_replace_and_cancel() -> None:

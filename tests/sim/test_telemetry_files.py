@@ -38,6 +38,29 @@ def test_lines_equal_the_core_schema_functions(tmp_path: Path) -> None:
                                                                       "node-7.jsonl"]
 
 
+def test_one_record_for_many_nodes_and_attributes_named_like_fields(tmp_path: Path) -> None:
+    writer = RunWriter(tmp_path / "run", 'r"2', "flooding", flush_lines=3)
+    writer.record(4, 5, "neighbor_down", {"peer": None})
+    rx = {"bytes": 9, "msg_kind": "data", "msg_type": 16, "event_id": "1-1-1", "hop": 2,
+          "peer": 1}
+    writer.record_many([4, 2, 3], 10, "rx", rx)
+    writer.record(2, 11, "drop", {"reason": "x", "epoch": 9})  # replaces the writer's epoch
+    writer.close(base_manifest(run='r"2', scenario_name="s", seed=1, protocol="flooding",
+                               params={}, warmup_s=0.0, nodes=3, scenario={}))
+
+    def line(node: int, rec: int, ts: int, event: str, attrs: dict[str, object]) -> str:
+        return dump_line(make_record(run='r"2', node=node, protocol="flooding", ts_ns=ts,
+                                     event=event, attrs={"rec": rec, "epoch": 1, **attrs}))
+
+    def read(node: int) -> list[str]:
+        return (tmp_path / "run" / f"node-{node}.jsonl").read_text().splitlines()
+
+    assert read(4) == [line(4, 0, 5, "neighbor_down", {}), line(4, 1, 10, "rx", rx)]
+    assert read(3) == [line(3, 0, 10, "rx", rx)]
+    assert read(2) == [line(2, 0, 10, "rx", rx),
+                       line(2, 1, 11, "drop", {"reason": "x", "epoch": 9})]
+
+
 def test_used_or_unusable_run_dirs_are_refused(tmp_path: Path) -> None:
     (tmp_path / "used").mkdir()
     (tmp_path / "used" / "x").write_text("")

@@ -70,6 +70,11 @@ def test_duplicates_per_subscription_not_per_node(m: dict[str, Any], result: Any
     assert m["orphan_deliveries"] == 0
 
 
+def test_drops_by_reason(m: dict[str, Any]) -> None:
+    # two false_positive_forward drop records (n4 at 3.3 s and 10.9 s), none summarised
+    assert m["drops"] == {"false_positive_forward": 2} and m["drops_total"] == 2
+
+
 def test_overhead(m: dict[str, Any]) -> None:
     assert (m["tx_data_count"], m["tx_data_bytes"]) == (6, 520)
     assert (m["tx_beacon_count"], m["tx_control_count"], m["tx_subscription_count"]) == (1, 1, 1)

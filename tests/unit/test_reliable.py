@@ -21,6 +21,7 @@ from meshsub.core.api import (
     NodeId,
     SendTo,
     SetTimer,
+    Stopping,
     TimerFired,
 )
 from meshsub.core.params import ParameterError, ProtocolParams, parse_params
@@ -175,7 +176,8 @@ def test_protocol_acks_every_copy_but_passes_it_up_once() -> None:
     assert first == [SendTo(1, Message(CoreType.ACK, MID, 42, ttl=1))]
     second = proto.handle(FrameReceived(0.5, 1, frame))
     assert second[0] == SendTo(1, Message(CoreType.ACK, MID, 42, ttl=1))
-    assert drops(second) == ["reliable_duplicate"]
+    assert proto.drops["reliable_duplicate"] == 1  # counted now, recorded by the summary
+    assert drops(proto.handle(Stopping(0.6))) == ["reliable_duplicate"]
     assert proto.frames == [frame]
     # the same id from another sender is a different frame
     proto.handle(FrameReceived(0.5, 3, frame))

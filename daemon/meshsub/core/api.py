@@ -206,6 +206,18 @@ class LocalPublish:
     event_id: MessageId
 
 
+@dataclass(frozen=True, slots=True)
+class Stopping:
+    """The driver is stopping (daemon shutdown, end of a simulated run).
+
+    The protocol's last input: it records what it still holds for telemetry
+    (the pending drop summaries, ``meshsub.core.protocol``); a driver carries
+    out the ``Emit`` actions it returns and may ignore the rest.
+    """
+
+    now: float
+
+
 Input: TypeAlias = (
     FrameReceived
     | NeighborUp
@@ -217,6 +229,7 @@ Input: TypeAlias = (
     | LocalSubscribe
     | LocalUnsubscribe
     | LocalPublish
+    | Stopping
 )
 
 

@@ -48,6 +48,7 @@ from meshsub.core.api import (
     SendTo,
     SendToMany,
     SetTimer,
+    Stopping,
     TelemetryValue,
     TimerFired,
 )
@@ -66,6 +67,19 @@ from meshsub.core.syntax import format_event, format_subscription
 from meshsub.core.tags import delivery_group
 
 STATE_TIMER = "state:report"
+DROP_SUMMARY_TIMER = "drops:summary"
+DROP_SUMMARY_S = 10.0
+"""Default longest interval a summarised drop waits before its ``drop`` record."""
+SUMMARIZED_DROPS: frozenset[str] = frozenset(
+    {"duplicate", "duplicate_event", "duplicate_bundle", "reliable_duplicate"})
+"""High-volume drop reasons recorded as periodic summaries, not one record each.
+
+A flood delivers every copy of every message to every node: the copies a node
+suppresses outnumber everything else it records (flooding on 200 nodes: about
+half of all records). They carry nothing per copy that the evaluation reads
+(``rx`` records already show every copy), so each node sums them per reason and
+writes one ``drop`` record with ``count`` per interval (docs/telemetry.md).
+"""
 
 
 class Protocol:
@@ -79,6 +93,8 @@ class Protocol:
     """Message type -> telemetry kind, for the protocol's own types (>= 16)."""
     reloadable_params: ClassVar[frozenset[str]] = frozenset()
     """Parameters a running node may change (daemon SIGHUP): ones read at each use."""
+    summarized_drops: ClassVar[frozenset[str]] = SUMMARIZED_DROPS
+    """Drop reasons recorded as periodic summaries with a ``count`` (``drop``)."""
     buffer_store: ClassVar[bool] = False
     """True if the constructor takes ``store``, a ``meshsub.core.buffer.BufferStore`` for
     the messages it carries: a driver with storage (the daemon) passes a persistent one,
@@ -94,6 +110,7 @@ class Protocol:
         dedup_capacity: int = 65536,
         capabilities: tuple[str, ...] = (),
         state_every_s: float = 0.0,
+        drop_summary_s: float = DROP_SUMMARY_S,
     ) -> None:
         self.node = node
         self.epoch = epoch
@@ -126,6 +143,12 @@ class Protocol:
         self.state_every_s = state_every_s
         """How often to report ``state_sizes`` as ``state`` records (a driver setting; 0: never)."""
         self.add_core_timer(STATE_TIMER, self._report_state)
+        self.drop_summary_s = drop_summary_s
+        """Longest wait of a summarised drop for its record (a driver setting; 0: one record
+        per drop, as for every other reason)."""
+        self._pending_drops: Counter[str] = Counter()
+        """Summarised drops not yet recorded, by reason (``SUMMARIZED_DROPS``)."""
+        self.add_core_timer(DROP_SUMMARY_TIMER, self._record_drop_summary)
 
     @property
     def drops(self) -> Mapping[str, int]:
@@ -142,6 +165,10 @@ class Protocol:
             if self.state_every_s > 0:
                 self.set_timer(STATE_TIMER, self.state_every_s)
             self.on_start()
+        if type(inp) is FrameReceived:  # by far the most frequent input: no pattern matching
+            self._on_frame_core(inp.sender, inp.message)
+            actions, self._actions = self._actions, []
+            return actions
         match inp:
             case FrameReceived(sender=sender, message=message):
                 self._on_frame_core(sender, message)
@@ -183,6 +210,8 @@ class Protocol:
                 self.emit("publish", event_id=str(event_id), topic=event.topic,
                           content=format_event(event))
                 self.on_publish(event, event_id)
+            case Stopping():
+                self._record_drop_summary(DROP_SUMMARY_TIMER)
         actions, self._actions = self._actions, []
         return actions
 
@@ -369,9 +398,17 @@ class Protocol:
         """Count and record a discarded message, event or piece of state; never silent.
 
         The one way to count a drop: ``drops`` (``meshsubctl status``) and the
-        ``drop`` records (the evaluation) always agree.
+        ``drop`` records (the evaluation) always agree, once the pending summaries
+        are recorded: a reason in ``summarized_drops`` is counted now and recorded
+        by the next summary (``count`` = how many), at most ``drop_summary_s``
+        later or when the driver stops.
         """
         self._drops[reason] += 1
+        if self.drop_summary_s > 0 and reason in self.summarized_drops:
+            if not self._pending_drops:
+                self.set_timer(DROP_SUMMARY_TIMER, self.drop_summary_s)
+            self._pending_drops[reason] += 1
+            return
         if message is not None:
             attrs.setdefault("event_id", str(message.id))
             attrs.setdefault("msg_type", message.type)
@@ -383,6 +420,12 @@ class Protocol:
     def add_core_timer(self, prefix: str, handler: Callable[[str], None]) -> None:
         """Route timers named ``prefix...`` to a core service instead of ``on_timer``."""
         self._core_timers[prefix] = handler
+
+    def _record_drop_summary(self, name: str) -> None:
+        """One ``drop`` record per reason with its ``count`` since the last summary."""
+        pending, self._pending_drops = self._pending_drops, Counter()
+        for reason, count in sorted(pending.items()):
+            self.emit("drop", reason=reason, count=count)
 
     def _report_state(self, name: str) -> None:
         for store, (entries, nbytes) in sorted(self.state_sizes().items()):

@@ -61,6 +61,7 @@ ATTRIBUTE_FIELDS: Final[Mapping[str, tuple[type, ...]]] = {
     "store": (str,),  # state: which table or buffer (e.g. "buffer", "subscriptions")
     "entries": (int,),  # state: how many entries it holds
     "group": (str,),  # member: the group's name (a protocol's own, e.g. "tg:17")
+    "count": (int,),  # drop: how many drops this summary record stands for (absent: one)
 }
 FIELDS: Final = {**RESOURCE_FIELDS, **ATTRIBUTE_FIELDS}
 MSG_KINDS: Final = frozenset(k.value for k in MsgKind)
@@ -140,6 +141,9 @@ def validate_record(record: Any) -> dict[str, Any]:
         raise TelemetryError(f"unknown msg_kind {kind!r}")
     if record["ts_ns"] < 0:
         raise TelemetryError("field 'ts_ns' is negative")
+    count = record.get("count")
+    if count is not None and count < 1:
+        raise TelemetryError("field 'count' is not positive")
     return record
 
 

@@ -59,6 +59,7 @@ from meshsub.core.api import (
     SendTo,
     SendToMany,
     SetTimer,
+    Stopping,
     TelemetryValue,
     TimerFired,
 )
@@ -388,6 +389,7 @@ class Node:
             ("tasks", self._cancel_tasks),
             ("timers", lambda: self.timers.cancel_all() if hasattr(self, "timers") else None),
             ("link", lambda: self.link.stop() if self.link else None),  # no input after this
+            ("protocol summaries", self._stop_protocol),  # before the spool closes
             ("mqtt", lambda: self.bridge.stop() if self.bridge else None),  # drains deliveries
             ("replay state", lambda: self.replay.save() if hasattr(self, "replay") else None),
             # the last loss account goes into the spool's last file
@@ -407,6 +409,15 @@ class Node:
         self.notifier.close()
         self.state = "stopped"
         log.info("meshsubd stopped", node=self.node)
+
+    def _stop_protocol(self) -> None:
+        """The protocol's last input: it records what it still holds (pending drop
+        summaries); whatever else it asks for is not carried out any more."""
+        if not hasattr(self, "protocol"):
+            return
+        for action in self.protocol.handle(Stopping(self.clock())):
+            if isinstance(action, Emit):
+                self.record(action.event, action.attrs)
 
     async def _cancel_tasks(self) -> None:
         for task in self._tasks:

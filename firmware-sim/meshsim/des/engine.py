@@ -14,6 +14,7 @@ no contention, collisions, queueing or airtime sharing.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import random
@@ -57,19 +58,27 @@ from meshsub.core.api import (
     SendTo,
     SendToMany,
     SetTimer,
+    Stopping,
     TelemetryValue,
     TimerFired,
 )
 from meshsub.core.buffer import MemoryStore
-from meshsub.core.protocol import Protocol
+from meshsub.core.protocol import DROP_SUMMARY_S, Protocol
 from meshsub.core.registry import get_protocol
 from meshsub.core.telemetry import frame_attrs
 
 EPOCH = 1
 """Every simulated node boots once."""
+GC_THRESHOLD = 100_000
+"""Allocations between two young-generation collections while a run is running."""
+PROGRESS_STEPS = 200
+"""Slices of virtual time between two progress reports."""
 
 
 class TelemetrySink(TypingProtocol):
+    """Where records go. A sink may also have ``record_many(nodes, ts_ns, event, attrs)``,
+    the same record for each of ``nodes`` (the receivers of one frame), used when present."""
+
     def record(self, node: int, ts_ns: int, event: str,
                attrs: Mapping[str, TelemetryValue]) -> None: ...
 
@@ -79,6 +88,10 @@ class NullSink:
 
     def record(self, node: int, ts_ns: int, event: str,
                attrs: Mapping[str, TelemetryValue]) -> None:
+        return None
+
+    def record_many(self, nodes: Sequence[int], ts_ns: int, event: str,
+                    attrs: Mapping[str, TelemetryValue]) -> None:
         return None
 
 
@@ -115,10 +128,15 @@ class Simulation:
         *,
         plan: Plan | None = None,
         sizer_factory: Callable[[int, int, int], Sizer] = make_sizer,
+        drop_summary_s: float = DROP_SUMMARY_S,
     ) -> None:
+        """``drop_summary_s``: the protocols' drop-summary interval (0: a record per drop)."""
         self.scenario = scenario
+        self.drop_summary_s = drop_summary_s
         self.plan = plan if plan is not None else make_plan(scenario)
         self.sink: TelemetrySink = sink if sink is not None else NullSink()
+        self._record_many: Callable[[Sequence[int], int, str, Mapping[str, TelemetryValue]],
+                                    None] = getattr(self.sink, "record_many", self._each)
         self.env = simpy.Environment()
         self.rng = random.Random(f"{scenario.meta.seed}:radio")
         self.model = make_model(scenario.radio)
@@ -155,13 +173,36 @@ class Simulation:
 
     # ------------------------------------------------------------------ running
 
-    def run(self) -> SimStats:
+    def run(self, progress: Callable[[float], None] | None = None,
+            steps: int = PROGRESS_STEPS) -> SimStats:
+        """Run to the end; ``progress(virtual seconds done)`` after each of ``steps``
+        equal slices of virtual time (running in slices changes no event's order)."""
         if self._ran:
             raise RuntimeError("a Simulation runs once")
         self._ran = True
         started = time.perf_counter()
         self._start()
-        self.env.run(until=self.scenario.end_s)
+        end = self.scenario.end_s
+        # The nodes' state built so far lives to the end: keep the collector from
+        # scanning it again and again, and collect the young less often (no model
+        # object depends on when the collector runs).
+        gc.collect()
+        gc.freeze()
+        threshold = gc.get_threshold()
+        gc.set_threshold(GC_THRESHOLD, *threshold[1:])
+        try:
+            if progress is None:
+                self.env.run(until=end)
+            else:
+                for step in range(1, steps + 1):
+                    until = end if step == steps else end * step / steps
+                    if until > self.env.now:
+                        self.env.run(until=until)
+                    progress(self.env.now)
+        finally:
+            gc.set_threshold(*threshold)
+            gc.unfreeze()
+        self._stop()
         self.stats.sim_time_s = self.scenario.end_s
         self.stats.wall_s = time.perf_counter() - started
         return self.stats
@@ -171,7 +212,8 @@ class Simulation:
         s = self.scenario
         kwargs: dict[str, Any] = {"epoch": epoch, "params": s.protocol.params_for(
             s.nodes.role_of(node)), "seed": s.meta.seed + epoch - EPOCH,
-            "capabilities": self.roles[node], "state_every_s": s.meta.state_every_s}
+            "capabilities": self.roles[node], "state_every_s": s.meta.state_every_s,
+            "drop_summary_s": self.drop_summary_s}
         if store is not None:
             kwargs["store"] = store
         return self.cls(node, **kwargs)
@@ -207,6 +249,17 @@ class Simulation:
             self._at(self.gps.period_s, self._gps_tick)
         if self.batteries is not None:
             self._energy_tick()
+
+    def _stop(self) -> None:
+        """The end of the run: every running daemon records what it still holds
+        (pending drop summaries); nothing it would send goes out any more."""
+        now = self.env.now
+        for node, st in self.nodes.items():
+            if node in self.crashed:
+                continue  # a dead daemon's pending counts died with it
+            for action in st.proto.handle(Stopping(now)):
+                if isinstance(action, Emit):
+                    self._record(node, action.event, action.attrs)
 
     # ------------------------------------------------------------------- inputs
 
@@ -267,6 +320,12 @@ class Simulation:
                 case CancelTimer(name=name):
                     st.timers.pop(name, None)
 
+    def _each(self, nodes: Sequence[int], ts_ns: int, event: str,
+              attrs: Mapping[str, TelemetryValue]) -> None:
+        """``record_many`` for a sink that has only ``record``."""
+        for node in nodes:
+            self.sink.record(node, ts_ns, event, attrs)
+
     def _record(self, node: int, event: str, attrs: Mapping[str, TelemetryValue]) -> None:
         self.stats.records += 1
         self.sink.record(node, round(self.env.now * 1e9), event, attrs)
@@ -312,7 +371,8 @@ class Simulation:
         rng = self.rng
         receivers = []
         for dest, loss in candidates:
-            if loss > 0.0 and any(rng.random() < loss for _ in range(nframes)):
+            if loss > 0.0 and (rng.random() < loss if nframes == 1  # the common case, inline
+                               else any(rng.random() < loss for _ in range(nframes))):
                 self.stats.lost += 1
             else:
                 receivers.append(dest)
@@ -338,25 +398,33 @@ class Simulation:
 
     def _arrive(self, sender: int, receivers: list[int], message: Message, nbytes: int,
                 kind: str) -> None:
+        """One frame reaches its receivers: every ``rx`` record in one batch (one line
+        pattern for all), then each receiver's protocol in turn. Per node, the order
+        of records is the same as one receiver at a time: handling a frame changes
+        no link and writes records only for the node that handles it."""
         now = self.env.now
-        ts_ns = round(now * 1e9)
-        event_id = str(message.id)
-        attrs = frame_attrs(message, kind, nbytes, sender)  # shared by every receiver (read-only)
-        stats, links, sink, nodes = self.stats, self.links, self.sink, self.nodes
+        stats, links, nodes = self.stats, self.links, self.nodes
+        heard = [dest for dest in receivers if sender in links[dest]]
+        stats.lost += len(receivers) - len(heard)  # links that went down in flight
+        if not heard:
+            return
+        count = len(heard)
+        stats.rx[kind] += count
+        if kind == "data":
+            event_id = str(message.id)
+            copies = stats.rx_copies
+            for dest in heard:
+                copies[(event_id, dest)] += 1
+        stats.records += count
+        self._record_many(heard, round(now * 1e9), "rx",
+                          frame_attrs(message, kind, nbytes, sender))
+        batteries = self.batteries
         inp = FrameReceived(now, sender, message)
-        for dest in receivers:
-            if sender not in links[dest]:
-                stats.lost += 1  # the link went down while the frame was in flight
-                continue
-            stats.rx[kind] += 1
-            if kind == "data":
-                stats.rx_copies[(event_id, dest)] += 1
-            stats.records += 1
-            sink.record(dest, ts_ns, "rx", attrs)
-            if self.batteries is not None:
-                self.batteries.charge_rx(dest, nbytes)
+        stats.node_events += count
+        for dest in heard:
+            if batteries is not None:
+                batteries.charge_rx(dest, nbytes)
             st = nodes[dest]
-            stats.node_events += 1
             actions = st.proto.handle(inp)
             if actions:
                 self._apply(dest, st, actions)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,7 @@ from meshsim.scenario.model import Scenario, to_plain
 from meshsim.scenario.plan import Plan, make_plan, manifest_facts
 from meshsim.telemetry_files import RunWriter, base_manifest
 from meshsub.core.params import params_to_dict
+from meshsub.core.protocol import DROP_SUMMARY_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,10 +28,20 @@ class RunResult:
 
 
 def run_scenario(scenario: Scenario, out: Path | None, *, run_id: str | None = None,
-                 plan: Plan | None = None, varied: Mapping[str, Any] | None = None) -> RunResult:
+                 plan: Plan | None = None, varied: Mapping[str, Any] | None = None,
+                 drop_summary_s: float = DROP_SUMMARY_S,
+                 progress: Callable[[float], None] | None = None,
+                 writer_cls: type[RunWriter] = RunWriter) -> RunResult:
     """Simulate ``scenario``; with ``out``, write RUNDIR/node-<id>.jsonl, mobility.log
     (every node's track: replays the run's positions as scripted mobility) and
     manifest.json.
+
+    ``drop_summary_s``: the protocols' drop-summary interval (docs/telemetry.md, "Drop
+    summaries"; 0: a record per drop).
+
+    ``writer_cls``: the telemetry writer (a benchmark's baseline writes lines the old way).
+
+    ``progress``: called with the virtual seconds done, many times during the run.
 
     ``varied`` (``{"name": ..., "value": ...}``) goes into the manifest: the parameter a
     sweep varies, which mesheval groups and plots by (else it guesses from the overrides).
@@ -41,10 +52,10 @@ def run_scenario(scenario: Scenario, out: Path | None, *, run_id: str | None = N
     """
     run = run_id or default_run_id(scenario)
     plan = plan if plan is not None else make_plan(scenario)
-    writer = RunWriter(out, run, scenario.protocol.name) if out is not None else None
+    writer = writer_cls(out, run, scenario.protocol.name) if out is not None else None
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    sim = Simulation(scenario, writer, plan=plan)
-    stats = sim.run()
+    sim = Simulation(scenario, writer, plan=plan, drop_summary_s=drop_summary_s)
+    stats = sim.run(progress)
     if writer is not None:
         manifest = base_manifest(
             run=run, scenario_name=scenario.meta.name, seed=scenario.meta.seed,

@@ -1,0 +1,47 @@
+"""Drop summaries in the protocol base: counted at once, recorded per reason and interval."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from meshsub.core.api import Emit, FrameReceived, Message, MessageId, SetTimer, Stopping, TimerFired
+from meshsub.core.content import Event
+from meshsub.core.protocol import DROP_SUMMARY_TIMER
+from meshsub.protocols.flooding import DATA, Flooding, encode_body
+
+MID = MessageId(9, 1, 1)
+
+
+def _frame(now: float, sender: int = 2) -> FrameReceived:
+    body = encode_body(Event("t/x", {"v": 1}), 0.0)
+    return FrameReceived(now, sender, Message(DATA, MID, body, hop=1, ttl=4))
+
+
+def _drops(actions: list[Any]) -> list[dict[str, Any]]:
+    return [dict(a.attrs) for a in actions if isinstance(a, Emit) and a.event == "drop"]
+
+
+def test_duplicates_are_summed_until_the_timer_then_recorded_once_per_reason() -> None:
+    proto = Flooding(1, drop_summary_s=5.0)
+    proto.handle(_frame(0.0))  # the first copy: relayed
+    second = proto.handle(_frame(0.1, sender=3))
+    assert _drops(second) == [] and SetTimer(DROP_SUMMARY_TIMER, 5.1) in second
+    third = proto.handle(_frame(0.2, sender=4))
+    assert _drops(third) == [] and not any(isinstance(a, SetTimer) for a in third)
+    assert proto.drops["duplicate"] == 2  # counted at once
+    assert _drops(proto.handle(TimerFired(5.1, DROP_SUMMARY_TIMER))) == [
+        {"reason": "duplicate", "count": 2}]
+    assert _drops(proto.handle(Stopping(6.0))) == []  # nothing pending any more
+
+
+def test_stopping_records_what_is_pending_and_zero_interval_records_each() -> None:
+    proto = Flooding(1)
+    proto.handle(_frame(0.0))
+    proto.handle(_frame(0.5, sender=3))
+    assert _drops(proto.handle(Stopping(1.0))) == [{"reason": "duplicate", "count": 1}]
+
+    single = Flooding(1, drop_summary_s=0.0)
+    single.handle(_frame(0.0))
+    assert _drops(single.handle(_frame(0.5, sender=3))) == [
+        {"reason": "duplicate", "event_id": str(MID), "msg_type": DATA, "msg_kind": "data",
+         "peer": 3}]
