@@ -158,8 +158,12 @@ def phase(mesh: Mesh, tag: str, seconds: float, rate: float, senders: int) -> di
     for proc in floods:
         n, dt = proc.communicate(timeout=60)[0].split()
         sent, spent = sent + int(n), max(spent, float(dt))
-    wait_for(lambda: len(sub.events(phase=tag)) >= acked, f"{tag} deliveries", guard=15.0) \
-        if acked else None
+    # up to 15 s for the last deliveries; what has not arrived by then is reported as
+    # lost (the delivery figure), not raised: a daemon that loses events under the flood
+    # is exactly what the bench must measure
+    settle = time.monotonic() + 15.0
+    while len(sub.events(phase=tag)) < acked and time.monotonic() < settle:
+        time.sleep(0.2)
     wall = time.monotonic() - wall0
     got = len({d["attrs"]["i"] for d in sub.events(phase=tag)})
     sub.close()
