@@ -12,7 +12,8 @@ from meshsub.core.params import ParamDoc, ProtocolParams
 from meshsub.core.registry import available, get_protocol
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "protocols"
-TABLED = ("bsub", "df", "epidemic", "flooding", "hesper", "pull", "st", "tg")
+TABLED = ("bsub", "df", "epidemic", "flooding", "giant", "hesper", "paging", "pull", "puma", "st",
+          "tg")
 """Protocols whose page must carry the generated table (the others once documented)."""
 
 

@@ -11,11 +11,13 @@ node's cell.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from meshsub.core.api import Position
 from meshsub.core.grid import Cell, CellTracker, Grid
-from meshsub.core.params import ParameterError
+from meshsub.core.params import OUR_DECISION, ParamDoc, ParameterError
 from meshsub.core.reliable import ReliableParams
 
 
@@ -47,6 +49,29 @@ class CellGridParams(ReliableParams):
     cell_x: int = -1
     cell_y: int = -1
     """A static node's cell; -1 = the cell of its position."""
+
+    param_docs: ClassVar[Mapping[str, ParamDoc]] = {
+        "cols": ParamDoc("cells", "Zheng 2008, Table 5.1 (25 x 25 grids); §6.5.1 (10 x 10, "
+                                  "20 x 20)",
+                         "Columns of the grid of square cells every node must agree on."),
+        "rows": ParamDoc("cells", "Zheng 2008, Table 5.1 (25 x 25 grids); §6.5.1 (10 x 10, "
+                                  "20 x 20)",
+                         "Rows of the grid."),
+        "cell_size_m": ParamDoc("m", "Zheng 2008, §5.2, §6.2 (identical cells, GIANT's sized "
+                                     "by a static node's radio range; no length given); "
+                                     "100 m is our decision",
+                                "Side of one cell."),
+        "origin_x": ParamDoc("m", OUR_DECISION + " (the thesis counts cells from (0, 0) at "
+                                  "the lower left, §5.3, §6.2; it has no metres)",
+                             "x of cell (0, 0)'s lower-left corner in local metres."),
+        "origin_y": ParamDoc("m", OUR_DECISION + " (as origin_x)",
+                             "y of cell (0, 0)'s lower-left corner in local metres."),
+        "cell_x": ParamDoc("cell", "Zheng 2008, §5.2, §6.2 (one static node per cell, named "
+                                   "by it); -1 is our decision",
+                           "A static node's column; -1 = the cell of its position."),
+        "cell_y": ParamDoc("cell", "Zheng 2008, §5.2, §6.2 (one static node per cell, named "
+                                   "by it); -1 is our decision"),
+    }
 
     def validate(self) -> None:
         ReliableParams.validate(self)

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar, Final
 
 from meshsub.core.buffer import DropPolicy
 from meshsub.core.cellgrid import CellGridParams, require_at_least_one, require_positive
 from meshsub.core.content import ContentError
 from meshsub.core.lattice import Boundary
-from meshsub.core.params import ParameterError
+from meshsub.core.params import OUR_DECISION, ParamDoc, ParameterError
 from meshsub.core.topics import validate_topic
 
 
@@ -32,6 +34,11 @@ class Tree(enum.StrEnum):
     """Broker_SendSub (Function 6.1): shortest total path, 2-3 hops among equals."""
     PRIM = "prim"
     """The baseline: attach to the nearest broker already on the tree (Prim's rule)."""
+
+
+SOFT_STATE: Final = OUR_DECISION + " (the thesis's advertisements and subscriptions never expire)"
+BOUND: Final = OUR_DECISION + " (a bound on a table the thesis leaves unbounded)"
+DS_6_2: Final = "Zheng 2008, §6.3, Data Structure 6.2 ({}, no value); value our decision"
 
 
 def _fraction(key: str, value: float) -> None:
@@ -85,6 +92,61 @@ class GiantParams(CellGridParams):
     max_copies: int = 1024
     """Ferries recruited for one item and next hop at most (a Prob near 1 over a long hop
     would otherwise recruit without end)."""
+
+    param_docs: ClassVar[Mapping[str, ParamDoc]] = {
+        "role": ParamDoc("", "Zheng 2008, §6.2 (static brokers, mobile message ferries)",
+                         "Broker (static, at most one per cell, serves local clients) or "
+                         "ferry (a mobile carrier)."),
+        "tree": ParamDoc("", "Zheng 2008, §6.4.2, Function 6.1 (`giant`); §6.5.1 (Prim's "
+                             "MST, the baseline)",
+                         "How a broker chooses its upstream: GIANT's Broker_SendSub or "
+                         "Prim's rule."),
+        "DR": ParamDoc("probability", "Zheng 2008, §6.5.1 (target delivery ratios 0.5-0.9)"),
+        "Prob_ctrl": ParamDoc("probability", OUR_DECISION + " (the thesis hands a subscription "
+                                             "to one ferry, §6.4.2)"),
+        "unit_s": ParamDoc("s", "Zheng 2008, §6.2 (one unit time = one cell crossing); "
+                                "seconds per unit our decision"),
+        "hit_boundary": ParamDoc("", "Zheng 2008, Theorem 6.1, App. 6.A (the edge-free "
+                                     "lattice); the bounded edge rules are our decision"),
+        "T_max": ParamDoc("units", OUR_DECISION + " (above the thesis's longest window, 400 "
+                                   "units in Fig. 6.11, §6.5.2)"),
+        "adverts": ParamDoc("topics", "Zheng 2008, §6.4.1 step 1 (a publisher submits its "
+                                      "advertisement); configuring them is our decision"),
+        "adv_ttl_s": ParamDoc("s", SOFT_STATE,
+                              "Lifetime of an advertisement: a broker stops handing it on "
+                              "after this, and forgets the routing entry once nothing else "
+                              "holds it; the PHB renews it every `adv_refresh_s`."),
+        "adv_refresh_s": ParamDoc("s", SOFT_STATE,
+                                  "Period at which a PHB renews its advertisements and hands "
+                                  "them to ferries again."),
+        "adv_handouts": ParamDoc("ferries", OUR_DECISION + " (the thesis hands an "
+                                            "advertisement to \"the ferry nearby\", §6.4.1)"),
+        "sub_lease_s": ParamDoc("s", SOFT_STATE,
+                                "A subscription held for a routing entry expires unless "
+                                "refreshed within this."),
+        "sub_refresh_s": ParamDoc("s", SOFT_STATE,
+                                  "Period at which a broker refreshes its subscriptions "
+                                  "upstream."),
+        "event_ttl_s": ParamDoc("s", OUR_DECISION + " (the thesis gives forwarded events "
+                                     "no lifetime, §6.3)"),
+        "sweep_s": ParamDoc("s", OUR_DECISION + " (soft state and bounds are ours)",
+                            "Period of the sweep that expires leases, recruitment records and "
+                            "carried items."),
+        "buffer_size": ParamDoc("items", OUR_DECISION + " (the thesis notes the ferries' "
+                                         "limited storage, §6.1, without a size)"),
+        "drop_policy": ParamDoc("", OUR_DECISION + " (the thesis gives no rule for a full ferry)",
+                                "Which carried item a full ferry drops."),
+        "max_routes": ParamDoc("entries", DS_6_2.format("routing_table[MaxNo_entry]")),
+        "max_candidates": ParamDoc("brokers", DS_6_2.format("last_hop_list[MaxNo_broker]"),
+                                   "Candidate upstream brokers one routing entry keeps."),
+        "max_downstream": ParamDoc("subscriptions",
+                                   DS_6_2.format("next_hop_list[MaxNo_broker]")),
+        "max_outgoing": ParamDoc("items", DS_6_2.format("forwarded_event_list[MaxNo_Event]")),
+        "max_senders": ParamDoc("records", BOUND),
+        "window": ParamDoc("bundles", OUR_DECISION + " (per-hop ACKs are ours; the thesis "
+                                      "has no flow control)"),
+        "max_copies": ParamDoc("ferries", DS_6_2.format("forwarded_time[MaxNo_MN]")),
+    }
 
     def validate(self) -> None:
         CellGridParams.validate(self)

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar, Final
 
 from meshsub.core.cellgrid import (
     CellGridParams,
@@ -20,7 +22,13 @@ from meshsub.core.cellgrid import (
     require_positive,
 )
 from meshsub.core.lattice import Boundary
-from meshsub.core.params import ParameterError
+from meshsub.core.params import OUR_DECISION, ParamDoc, ParameterError
+
+UNTIMED: Final = OUR_DECISION + " (the thesis assumes instantaneous delivery, §5.4.1)"
+SOFT_STATE: Final = OUR_DECISION + " (the thesis's subscriptions and tracks never expire)"
+BOUND: Final = OUR_DECISION + " (a bound on a table the thesis leaves unbounded)"
+FALLBACK: Final = OUR_DECISION + " (the thesis has no fallback queue: its walk model is exact)"
+LOSSLESS: Final = OUR_DECISION + " (the thesis's simulation ignores the lower layers, §5.4.1)"
 
 
 class Role(enum.StrEnum):
@@ -74,6 +82,29 @@ class BackboneParams(CellGridParams):
     reliable_events: bool = False
     """Per-hop ACKs for events too; false keeps the thesis's message counts."""
 
+    param_docs: ClassVar[Mapping[str, ParamDoc]] = {
+        "role": ParamDoc("", "Zheng 2008, §5.2 (every base station a broker, every mobile "
+                             "user a client)",
+                         "Base station (static, one per cell, a broker) or client (mobile)."),
+        "beacon_s": ParamDoc("s", OUR_DECISION + " (§5.2 does not say how stations learn "
+                                  "their neighbours)"),
+        "sub_lease_s": ParamDoc("s", SOFT_STATE,
+                                "A subscription spread over the backbone tree expires unless "
+                                "refreshed within this."),
+        "sub_refresh_s": ParamDoc("s", SOFT_STATE),
+        "client_refresh_s": ParamDoc("s", SOFT_STATE),
+        "track_ttl_s": ParamDoc("s", SOFT_STATE),
+        "max_subscriptions": ParamDoc("subscriptions", BOUND),
+        "max_clients": ParamDoc("clients", BOUND),
+        "max_client_subs": ParamDoc("subscriptions", BOUND),
+        "max_waiting": ParamDoc("messages", BOUND),
+        "dedup_size": ParamDoc("event ids", BOUND,
+                               "Event ids a node remembers to pass each event on once (and a "
+                               "client to answer each round's copy once)."),
+        "reliable_control": ParamDoc("", LOSSLESS),
+        "reliable_events": ParamDoc("", LOSSLESS),
+    }
+
     def validate(self) -> None:
         CellGridParams.validate(self)
         for key in ("beacon_s", "client_refresh_s", "track_ttl_s"):
@@ -118,6 +149,35 @@ class PumaParams(BackboneParams):
     max_pending: int = 1024
     """Deliveries a previous broker has in flight (waiting for a reply)."""
 
+    param_docs: ClassVar[Mapping[str, ParamDoc]] = {
+        "th": ParamDoc("probability", "Zheng 2008, §5.3.1 (Problem 5.2); Table 5.1 (40-100 %); "
+                                      "§5.4.2 (optimum 60 % for I_event = 2, 3)"),
+        "th_mode": ParamDoc("", "Zheng 2008, §5.4.2 (optimal th per I_event: 60 / 70 / 80 %); "
+                                "applying them by elapsed units is our decision",
+                            "`fixed`: always `th`; `adaptive`: the thesis's optima by elapsed "
+                            "units t (0.6 for t <= 3, 0.7 at 4, 0.8 from 5)."),
+        "unit_s": ParamDoc("s", "Zheng 2008, §5.2 (one unit time = one cell crossing); "
+                                "seconds per unit our decision"),
+        "t_max": ParamDoc("units", "Zheng 2008, Table 5.1 (12-unit runs); the fallback beyond "
+                                   "is our decision"),
+        "walk_boundary": ParamDoc("", "Zheng 2008, §5.3.1 (eq. 5.3 ignores the edge effect); "
+                                      "the edge rules are our decision"),
+        "ack_timeout_s": ParamDoc("s", "Zheng 2008, §5.3.1 (the cold round once the hot one "
+                                       "failed; no timeout given); value our decision"),
+        "per_hop_s": ParamDoc("s", UNTIMED,
+                              "One backbone hop's delay in the default acknowledgement timeout."),
+        "client_rtt_s": ParamDoc("s", UNTIMED,
+                                 "Station-to-client round trip in the default acknowledgement "
+                                 "timeout."),
+        "ack_timeout_min_s": ParamDoc("s", UNTIMED,
+                                      "Floor of the default acknowledgement timeout."),
+        "queue_size": ParamDoc("events", FALLBACK),
+        "queue_ttl_s": ParamDoc("s", FALLBACK,
+                                "A queued event not delivered within this is dropped (counted)."),
+        "rejoin_gap_s": ParamDoc("s", FALLBACK),
+        "max_pending": ParamDoc("deliveries", BOUND),
+    }
+
     def validate(self) -> None:
         BackboneParams.validate(self)
         if not (math.isfinite(self.th) and 0.0 < self.th <= 1.0):
@@ -145,6 +205,15 @@ class PagingParams(BackboneParams):
     dist: int = 2
     """Report distance (cells); the thesis's paging does best at 2 (§5.4.2)."""
     dist_rule: DistRule = DistRule.AT_LEAST
+
+    param_docs: ClassVar[Mapping[str, ParamDoc]] = {
+        "dist": ParamDoc("cells", "Zheng 2008, §5.4.1; Table 5.1 (2-8); §5.4.2 (best at 2)"),
+        "dist_rule": ParamDoc("", "Zheng 2008, §5.4.1 (\"beyond a certain value\"); the "
+                                  "`at_least` default is our decision",
+                              "`at_least`: report at `dist` or more cells from the last report "
+                              "(paging area radius `dist - 1`); `beyond`: at more than `dist` "
+                              "(radius `dist`)."),
+    }
 
     def validate(self) -> None:
         BackboneParams.validate(self)
