@@ -34,13 +34,17 @@ def log(message: str) -> None:
     print(f"vmesh: {message}", flush=True)
 
 
+FLEET_KEY = "9f3c1e7a52b84d06e1a7c3f95b20d8e4c6a19f37b5e02d8c4f61a3b9e7d05c28"
+"""Random-looking: meshsubd refuses a key with a pattern (issue 25)."""
+
+
 def test_a_baked_device_and_one_deployed_over_ssh_end_in_the_same_state(
         vmesh_fleet: Any, tmp_path: Path) -> None:  # the fleet's private state directory
     from meshsim.vmesh import deploy, devstate, lifecycle
 
     same = tmp_path / "same.json"
     same.write_text(json.dumps({"meshsub_node_name": "eq", "meshsub_node_id": 7,
-                                "meshsub_fleet_keys": {"1": "3e" * 32}}))
+                                "meshsub_fleet_keys": {"1": FLEET_KEY}}))
     try:
         ssh = lifecycle.up(1, "teqa", image_kind="base", log=log)
         baked = lifecycle.up(1, "teqb", image_kind="baked", log=log)
@@ -58,7 +62,7 @@ def test_a_baked_device_and_one_deployed_over_ssh_end_in_the_same_state(
     assert diff == [], "\n".join(diff[:40])
     # and the comparison sees what matters: the daemon runs, configured, from the venv
     assert a["services"]["meshsubd.service"] == {"enabled": "enabled", "active": "active"}
-    assert a["files"]["/etc/meshsub/fleet.keys"]["mode"] == "0o640"
+    assert a["files"]["/etc/meshsub/fleet.keys"]["mode"] == "0o400"  # the service's alone
     assert a["files"]["/etc/meshsub/meshsub.toml"]["group"] == "meshsub"
     assert a["versions"]["meshsubd"].startswith("meshsubd ")
     assert any(p.startswith("/opt/meshsub/lib/") for p in a["files"])
