@@ -125,3 +125,15 @@ def test_ansible_lint_production_profile_passes() -> None:
                           "production", "--nocolor", "."], cwd=ANSIBLE_DIR, env=_env(),
                          capture_output=True, text=True, timeout=900, check=False)
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
+
+
+def test_ansible_managed_only_in_templates() -> None:
+    """``ansible_managed`` is defined only while a template renders: in a task's
+    ``content`` it fails the deployment ("'ansible_managed' is undefined"), which no lint
+    and no syntax check catches (it broke every virtual-mesh deployment once)."""
+    offenders = [f"{path.relative_to(REPO)}:{n}"
+                 for path in sorted(ANSIBLE_DIR.rglob("*.yml"))
+                 if "templates" not in path.parts
+                 for n, line in enumerate(path.read_text().splitlines(), 1)
+                 if "{{ ansible_managed }}" in line]
+    assert offenders == []
