@@ -13,7 +13,6 @@ elapsed time.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from pathlib import Path
@@ -24,6 +23,7 @@ from fleet import SCENARIOS
 from test_vmesh_bsub_scenarios import check_cut, check_groups, expected_deliveries
 
 from meshsim.scenario import load_scenario
+from meshsim.vmesh.devices import run_records, scenario_sub_id
 
 pytestmark = [
     pytest.mark.root,
@@ -43,8 +43,7 @@ def run(fleet: Any, name: str, out: Path) -> Any:
 
 
 def records(out: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for path in sorted((out / "nodes").rglob("*.jsonl"))
-            for line in path.read_text().splitlines()]
+    return run_records(out)
 
 
 def seen_by_applications(res: Any) -> set[tuple[int, str, str]]:
@@ -53,7 +52,7 @@ def seen_by_applications(res: Any) -> set[tuple[int, str, str]]:
     for node, report in res.agents.items():
         assert report is not None, f"no workload report from node {node}"
         for d in report["deliveries"]:
-            seen.add((node, d["body"]["sub_id"], d["body"]["event_id"]))
+            seen.add((node, scenario_sub_id(d["body"]["sub_id"]), d["body"]["event_id"]))
     return seen
 
 

@@ -10,7 +10,6 @@ on telemetry only.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections import Counter
@@ -20,6 +19,7 @@ from typing import Any
 import pytest
 
 from meshsim.scenario import load_scenario
+from meshsim.vmesh.devices import run_records
 from meshsub.core.syntax import parse_event, parse_subscription
 
 pytestmark = [
@@ -38,8 +38,7 @@ LOST = {"no_route", "empty_cell", "empty_phb_cell", "unreachable", "ttl_expired"
 
 
 def records(out: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for path in sorted((out / "nodes").rglob("*.jsonl"))
-            for line in path.read_text().splitlines()]
+    return run_records(out)
 
 
 def test_subscriptions_and_events_go_round_the_lake(vmesh_fleet: Any, tmp_path: Path) -> None:

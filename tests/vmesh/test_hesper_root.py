@@ -7,7 +7,6 @@ every subscription gets every event that matches it, once, and nothing else.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections import Counter
@@ -18,6 +17,7 @@ import pytest
 
 from meshsim.scenario import load_scenario
 from meshsim.scenario.plan import make_plan as make_scenario_plan
+from meshsim.vmesh.devices import run_records
 from meshsub.core.syntax import parse_event, parse_subscription
 
 pytestmark = [
@@ -32,8 +32,7 @@ SCENARIO = (Path(__file__).resolve().parents[2] / "firmware-sim" / "meshsim" / "
             / "vmesh-hesper-grid.toml")
 
 def records(out: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for path in sorted((out / "nodes").rglob("*.jsonl"))
-            for line in path.read_text().splitlines()]
+    return run_records(out)
 
 
 def test_every_subscription_gets_every_matching_event_exactly_once(

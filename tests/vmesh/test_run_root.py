@@ -8,7 +8,6 @@ captures, the daemons' own status), never on elapsed time.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
@@ -21,6 +20,7 @@ import pytest
 from fleet import RUN, SCENARIOS
 
 from meshsim.scenario import load_scenario
+from meshsim.vmesh.devices import run_records
 from meshsim.vmesh.plan import NodePlan
 
 pytestmark = [
@@ -38,8 +38,7 @@ def run(fleet: Any, name: str, out: Path, **hooks: Any) -> Any:
 
 
 def records(out: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for path in sorted((out / "nodes").rglob("*.jsonl"))
-            for line in path.read_text().splitlines()]
+    return run_records(out)
 
 
 def test_six_in_a_line_flood_over_five_hops_and_node_6_never_hears_node_1(

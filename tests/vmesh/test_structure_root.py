@@ -11,7 +11,6 @@ The scenario runs on the first ten devices of the test session's fleet
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
@@ -32,6 +31,7 @@ from test_scenario_structure import (
 
 from meshsim.scenario import load_scenario
 from meshsim.scenario.plan import make_plan
+from meshsim.vmesh.devices import run_records
 from meshsim.vmesh.plan import NodePlan
 
 pytestmark = [
@@ -62,8 +62,7 @@ def result(vmesh_fleet: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
 
     out = tmp_path_factory.mktemp("structure-vm") / "run"
     res = vmesh_fleet.scenario(load_scenario(SCENARIO), out, on_start=ask)
-    recs = [json.loads(line) for path in sorted((out / "nodes").rglob("*.jsonl"))
-            for line in path.read_text().splitlines()]
+    recs = run_records(out)
     return res, recs, seen
 
 

@@ -27,6 +27,7 @@ import pytest
 from fleet import RUN, SCENARIOS
 
 from meshsim.scenario import load_scenario
+from meshsim.vmesh.devices import run_records
 from meshsim.vmesh.plan import NodePlan
 
 pytestmark = [
@@ -46,8 +47,7 @@ def log(message: str) -> None:
 
 
 def records(out: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for path in sorted((out / "nodes").rglob("*.jsonl"))
-            for line in path.read_text().splitlines()]
+    return run_records(out)
 
 
 @pytest.fixture(scope="module")

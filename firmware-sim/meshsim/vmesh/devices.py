@@ -31,6 +31,24 @@ AGENT_USER = "workload"
 """The agent's broker user: the inventory lists it in ``mosquitto_apps``."""
 CREDENTIALS_DIR = "/etc/mosquitto/credentials"
 
+
+def scenario_sub_id(sub_id: str) -> str:
+    """The scenario's name of a subscription the workload agent made. The daemon names an
+    application's subscriptions after its broker user (``workload/<id>``, docs/mqtt.md);
+    scenarios and their checks name them without it."""
+    return sub_id.removeprefix(f"{AGENT_USER}/")
+
+
+def run_records(out: Path) -> list[dict[str, Any]]:
+    """Every telemetry record a run collected (``out/nodes/**.jsonl``), subscriptions
+    named as the scenario names them (``scenario_sub_id``)."""
+    recs = [json.loads(line) for path in sorted((out / "nodes").rglob("*.jsonl"))
+            for line in path.read_text().splitlines()]
+    for r in recs:
+        if isinstance(r.get("sub_id"), str):
+            r["sub_id"] = scenario_sub_id(r["sub_id"])
+    return recs
+
 _RESET = f"""
 systemctl stop meshsubd.service 2>/dev/null || true
 systemctl reset-failed meshsubd.service 2>/dev/null || true
