@@ -128,7 +128,9 @@ class Agent:
             await client.publish(f"{self.own}{item['sub_id']}", item["expr"].encode(),
                                  qos=1, retain=True)
         elif item["op"] == "unsub":  # empty and retained: also clears the retained expression
-            await client.publish(f"{self.prefix}/sub/{item['sub_id']}", b"", qos=1, retain=True)
+            # on its own subscription topic, as it subscribed: the broker's ACL lets an
+            # application write only under <p>/sub/<user>/ (docs/mqtt.md)
+            await client.publish(f"{self.own}{item['sub_id']}", b"", qos=1, retain=True)
         else:
             payload = json.dumps(item["attrs"], separators=(",", ":")).encode()
             await client.publish(f"{self.prefix}/pub/{item['topic']}", payload, qos=1)
