@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from mesh import IFACE, KEY, NodeProc, free_port, netns_exists, sh, wait_for
+from test_tg_loopback import one_group as group_of_views
 
 pytestmark = [
     pytest.mark.root,
@@ -125,24 +126,7 @@ def groups(node: TgNode) -> list[dict[str, Any]]:
 def one_group(nodes: list[TgNode]) -> dict[int, dict[str, Any]] | None:
     """Each node's membership if all are in one anchored group and the parents form a tree
     whose chains reach the leader in ``level`` steps; else None."""
-    views = {n.node_id: groups(n) for n in nodes}
-    if any(len(v) != 1 for v in views.values()):
-        return None
-    by = {nid: v[0] for nid, v in views.items()}
-    if len({g["gid"] for g in by.values()}) != 1:
-        return None
-    for nid, g in by.items():
-        if not g["anchored"] or g["orphan"]:
-            return None
-        hops, cur = 0, nid
-        while by[cur]["parent"] is not None:
-            cur = by[cur]["parent"]
-            hops += 1
-            if cur not in by or hops > len(by):
-                return None
-        if hops != g["level"] or by[cur]["level"] != 0:
-            return None
-    return by
+    return group_of_views({n.node_id: groups(n) for n in nodes})
 
 
 def test_group_forms_delivers_and_heals_after_a_parent_dies(ring: dict[str, TgNode]) -> None:
