@@ -31,8 +31,12 @@ def test_event_keys() -> None:
     digest = hashlib.sha256(b"t").digest()
     assert topic_key("t", 64) == int.from_bytes(digest[:8], "big")
     assert event_key(Event("t"), 64, "key") == topic_key("t", 64)
+    assert event_key(Event("t", {"key": 7}), 64, "key") == 7
+    for bad in (-1, "7", 2.5, True):
+        with pytest.raises(KeyError_):
+            event_key(Event("t", {"key": bad}), 64, "key")
     with pytest.raises(KeyError_):
-        event_key(Event("t", {"key": 7}), 64, "key")
+        event_key(Event("t", {"key": 300}), 8, "key")
 
 
 def test_query_intervals() -> None:
@@ -46,7 +50,11 @@ def test_query_intervals() -> None:
     eq = Subscription("t", (Predicate.compare("key", Op.EQ, hi),))
     assert query_interval(eq, 64, "key") == (20, 20)
     assert query_interval(Subscription("t", (Predicate.compare("key", Op.EQ, 3),)), 64,
+                          "key") == (3, 3)
+    assert query_interval(Subscription("t", (Predicate.compare("key", Op.EQ, "x"),)), 64,
                           "key") is None
+    assert query_interval(Subscription("t", (Predicate.between("key", 5, 9),)), 64,
+                          "key") == (5, 9)
     empty = Subscription("t", (Predicate.compare("key", Op.GT, hi),
                                Predicate.compare("key", Op.LT, lo)))
     assert query_interval(empty, 64, "key") is None

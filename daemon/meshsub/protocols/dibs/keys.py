@@ -4,7 +4,8 @@ The paper's data domain is ``{0,1}^k``: an event is one k-bit key, a query a
 closed key interval; applications map their values into it. meshsub's
 integers are signed 64-bit, too narrow for the paper's ``k = 64``, so a key
 travels in content as a **fixed-width lowercase hexadecimal string** of
-``k/4`` digits in the attribute ``key_attr``: for strings of equal width,
+``k/4`` digits in the attribute ``key_attr`` (or, for keys below ``2^63``, as
+a plain integer: numeric workload generators): for strings of equal width,
 lexicographic order is numeric order, so a subscription's ordinary string
 comparisons (``key >= "..."``, ranges, equality) on that attribute select
 exactly a key interval, and the designated node's exact match (the
@@ -40,7 +41,13 @@ def format_key(key: int, k: int) -> str:
 
 
 def parse_key(text: object, k: int) -> int | None:
-    """``text`` as a key if it is exactly ``k/4`` lowercase hex digits, else ``None``."""
+    """``text`` as a key if it is exactly ``k/4`` lowercase hex digits, else ``None``.
+
+    A non-negative integer below ``2^k`` (and below ``2^63``, content's limit)
+    is also a key: numeric workloads reach the lower part of a wide key space.
+    """
+    if isinstance(text, int) and not isinstance(text, bool):
+        return text if 0 <= text < 1 << k else None
     if not isinstance(text, str) or len(text) != k // 4 or not _HEX.match(text):
         return None
     return int(text, 16)
