@@ -42,9 +42,10 @@ def free_tcp_port() -> int:
         return int(s.getsockname()[1])
 
 
-def make_config(tmp: Path, node: int, port: int, peers: list[int], **extra: Any) -> Config:
+def make_config(tmp: Path, node: int, port: int, peers: list[int], *,
+                roles: tuple[str, ...] = (), **extra: Any) -> Config:
     doc: dict[str, Any] = {
-        "node": {"id": node, "name": f"n{node}"},
+        "node": {"id": node, "name": f"n{node}", "roles": list(roles)},
         "link": {"interface": "", "port": port},
         "discovery": {"beacon_interval": 0.5, "min_interval": 0.2, "zeroconf": False,
                       "static_peers": [f"127.0.0.1:{p}" for p in peers]},

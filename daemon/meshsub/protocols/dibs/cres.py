@@ -19,7 +19,7 @@ Rules (docs/protocols/dibs.md lists each with its section and our reasons):
 - **slot handshake** (§3.1 footnote 4 made explicit): a node asks a
   candidate predecessor for a slot (ATTACH_REQ); the predecessor allocates the
   smallest slot no live successor holds and none held down (ATTACH_ACK);
-- **predecessor choice** (§3.3): a neighbour of the nearest cluster, strictly
+- **predecessor choice** (§3.3.1, §3.3.2): a neighbour of the nearest cluster, strictly
   nearer to its reference, neither in our subtree nor in the failed
   predecessor's former subtree, shortest VA first (a BFS parent; after
   ``2 T`` without one, any non-detached neighbour outside those subtrees);
@@ -358,7 +358,7 @@ class Cres(Protocol):
             and hb.va.startswith(self._dead[1])
 
     def candidates(self, relaxed: bool = False) -> list[NodeId]:
-        """Possible predecessors, best first (§3.3: shortest VA; a BFS parent unless relaxed)."""
+        """Possible predecessors, best first (§3.3.1: shortest VA; a BFS parent unless relaxed)."""
         target = self.nearest_reference()
         if target is None:
             return []
@@ -391,7 +391,7 @@ class Cres(Protocol):
             self._request(found[0], Reason.REPAIR if self.va is not None else Reason.INITIAL)
 
     def _check_switch(self) -> None:
-        """Move to a strictly nearer reference after ``switch_hold_periods`` (§3.1, §3.3)."""
+        """Move to a strictly nearer reference after ``switch_hold_periods`` (§3.1)."""
         if self.is_ref or not self.attached or self._pending is not None:
             return
         target = self.nearest_reference()
@@ -515,7 +515,7 @@ class Cres(Protocol):
     # ================================================================ routing
 
     def next_hop(self, target_cl: NodeId, dst: str) -> NodeId | None:
-        """The next hop towards ``dst`` (a key's bits or a VA) in cluster ``target_cl`` (§3.2).
+        """The next hop towards ``dst`` (a key's bits or a VA) in cluster ``target_cl`` (§3.1.3).
 
         Outside the cluster: the shortest-path phase, to the neighbour nearest
         the target reference. Inside: the neighbour of the same cluster with
