@@ -175,7 +175,8 @@ class DR(Protocol):
         self._waiting: dict[str, Message] = {}
         self._refresh_armed = False
         self.stats: dict[str, int] = {"published": 0, "evaluations": 0, "matches": 0,
-                                      "stored": 0}
+                                      "stored": 0, "subscribe_tx": 0, "publish_tx": 0,
+                                      "notify_tx": 0}
 
     # ---------------------------------------------------------------- lines
 
@@ -189,6 +190,7 @@ class DR(Protocol):
         return y0 is not None and abs(pos.y - y0) <= w
 
     def _rebroadcast(self, message: Message) -> None:
+        self.stats["subscribe_tx" if message.type == SUBSCRIBE else "publish_tx"] += 1
         if self.params.jitter <= 0.0:
             self.broadcast(message)
             return
@@ -232,6 +234,7 @@ class DR(Protocol):
         message = Message(SUBSCRIBE, self.new_message_id(), q.encode(self.params.k), ttl=255)
         self.is_duplicate(message.id)
         self._apply_query(q)
+        self.stats["subscribe_tx"] += 1
         self.broadcast(message)
 
     def _apply_query(self, q: LineQuery) -> None:
@@ -274,6 +277,7 @@ class DR(Protocol):
         pub = LinePublish(self.position.y, key, event, self.now)
         self.is_duplicate(event_id)
         self._check(pub, event_id, hops=0)
+        self.stats["publish_tx"] += 1
         self.broadcast(Message(PUBLISH, event_id, pub.encode(self.params.k), ttl=255))
 
     def _check(self, pub: LinePublish, event_id: MessageId, hops: int) -> None:
@@ -302,6 +306,7 @@ class DR(Protocol):
             self.drop("ttl_expired", template)
             return
         body = note.encode()
+        self.stats["notify_tx"] += 1
         if note.sub_node in self.neighbors:
             self.send(note.sub_node, Message(NOTIFY, template.id, body, hop=template.hop,
                                              ttl=template.ttl))

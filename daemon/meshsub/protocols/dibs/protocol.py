@@ -65,7 +65,8 @@ class DIBS(Cres):
         self._inj_seq = 0
         self._refresh_armed = False
         self.stats.update({"published": 0, "copies": 0, "evaluations": 0, "matches": 0,
-                           "notified": 0, "stored": 0, "subscribe_tx": 0})
+                           "notified": 0, "stored": 0, "subscribe_tx": 0,
+                           "publish_tx": 0, "notify_tx": 0})
 
     # ================================================================ subscribing
 
@@ -238,6 +239,7 @@ class DIBS(Cres):
         if template.ttl < 1:
             self.drop("ttl_expired", template)
             return
+        self.stats["publish_tx"] += 1
         self.send_reliable(nxt, Message(PUBLISH, template.id, pub.encode(k), hop=template.hop,
                                         ttl=template.ttl))
 
@@ -278,6 +280,7 @@ class DIBS(Cres):
         if template.ttl < 1:
             self.drop("ttl_expired", template)
             return
+        self.stats["notify_tx"] += 1
         self.send_reliable(nxt, Message(NOTIFY, template.id, note.encode(), hop=template.hop,
                                         ttl=template.ttl))
 
