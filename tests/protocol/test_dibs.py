@@ -11,6 +11,8 @@ malformed frames.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from dibs_world import PARAMS, bfs, check_trees, dibs, dibs_net, start, unit_disk
 
 from meshsub.core.api import FrameReceived, Message, MessageId, NeighborDown
@@ -135,3 +137,20 @@ def test_a_lost_neighbor_is_forgotten() -> None:
     node = dibs(net, 7)
     net.feed(7, NeighborDown(net.now, 8))
     assert 8 not in node.nbs
+
+
+def test_paper_mode_stores_a_superset_and_still_meets_every_designated_node() -> None:
+    """§3.2's two conditions store at least the exact replicas (more for some ranges)."""
+    holders = {}
+    for paper in (False, True):
+        net = dibs_net(list(range(1, 26)), {1}, replace(PARAMS, paper_mode=paper))
+        net.grid(5, 5)
+        start(net, 20.0)
+        net.subscribe(13, "r", key_sub(20000, 40000))  # across the root's first two zones
+        net.run(until=25.0)
+        holders[paper] = {n for n in net.nodes if (13, "r") in dibs(net, n).store}
+        for key in (20000, 30000, 40000):  # the designated node of each key holds it
+            owner = next(n for n in net.nodes if v.owns(str(dibs(net, n).va),
+                                                         dibs(net, n).slots(), key, K))
+            assert owner in holders[paper]
+    assert holders[False] < holders[True]
