@@ -346,9 +346,12 @@ def main(argv: list[str] | None = None) -> int:
             "share(replicas <= 2) > 0.90 for every m, tolerance 0",
             all(v("replicas <= 2", s) > 0.9 for s in dibs_ms),
             ", ".join(f"{s}: {100 * v('replicas <= 2', s):.1f} %" for s in dibs_ms))
+    band = DENSITY * preset.height * 2 * 4.0  # nodes expected in a 4 m-half-width vertical band
     verdict("> 90 % of DR queries stored on > 18 nodes (§4.1, Fig. 5a)",
-            "share(replicas > 18) > 0.90, tolerance 0",
-            v("replicas > 18", "dr") > 0.9, f"dr: {100 * v('replicas > 18', 'dr'):.1f} %")
+            "share(replicas > 18) > 0.90, tolerance 0; n/a when a vertical band holds "
+            "fewer than 18 nodes on average (density x height x 2 w)",
+            None if band < 18 else v("replicas > 18", "dr") > 0.9,
+            f"dr: {100 * v('replicas > 18', 'dr'):.1f} % (a band holds {band:.1f} nodes)")
     verdict("DIBS queries need < 12 messages at m = 5 and 10 (§4.1, Fig. 6)",
             "share(subscription msgs < 12) >= 0.90 at m = 5 and m = 10, tolerance 0",
             all(v("subscription msgs < 12", s) >= 0.9 for s in ("dibs-m5", "dibs-m10")),
@@ -357,8 +360,9 @@ def main(argv: list[str] | None = None) -> int:
     ratio = min(v("mean queries checked per event", "dr")
                 / max(v("mean queries checked per event", s), 1e-9) for s in dibs_ms)
     verdict("DIBS checks at least 8x fewer queries per event than DR (§4.2, Fig. 7a)",
-            "min over m of mean(DR checks) / mean(DIBS checks) >= 8, tolerance 0",
-            ratio >= 8, f"smallest ratio {ratio:.1f}")
+            "min over m of mean(DR checks) / mean(DIBS checks) >= 8, tolerance 0 (DR's "
+            "checks grow with the field's width: the paper's is 500 m)",
+            ratio >= 8, f"smallest ratio {ratio:.1f} (field {preset.width:.0f} m wide)")
     p1, p5, p10 = (v("mean publication msgs", s) for s in dibs_ms)
     per_ref = [p1 / 1, p5 / 5, p10 / 10]
     lin = max(per_ref) / min(per_ref)
