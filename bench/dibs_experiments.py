@@ -274,6 +274,7 @@ def run_one(scheme: str, m: int, seed: int, preset: Preset) -> Run:
 
 
 def mean_ci(values: list[float]) -> tuple[float, float]:
+    values = [x for x in values if not math.isnan(x)]
     if not values:
         return math.nan, math.nan
     mu = statistics.fmean(values)
