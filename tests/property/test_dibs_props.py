@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 
 from dibs_world import bfs, check_trees, dibs, dibs_net, start
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from meshsub.protocols.dibs import DIBSParams
@@ -24,6 +24,8 @@ PARAMS = DIBSParams(k=12, hb_period=1.0)
 
 
 @settings(max_examples=12, deadline=None)
+@example(seed=2214354, ops=["fail", "join", "join"])  # an orphan whose lost predecessor was
+# the (alive) reference excluded the whole cluster as "the failed node's subtree"
 @given(st.integers(0, 2**32), st.lists(st.sampled_from(["join", "fail"]), min_size=1,
                                        max_size=4))
 def test_zones_partition_and_vas_stay_unique_after_joins_and_failures(

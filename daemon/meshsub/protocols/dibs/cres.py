@@ -354,8 +354,10 @@ class Cres(Protocol):
             return True
         if self.va is not None and hb.cl == self.cl and hb.va.startswith(self.va):
             return True
+        # the lost predecessor itself stays a candidate: it is alive when it was lost to a
+        # DETACH (its subtree but not it; a lost reference would exclude its whole cluster)
         return self._dead is not None and hb.cl == self._dead[0] \
-            and hb.va.startswith(self._dead[1])
+            and hb.va.startswith(self._dead[1]) and hb.va != self._dead[1]
 
     def candidates(self, relaxed: bool = False) -> list[NodeId]:
         """Possible predecessors, best first (§3.3.1: shortest VA; a BFS parent unless relaxed)."""
