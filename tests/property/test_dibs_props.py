@@ -26,6 +26,8 @@ PARAMS = DIBSParams(k=12, hb_period=1.0)
 @settings(max_examples=12, deadline=None)
 @example(seed=2214354, ops=["fail", "join", "join"])  # an orphan whose lost predecessor was
 # the (alive) reference excluded the whole cluster as "the failed node's subtree"
+@example(seed=125, ops=["join", "fail", "join"])  # the failed node's VA reused by a newcomer
+# after the slot hold-down: its new subtree was excluded for good
 @given(st.integers(0, 2**32), st.lists(st.sampled_from(["join", "fail"]), min_size=1,
                                        max_size=4))
 def test_zones_partition_and_vas_stay_unique_after_joins_and_failures(

@@ -114,11 +114,13 @@ class Cres(Protocol):
         """Top of a detached subtree: looking for a new predecessor."""
         self._dead: tuple[NodeId | None, str] | None = None
         """The failed predecessor's (cluster, VA): its former subtree is no candidate."""
+        self._dead_since = 0.0
         self._pending: tuple[NodeId, float, Reason] | None = None
         self._refused: dict[NodeId, float] = {}
         self._no_candidate_since: float | None = None
         self._unregistered_since: float | None = None
         self._nearer_since: float | None = None
+        self._pred_worse_since: float | None = None
         self._last_triggered = -float(INFINITE)
         self.stats: dict[str, int] = {"va_changes": 0, "attaches": 0, "repairs": 0,
                                       "switches": 0}
@@ -287,6 +289,7 @@ class Cres(Protocol):
             return
         if self.va is not None:
             self._dead = (self.cl, self.va[:len(self.va) - self.slot - 1])
+            self._dead_since = self.now
         self.pred = None
         self._orphan = True
         self.detached = True
@@ -342,8 +345,34 @@ class Cres(Protocol):
             self._refused[self._pending[0]] = self.now + 2 * self.period
             self._pending = None
         self._recompute_distances()
+        self._check_predecessor()
         self._check_switch()
         self._maybe_attach()
+
+    def _check_predecessor(self) -> None:
+        """Leave a predecessor no nearer the reference than we are, after ``2 T``.
+
+        A detached predecessor waits for its subtree's root to re-attach; if
+        that root's only way out is through this subtree (a descendant next to
+        an attached node), everyone would wait for good. The descendant whose
+        predecessor is no nearer than itself leaves it and attaches where the
+        distance vector leads; then the waiting root can attach below it.
+        """
+        if self.is_ref or self.pred is None or self.cl is None:
+            self._pred_worse_since = None
+            return
+        nb = self.nbs.get(self.pred)
+        d = nb.dist(self.cl) if nb is not None else None
+        if d is not None and d.hops < self.hops_to(self.cl):
+            self._pred_worse_since = None
+            return
+        if self._pred_worse_since is None:
+            self._pred_worse_since = self.now
+        elif self.now - self._pred_worse_since > 2 * self.period:
+            self._pred_worse_since = None
+            pred = self.pred
+            self.send(pred, Message(DETACH, self.new_message_id(), [self.slot], ttl=1))
+            self._lose_predecessor(pred)
 
     # ---------------------------------------------------------------- attaching
 
@@ -352,11 +381,14 @@ class Cres(Protocol):
         hb = nb.hb
         if hb.va is None or hb.pred == self.node:
             return True
-        if self.va is not None and hb.cl == self.cl and hb.va.startswith(self.va):
-            return True
+        if self.succ and self.va is not None and hb.cl == self.cl and hb.va.startswith(self.va):
+            return True  # without successors we have no subtree: a longer VA is someone else's
         # the lost predecessor itself stays a candidate: it is alive when it was lost to a
         # DETACH (its subtree but not it; a lost reference would exclude its whole cluster)
+        # Only while its predecessor holds the failed node's slot down: after that a new
+        # node may take the same VA, and nodes below it would be excluded for good.
         return self._dead is not None and hb.cl == self._dead[0] \
+            and self.now - self._dead_since < self.params.slot_hold_periods * self.period \
             and hb.va.startswith(self._dead[1]) and hb.va != self._dead[1]
 
     def candidates(self, relaxed: bool = False) -> list[NodeId]:
@@ -412,7 +444,9 @@ class Cres(Protocol):
 
     def _request(self, candidate: NodeId, reason: Reason) -> None:
         self._pending = (candidate, self.now + 2 * self.period, reason)
-        req = AttachReq(reason, self.cl, self.va)
+        # our old VA lets the candidate refuse to attach us below ourselves; without
+        # successors we have no subtree, and a stale VA would refuse unrelated nodes
+        req = AttachReq(reason, self.cl, self.va if self.succ else None)
         self.send_reliable(candidate, Message(ATTACH_REQ, self.new_message_id(), req.encode(),
                                               ttl=1))
 
