@@ -71,7 +71,8 @@ DROP_SUMMARY_TIMER = "drops:summary"
 DROP_SUMMARY_S = 10.0
 """Default longest interval a summarised drop waits before its ``drop`` record."""
 SUMMARIZED_DROPS: frozenset[str] = frozenset(
-    {"duplicate", "duplicate_event", "duplicate_bundle", "reliable_duplicate"})
+    {"duplicate", "duplicate_event", "duplicate_bundle", "reliable_duplicate",
+     "unknown_type", "malformed"})
 """High-volume drop reasons recorded as periodic summaries, not one record each.
 
 A flood delivers every copy of every message to every node: the copies a node
@@ -79,6 +80,11 @@ suppresses outnumber everything else it records (flooding on 200 nodes: about
 half of all records). They carry nothing per copy that the evaluation reads
 (``rx`` records already show every copy), so each node sums them per reason and
 writes one ``drop`` record with ``count`` per interval (docs/telemetry.md).
+
+``unknown_type`` and ``malformed`` are there for another reason: an insider with
+the fleet key can send authenticated frames of any type and body at any rate, and
+one record per frame would let it fill the telemetry spool (and wear an SD card)
+as an outsider's refused frames cannot (docs/security.md). Their counts stay exact.
 """
 
 
