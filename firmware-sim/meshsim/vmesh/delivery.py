@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from meshsub.core.disjunction import delivery_group
 from meshsub.core.syntax import parse_event, parse_subscription
 
 Owed = tuple[int, str, str]
@@ -102,8 +103,8 @@ def account(records: Iterable[Mapping[str, Any]],
     owed_at: dict[Owed, int] = {}
     for eid, (_origin, ts, event) in pubs.items():
         for (node, sid), (since, sub) in subs.items():
-            if since <= ts and sub.matches(event):
-                owed_at[(node, sid, eid)] = ts
+            if since <= ts and sub.matches(event):  # a disjunction's members: one owed
+                owed_at[(node, delivery_group(sid), eid)] = ts
     received: Counter[Owed] = Counter()
     acknowledged: Counter[int] = Counter()
     for node, report in agents.items():
