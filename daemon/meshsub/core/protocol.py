@@ -54,6 +54,7 @@ from meshsub.core.api import (
 )
 from meshsub.core.content import Event, Subscription
 from meshsub.core.dedup import DuplicateCache
+from meshsub.core.disjunction import delivery_group
 from meshsub.core.params import ProtocolParams
 from meshsub.core.reliable import (
     TIMER_PREFIX,
@@ -64,7 +65,6 @@ from meshsub.core.reliable import (
     RetransmitPolicy,
 )
 from meshsub.core.syntax import format_event, format_subscription
-from meshsub.core.tags import delivery_group
 
 STATE_TIMER = "state:report"
 DROP_SUMMARY_TIMER = "drops:summary"
@@ -374,18 +374,20 @@ class Protocol:
         """Deliver to every local subscription that exactly matches; return how many.
 
         Each (event, subscription) pair is delivered at most once, so protocols
-        may call this on every copy they receive. The members of an OR
-        subscription (ids ``group|tag``, ``meshsub.core.tags``) count as one
-        subscription: the event goes to the first member that matches.
+        may call this on every copy they receive. The members of a disjunction
+        (ids ``group|i``, ``meshsub.core.disjunction``) count as one
+        subscription: the event is delivered once, named by the group (the
+        application's id), when any member matches.
         """
         delivered = 0
         for sub_id, sub in self.subscriptions.items():
             if not sub.matches(event):
                 continue
-            if self._delivered.check_and_add((event_id, delivery_group(sub_id))):
+            group = delivery_group(sub_id)
+            if self._delivered.check_and_add((event_id, group)):
                 continue
-            self._actions.append(Deliver(sub_id, event, event_id, hop, published_at))
-            self.emit("deliver", event_id=str(event_id), sub_id=sub_id, hop=hop,
+            self._actions.append(Deliver(group, event, event_id, hop, published_at))
+            self.emit("deliver", event_id=str(event_id), sub_id=group, hop=hop,
                       topic=event.topic)
             delivered += 1
         return delivered
