@@ -50,6 +50,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+@pytest.hookimpl(trylast=True)  # after pytest-xdist named the groups in the node ids
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Refuse to run grouped tests apart: two fleets or media of the same names would
+    tear each other down. pytest 9.2 silently stopped pytest-xdist's grouping
+    (pytest-xdist issue #1386; pyproject.toml pins pytest below it)."""
+    if not session.config.getoption("loadgroup", default=False):
+        return
+    apart = [i.nodeid for i in session.items
+             if i.get_closest_marker("xdist_group") is not None and "@" not in i.nodeid]
+    if apart:
+        message = (f"pytest-xdist did not group {len(apart)} tests (first: {apart[0]}); "
+                   "install pytest<9.2 or run with -n 0")
+        print(message, file=sys.stderr)  # a worker's UsageError reaches the log as a crash
+        raise pytest.UsageError(message)
+
+
 @pytest.fixture(scope="session")
 def vmesh_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The test session's virtual fleet (``tests/vmesh/fleet.py``): root tests only.
