@@ -53,7 +53,7 @@ from typing import Any
 
 from meshsim.des.engine import Simulation
 from meshsim.scenario.load import from_dict
-from meshsub.protocols.dibs.keys import format_key
+from meshsub.core.keyspace import format_key
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "results" / "dibs.md"

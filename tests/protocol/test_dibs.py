@@ -17,9 +17,9 @@ from dibs_world import PARAMS, bfs, check_trees, dibs, dibs_net, start, unit_dis
 
 from meshsub.core.api import FrameReceived, Message, MessageId, NeighborDown
 from meshsub.core.content import Event, Subscription
+from meshsub.core.keyspace import format_key
 from meshsub.core.predicates import Predicate
 from meshsub.protocols.dibs import va as v
-from meshsub.protocols.dibs.keys import format_key
 from meshsub.protocols.dibs.messages import HEARTBEAT, PUBLISH, SUBSCRIBE
 
 K = PARAMS.k

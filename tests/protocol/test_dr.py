@@ -7,8 +7,8 @@ from harness import Net
 
 from meshsub.core.api import NeighborChanged, NeighborInfo, Position, PositionChanged
 from meshsub.core.content import Event, Subscription
+from meshsub.core.keyspace import format_key
 from meshsub.core.predicates import Predicate
-from meshsub.protocols.dibs.keys import format_key
 from meshsub.protocols.dr import DR, DRParams
 
 PARAMS = DRParams(dr_halfwidth=4.0, k=16, jitter=0.0)

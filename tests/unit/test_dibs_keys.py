@@ -7,8 +7,7 @@ import hashlib
 import pytest
 
 from meshsub.core.content import Event, Subscription
-from meshsub.core.predicates import Op, Predicate
-from meshsub.protocols.dibs.keys import (
+from meshsub.core.keyspace import (
     KeyError_,
     event_key,
     format_key,
@@ -16,6 +15,7 @@ from meshsub.protocols.dibs.keys import (
     query_interval,
     topic_key,
 )
+from meshsub.core.predicates import Op, Predicate
 
 
 def test_hex_keys_order_like_their_numbers() -> None:

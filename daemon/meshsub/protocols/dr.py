@@ -29,10 +29,9 @@ import msgpack
 from meshsub.core import bodies as b
 from meshsub.core.api import FIRST_PROTOCOL_TYPE, Message, MessageId, MsgKind, NodeId
 from meshsub.core.content import Event, Subscription
+from meshsub.core.keyspace import KeyError_, event_key, key_decode, key_wire, query_interval
 from meshsub.core.params import OUR_DECISION, ParamDoc, ParameterError, ProtocolParams, positive
 from meshsub.core.protocol import Protocol
-from meshsub.protocols.dibs.keys import KeyError_, event_key, query_interval
-from meshsub.protocols.dibs.messages import key_decode, key_wire
 
 SUBSCRIBE = FIRST_PROTOCOL_TYPE
 PUBLISH = FIRST_PROTOCOL_TYPE + 1

@@ -31,6 +31,7 @@ from typing import Any
 from meshsub.core import bodies as b
 from meshsub.core.api import FIRST_PROTOCOL_TYPE, MsgKind, NodeId
 from meshsub.core.content import Event, Subscription
+from meshsub.core.keyspace import key_decode, key_wire
 
 HEARTBEAT = FIRST_PROTOCOL_TYPE
 ATTACH_REQ = FIRST_PROTOCOL_TYPE + 1
@@ -81,19 +82,6 @@ def va_decode(value: Any, what: str) -> str | None:
     if number & ((1 << pad) - 1):
         raise b.BodyError(f"{what}: padding bits must be zero")
     return format(number >> pad, f"0{bits}b") if bits else ""
-
-
-def key_wire(key: int, k: int) -> bytes:
-    return key.to_bytes((k + 7) // 8, "big")
-
-
-def key_decode(value: Any, k: int, what: str) -> int:
-    if not isinstance(value, bytes) or len(value) != (k + 7) // 8:
-        raise b.BodyError(f"{what}: expected {(k + 7) // 8} bytes")
-    key = int.from_bytes(value, "big")
-    if key >> k:
-        raise b.BodyError(f"{what}: wider than {k} bits")
-    return key
 
 
 def _opt_node(value: Any, what: str) -> NodeId | None:

@@ -3,7 +3,7 @@
 SPN, the subscription/publication/notification suite of §3.2, on the CRES
 substrate (``meshsub.protocols.dibs.cres``):
 
-- **subscribe**: a query (key interval, ``meshsub.protocols.dibs.keys``)
+- **subscribe**: a query (key interval, ``meshsub.core.keyspace``)
   climbs the subscriber's cluster tree while it is not inside the node's
   prefix zone and descends into every successor whose prefix zone it meets
   (never back to the sender); it is stored where it meets the node's key zone
@@ -34,9 +34,9 @@ from meshsub.core import bodies
 from meshsub.core.api import Message, MessageId, NodeId
 from meshsub.core.content import Event, Subscription
 from meshsub.core.dedup import DuplicateCache
+from meshsub.core.keyspace import KeyError_, event_key, query_interval
 from meshsub.protocols.dibs import va as vam
 from meshsub.protocols.dibs.cres import Cres
-from meshsub.protocols.dibs.keys import KeyError_, event_key, query_interval
 from meshsub.protocols.dibs.messages import NOTIFY, PUBLISH, SUBSCRIBE, Notify, Publish, Query
 
 T_REFRESH = "dibs:refresh"

@@ -1,5 +1,8 @@
 """From meshsub's content model to DIBS keys and query intervals (Pham and Tran 2012, §2).
 
+Shared by DIBS and its baseline DR (docs/protocols/dr.md): protocols share code only
+through the core, never by importing each other.
+
 The paper's data domain is ``{0,1}^k``: an event is one k-bit key, a query a
 closed key interval; applications map their values into it. meshsub's
 integers are signed 64-bit, too narrow for the paper's ``k = 64``, so a key
@@ -23,10 +26,14 @@ from __future__ import annotations
 
 import hashlib
 import re
+from typing import Any
 
+from meshsub.core import bodies as b
 from meshsub.core.content import Event, Subscription
 from meshsub.core.predicates import Op
-from meshsub.protocols.dibs.va import Interval
+
+Interval = tuple[int, int]
+"""A closed key interval ``(lo, hi)``."""
 
 _HEX = re.compile(r"[0-9a-f]+\Z")
 
@@ -106,3 +113,18 @@ def query_interval(sub: Subscription, k: int, attr: str) -> Interval | None:
                 return None
             lo, hi = max(lo, min(good)), min(hi, max(good))
     return (lo, hi) if lo <= hi else None
+
+
+def key_wire(key: int, k: int) -> bytes:
+    """A key's wire form: ``ceil(k / 8)`` bytes, big-endian."""
+    return key.to_bytes((k + 7) // 8, "big")
+
+
+def key_decode(value: Any, k: int, what: str) -> int:
+    """A key from its wire form; anything else is a ``BodyError`` (a counted drop)."""
+    if not isinstance(value, bytes) or len(value) != (k + 7) // 8:
+        raise b.BodyError(f"{what}: expected {(k + 7) // 8} bytes")
+    key = int.from_bytes(value, "big")
+    if key >> k:
+        raise b.BodyError(f"{what}: wider than {k} bits")
+    return key
