@@ -124,6 +124,9 @@ async def test_clean_restart_resumes_at_the_cursor(broker: Broker, store: Store,
     feed = make_feed(broker, store, spool)
     await spool.start()
     await feed.start()
+    # connected first: a feed stopped before it ever connected ships nothing now (its
+    # cursor stays, so the next start ships it), and this test is about the cursor
+    await until(lambda: feed.state == "connected", "the feed connected")
     for peer in range(30):
         spool.emit("neighbor_up", peer=peer)
     await spool.stop()
