@@ -1,0 +1,53 @@
+"""PUMA, paging and GIANT take their role from the node's roles (a scenario group, node.roles)."""
+
+from __future__ import annotations
+
+import pytest
+
+from meshsub.core.cellgrid import role_from_capabilities
+from meshsub.core.params import ParameterError
+from meshsub.protocols.giant import Giant
+from meshsub.protocols.giant.params import ROLE_NAMES as GIANT_ROLES
+from meshsub.protocols.giant.params import GiantParams
+from meshsub.protocols.giant.params import Role as GiantRole
+from meshsub.protocols.puma import Paging, PagingParams, Puma, PumaParams
+from meshsub.protocols.puma.params import ROLE_NAMES as PUMA_ROLES
+from meshsub.protocols.puma.params import Role as PumaRole
+
+
+def test_a_named_role_wins_over_the_parameter() -> None:
+    assert role_from_capabilities(("base_station",), PUMA_ROLES, PumaRole.CLIENT) \
+        is PumaRole.BASE
+    assert role_from_capabilities(("relay", "client"), PUMA_ROLES, PumaRole.BASE) \
+        is PumaRole.CLIENT
+    assert role_from_capabilities(("ferry",), GIANT_ROLES, GiantRole.BROKER) is GiantRole.FERRY
+
+
+def test_no_named_role_keeps_the_parameter() -> None:
+    assert role_from_capabilities((), PUMA_ROLES, PumaRole.BASE) is PumaRole.BASE
+    assert role_from_capabilities(("gateway",), GIANT_ROLES, GiantRole.FERRY) is GiantRole.FERRY
+
+
+def test_two_protocol_roles_are_a_configuration_error() -> None:
+    with pytest.raises(ParameterError, match="role"):
+        role_from_capabilities(("base_station", "client"), PUMA_ROLES, PumaRole.CLIENT)
+    # two names of the same role are fine
+    assert role_from_capabilities(("base", "base_station"), PUMA_ROLES, PumaRole.CLIENT) \
+        is PumaRole.BASE
+
+
+@pytest.mark.parametrize("cls,params", [(Puma, PumaParams), (Paging, PagingParams)])
+def test_puma_and_paging_nodes_follow_their_group_role(cls: type[Puma], params: type) -> None:
+    station = cls(1, params=params(cell_x=1, cell_y=1), capabilities=("base_station",))
+    client = cls(2, params=params(role=PumaRole.BASE), capabilities=("client",))
+    assert station.role is PumaRole.BASE and station.cell == (1, 1)
+    assert client.role is PumaRole.CLIENT and client.cell is None
+    assert station.status()["role"] == "base" and client.status()["role"] == "client"
+
+
+def test_giant_nodes_follow_their_group_role() -> None:
+    ferry = Giant(1, params=GiantParams(), capabilities=("ferry",))
+    broker = Giant(2, params=GiantParams(role=GiantRole.FERRY, cell_x=0, cell_y=0),
+                   capabilities=("broker",))
+    assert ferry.role is GiantRole.FERRY and ferry.carried is not None
+    assert broker.role is GiantRole.BROKER and broker.carried is None
