@@ -51,3 +51,23 @@ def test_giant_nodes_follow_their_group_role() -> None:
                    capabilities=("broker",))
     assert ferry.role is GiantRole.FERRY and ferry.carried is not None
     assert broker.role is GiantRole.BROKER and broker.carried is None
+
+
+def test_presence_follows_the_position_a_neighbour_reports() -> None:
+    """A station sees a client as present while the driver lists it and, when the
+    driver's NeighborInfo carries a position, while that position is in the station's
+    cell (a client in range but in the next cell belongs to the next station)."""
+    from meshsub.core.api import NeighborChanged, NeighborDown, NeighborInfo, NeighborUp, Position
+
+    station = Puma(1, params=PumaParams(cell_x=1, cell_y=1, cell_size_m=100.0),
+                   capabilities=("base_station",))
+    station.handle(NeighborUp(0.0, NeighborInfo(2, capabilities=("client",))))
+    assert station.client_present(2)  # position unknown: association alone
+    station.handle(NeighborChanged(1.0, NeighborInfo(2, Position(150.0, 150.0))))
+    assert station.client_present(2)
+    station.handle(NeighborChanged(2.0, NeighborInfo(2, Position(250.0, 150.0))))
+    assert not station.client_present(2)  # in range, but in cell (2, 1)
+    station.handle(NeighborChanged(3.0, NeighborInfo(2, Position(110.0, 190.0))))
+    assert station.client_present(2)
+    station.handle(NeighborDown(4.0, 2))
+    assert not station.client_present(2)
