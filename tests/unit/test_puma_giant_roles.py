@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from meshsub.core.api import NeighborChanged, NeighborDown, NeighborInfo, NeighborUp, Position
 from meshsub.core.cellgrid import role_from_capabilities
 from meshsub.core.params import ParameterError
 from meshsub.protocols.giant import Giant
@@ -57,8 +58,6 @@ def test_presence_follows_the_position_a_neighbour_reports() -> None:
     """A station sees a client as present while the driver lists it and, when the
     driver's NeighborInfo carries a position, while that position is in the station's
     cell (a client in range but in the next cell belongs to the next station)."""
-    from meshsub.core.api import NeighborChanged, NeighborDown, NeighborInfo, NeighborUp, Position
-
     station = Puma(1, params=PumaParams(cell_x=1, cell_y=1, cell_size_m=100.0),
                    capabilities=("base_station",))
     station.handle(NeighborUp(0.0, NeighborInfo(2, capabilities=("client",))))
