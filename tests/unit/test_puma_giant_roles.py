@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from meshsub.core.api import NeighborChanged, NeighborDown, NeighborInfo, NeighborUp, Position
+from meshsub.core.api import (
+    FrameReceived,
+    Message,
+    NeighborChanged,
+    NeighborDown,
+    NeighborInfo,
+    NeighborUp,
+    Position,
+)
 from meshsub.core.cellgrid import role_from_capabilities
 from meshsub.core.params import ParameterError
 from meshsub.protocols.giant import Giant
@@ -70,3 +78,16 @@ def test_presence_follows_the_position_a_neighbour_reports() -> None:
     assert station.client_present(2)
     station.handle(NeighborDown(4.0, 2))
     assert not station.client_present(2)
+
+
+def test_a_client_associates_when_a_station_heard_first_becomes_a_neighbour() -> None:
+    """On a real radio a station's BEACON can arrive before the discovery beacon that
+    makes the station a neighbour (meshsubd: two independent message streams); the
+    client must still associate with it (it never did before: no later BEACON is new)."""
+    station = Puma(1, params=PumaParams(cell_x=0, cell_y=0))
+    client = Puma(2, params=PumaParams(), capabilities=("client",))
+    beacon = Message(16, station.new_message_id(), [0, 0], ttl=1)
+    client.handle(FrameReceived(0.0, 1, beacon))
+    assert client.base is None  # not a neighbour yet
+    client.handle(NeighborUp(0.1, NeighborInfo(1, capabilities=("base_station",))))
+    assert client.base == 1 and client.cell == (0, 0)

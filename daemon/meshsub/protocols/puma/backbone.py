@@ -178,6 +178,10 @@ class Backbone(Protocol):
         if self.role is Role.BASE and self.cell is not None:
             self.send(info.node, Message(m.BEACON, self.new_message_id(),
                                          m.Beacon(self.cell).encode(), ttl=1))
+        elif self.role is Role.CLIENT and info.node in self._stations:
+            # the daemon may hand us a station's BEACON before its discovery beacon
+            # makes it a neighbour: associate now that it is one
+            self._choose_base()
 
     def on_neighbor_down(self, node: NodeId) -> None:
         self._stations.pop(node, None)
