@@ -9,5 +9,8 @@ echo "== mypy"; mypy daemon/meshsub firmware-sim/meshsim telemetry/mesheval
 # unbuffered, so a CI log shows the test that was running; stdin closed, so no child
 # process can wait on a terminal that is not there
 export PYTHONUNBUFFERED=1
-# the ten slowest tests at the end: a test that grows shows up here first
-echo "== pytest"; exec python -m pytest --durations=10 "$@" </dev/null
+# Three workers (pytest-xdist): the tests that need root run in order on one of them
+# (the virtual-mesh tests mostly wait on real time), Spark's on one JVM, the rest
+# beside them (tests/conftest.py). `./test.sh -n 0 ...` runs everything in one process.
+# The ten slowest tests at the end: a test that grows shows up here first.
+echo "== pytest"; exec python -m pytest -n 3 --dist loadgroup --durations=10 "$@" </dev/null

@@ -6,6 +6,13 @@ One command regenerates the page:
     .venv/bin/python bench/tg_experiments.py --jobs 2            # 200 nodes, 5 seeds
     .venv/bin/python bench/tg_experiments.py --paper --jobs 2    # Table 2's 500 nodes, 600 s
 
+The thesis's sweeps (``SWEEPS``: its parameter settings as plans of presets) write
+docs/results/tg-sweep-speed.md and tg-sweep-size.md:
+
+    .venv/bin/python bench/tg_experiments.py --sweep speed --jobs 2   # Figs. 2-3: 0-25 m/s
+    .venv/bin/python bench/tg_experiments.py --sweep size --jobs 2    # Figs. 5-6: 500-1000
+    .venv/bin/python bench/tg_experiments.py --sweep speed --quick    # reduced: 60 nodes
+
 Every point is ``firmware-sim/meshsim/scenarios/tg-500.toml`` (Table 2's defaults:
 random waypoint at 2 m/s with 10 s pauses, 150 m range, 50 random 8-letter
 interests, 1-3 subscriptions of 1-4 interests per node, local:global 1:1) at the
@@ -87,11 +94,17 @@ T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8:
 
 @dataclass(frozen=True)
 class Preset:
+    """One evaluation point's settings (Table 2's names); the rest is tg-500.toml's."""
+
     name: str
     nodes: int
     warmup_s: float
     measured_s: float
     seeds: int
+    speed_mps: float = 2.0
+    """Random-waypoint speed (Table 2: 0-25 m/s, default 2); 0: the nodes stand still."""
+    pause_s: float = 10.0
+    """Random-waypoint pause (Table 2: 0-50 s, default 10)."""
 
     @property
     def side_m(self) -> float:
@@ -103,6 +116,47 @@ PRESETS = {
     "default": Preset("default", 200, 40.0, 120.0, 5),
     "paper": Preset("paper", 500, 60.0, 600.0, 5),
 }
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """A parameter the thesis varies in one of its figures, as a plan of presets.
+
+    ``paper`` is the thesis's range at Table 2's other defaults (``PRESETS["paper"]``);
+    ``quick`` the same sweep reduced to run on a shared machine (fewer, smaller points:
+    the verdicts then speak for those points only, and the page says so).
+    """
+
+    name: str
+    what: str
+    figures: str
+    claims: tuple[str, ...]
+    """The verdict rows (``claim_rows`` keys) this sweep's figures can test."""
+    paper: tuple[Preset, ...]
+    quick: tuple[Preset, ...]
+
+
+def _vary(base: Preset, tag: str, **changes: Any) -> Preset:
+    from dataclasses import replace
+    return replace(base, name=f"{base.name}-{tag}", **changes)
+
+
+_QUICK_SWEEP = Preset("quick", 60, 20.0, 40.0, 2)
+SWEEPS = {
+    # Figs. 2-3: delivery and overhead vs. speed, 0-25 m/s, Table 2's 500 nodes
+    "speed": SweepPlan(
+        "speed", "node moving speed (m/s)", "Figs. 2-3", ("delivery", "overhead"),
+        tuple(_vary(PRESETS["paper"], f"v{v:g}", speed_mps=float(v))
+              for v in (0, 5, 10, 15, 20, 25)),
+        tuple(_vary(_QUICK_SWEEP, f"v{v:g}", speed_mps=float(v)) for v in (0, 10, 25))),
+    # Figs. 5-6: memory and latency vs. network size, 500-1000 nodes at Table 2's density
+    "size": SweepPlan(
+        "size", "network size (nodes)", "Figs. 5-6", ("memory", "latency"),
+        tuple(_vary(PRESETS["paper"], f"n{n}", nodes=n) for n in (500, 625, 750, 875, 1000)),
+        tuple(_vary(_QUICK_SWEEP, f"n{n}", nodes=n) for n in (40, 80))),
+}
+SWEEP_SCHEMES = ("TG", "ST", "flooding")
+SWEEP_REPORT = ROOT / "docs" / "results" / "tg-sweep-{name}.md"
 
 
 @dataclass(frozen=True)
@@ -137,6 +191,9 @@ def simulate(point: Point, runs: Path, reuse: bool) -> tuple[Path, float]:
         f"scenario.warmup_s={p.warmup_s}", f"scenario.duration_s={p.warmup_s + p.measured_s}",
         f"workload.generator.rate_per_s={RATE * p.nodes:.3f}",
         "scenario.state_every_s=10.0",
+        *(['mobility={model="static"}'] if p.speed_mps == 0 else [
+            f"mobility.speed_min={p.speed_mps}", f"mobility.speed_max={p.speed_mps}",
+            f"mobility.pause_min={p.pause_s}", f"mobility.pause_max={p.pause_s}"]),
         *SCHEMES[point.scheme],
     ]
     started = time.perf_counter()
@@ -299,6 +356,7 @@ class RunFigures:
 
 
 def evaluate(rundir: Path, point: Point, wall_s: float, groups_from: Path) -> RunFigures:
+    from meshsub.core.disjunction import delivery_group
     from meshsub.core.syntax import parse_event, parse_subscription
     from meshsub.core.tags import Scope, event_scope
 
@@ -349,8 +407,8 @@ def evaluate(rundir: Path, point: Point, wall_s: float, groups_from: Path) -> Ru
             reach = membership.members(membership.groups(publisher, t), t) | {publisher}
         else:
             reach = set(parent)
-        want = {(n, sid) for n in reach for sid, sub, ts in subs.get(n, ())
-                if ts <= t and sub.matches(event)}
+        want = {(n, delivery_group(sid)) for n in reach for sid, sub, ts in subs.get(n, ())
+                if ts <= t and sub.matches(event)}  # an OR's members owe one delivery
         got = delivered.get(event_id, {})
         fig.expected[scope] += len(want)
         for key in want:
@@ -432,30 +490,38 @@ def at_least(a: Estimate, b: Estimate, tol: float) -> str:
     return "holds" if a.mean >= b.mean - tol else "fails"
 
 
-def write_report(preset: Preset, figs: list[RunFigures], load: str, wall: float,
-                 seeds: list[int]) -> str:
+def estimates(figs: list[RunFigures]) -> Figs:
+    """Every figure of the page, per scheme, as a mean and 95 % interval over seeds."""
     by: dict[str, list[RunFigures]] = defaultdict(list)
     for f in figs:
         by[f.scheme].append(f)
-    schemes = [s for s in SCHEMES if s in by]
+    value_of: dict[str, Any] = {
+        "delivery": lambda f: f.delivery,
+        "overhead": lambda f: f.overhead_per_s,
+        "notif": lambda f: f.notification_tx / f.measured_s,
+        "maint": lambda f: f.maintenance_tx / f.measured_s,
+        "memory": lambda f: f.memory_bytes,
+        "lat31": lambda f: f.latency(3.0, 1.0),
+        "lat13": lambda f: f.latency(1.0, 3.0),
+        "dglob": lambda f: f.delivered["global"] / f.expected["global"]
+        if f.expected["global"] else math.nan,
+        "dloc": lambda f: f.delivered["local"] / f.expected["local"]
+        if f.expected["local"] else math.nan,
+        "opt": lambda f: f.optimum_ratio,
+        "per_event": lambda f: f.event_notification_tx / f.published if f.published
+        else math.nan,
+    }
+    return {key: {s: estimate([value(f) for f in by[s]]) for s in SCHEMES if s in by}
+            for key, value in value_of.items()}
 
-    def est(scheme: str, value: Any) -> Estimate:
-        return estimate([value(f) for f in by.get(scheme, [])])
 
-    delivery = {s: est(s, lambda f: f.delivery) for s in schemes}
-    overhead = {s: est(s, lambda f: f.overhead_per_s) for s in schemes}
-    notif = {s: est(s, lambda f: f.notification_tx / f.measured_s) for s in schemes}
-    maint = {s: est(s, lambda f: f.maintenance_tx / f.measured_s) for s in schemes}
-    memory = {s: est(s, lambda f: f.memory_bytes) for s in schemes}
-    lat31 = {s: est(s, lambda f: f.latency(3.0, 1.0)) for s in schemes}
-    lat13 = {s: est(s, lambda f: f.latency(1.0, 3.0)) for s in schemes}
-    dglob = {s: est(s, lambda f: f.delivered["global"] / f.expected["global"]
-                    if f.expected["global"] else math.nan) for s in schemes}
-    dloc = {s: est(s, lambda f: f.delivered["local"] / f.expected["local"]
-                   if f.expected["local"] else math.nan) for s in schemes}
-    opt = {s: est(s, lambda f: f.optimum_ratio) for s in schemes}
-    per_event = {s: est(s, lambda f: f.event_notification_tx / f.published if f.published
-                        else math.nan) for s in schemes}
+def write_report(preset: Preset, figs: list[RunFigures], load: str, wall: float,
+                 seeds: list[int]) -> str:
+    e = estimates(figs)
+    schemes = [s for s in SCHEMES if s in e["delivery"]]
+    delivery, overhead, notif, maint = e["delivery"], e["overhead"], e["notif"], e["maint"]
+    memory, lat31, lat13, opt = e["memory"], e["lat31"], e["lat13"], e["opt"]
+    dglob, dloc, per_event = e["dglob"], e["dloc"], e["per_event"]
 
     lines = [
         "# TG results: Liu 2011, §4, reproduced in the simulator",
@@ -500,60 +566,16 @@ def write_report(preset: Preset, figs: list[RunFigures], load: str, wall: float,
         "|---|---|---|",
     ]
 
-    def row(claim: str, rule: str, verdict: str) -> None:
+    for _key, claim, rule, verdict in claim_rows(e):
         lines.append(f"| {claim} | {rule} | **{verdict}** |")
-
-    def have(*names: str) -> bool:
-        return all(n in by for n in names)
-
-    if have("TG", "ST"):
-        row("R2: overhead TG < ST (Fig. 3)", "TG's interval below ST's",
-            less(overhead["TG"], overhead["ST"]))
-    if have("ST", "flooding"):
-        row("R2: overhead ST ≪ flooding (Fig. 3)",
-            "2 x ST's mean <= flooding's, intervals apart",
-            much_less(overhead["ST"], overhead["flooding"], 2.0))
-    for tg in ("TG3", "TG6"):
-        if have(tg, "ST"):
-            row(f"R3: {tg}'s total overhead below ST's (Fig. 4)",
-                f"{tg}'s interval below ST's", less(overhead[tg], overhead["ST"]))
-    if have("ST", "TG"):
-        row("R3: ST's maintenance above TG's (Fig. 4)", "TG's interval below ST's",
-            less(maint["TG"], maint["ST"]))
-    if have("flooding", "TG"):
-        row("R1: delivery flooding >= TG (Fig. 2)", "flooding's mean >= TG's - 0.02",
-            at_least(delivery["flooding"], delivery["TG"], 0.02))
-        row("R1: TG 'comparable' to flooding (Fig. 2)",
-            "abs(TG - flooding) <= 10 % of the larger mean",
-            about(delivery["TG"], delivery["flooding"], 0.10))
-    if have("TG", "ST"):
-        row("R1: delivery TG > ST (Fig. 2)", "ST's interval below TG's",
-            less(delivery["ST"], delivery["TG"]))
-    if have("flooding"):
-        row("R4: flooding keeps no subscription state (Fig. 5)", "flooding's memory = 0",
-            "holds" if memory["flooding"].mean == 0 else "fails")
-    if have("TG", "ST"):
-        row("R4: memory TG ≪ ST (Fig. 5)", "2 x TG's mean <= ST's, intervals apart",
-            much_less(memory["TG"], memory["ST"], 2.0))
-    if have("flooding", "TG", "ST"):
-        row("R5: latency flooding lowest, global:local 3:1 (Fig. 6a)",
-            "flooding's interval below TG's and ST's",
-            _both(less(lat31["flooding"], lat31["TG"]),
-                  less(lat31["flooding"], lat31["ST"])))
-        row("R5: latency TG ≈ ST, 3:1 (Fig. 6a)", "abs(TG - ST) <= 25 % of the larger mean",
-            about(lat31["TG"], lat31["ST"], 0.25))
-        row("R6: latency TG < ST, global:local 1:3 (Fig. 6b)", "TG's interval below ST's",
-            less(lat13["TG"], lat13["ST"]))
-        row("R6: latency TG ≈ flooding, 1:3 (Fig. 6b)",
-            "abs(TG - flooding) <= 25 % of the larger mean",
-            about(lat13["TG"], lat13["flooding"], 0.25))
     lines += [
         "",
         "*holds*: the figures satisfy the rule; *fails*: they contradict it; "
         "*inconclusive*: the 95 % intervals overlap (more seeds or a longer run may "
         "decide). Latency at 3:1 and 1:3 re-weights the 1:1 runs' global and local "
-        "deliveries. Not run by this script yet: Figs. 2-3 over speeds 0-25 m/s and "
-        "Figs. 5-6 over 500-1000 nodes (only the preset's one size and 2 m/s).",
+        "deliveries. Figs. 2-3 over speeds 0-25 m/s and Figs. 5-6 over 500-1000 nodes: "
+        "`--sweep speed` and `--sweep size` ([tg-sweep-speed.md](tg-sweep-speed.md), "
+        "[tg-sweep-size.md](tg-sweep-size.md)).",
         "",
         "Flooding's notification cost per event grows with the nodes it reaches and ST's "
         "maintenance with the nodes and links, so ST ≪ flooding depends on the size: "
@@ -570,6 +592,177 @@ def write_report(preset: Preset, figs: list[RunFigures], load: str, wall: float,
                      f"{sum(f.delivered.values())} | {f.notification_tx + f.maintenance_tx} | "
                      f"{f.wall_s:.0f} |")
     return "\n".join(lines) + "\n"
+
+
+Figs = dict[str, dict[str, Estimate]]
+"""Per figure (delivery, overhead, maint, memory, lat31, lat13), per scheme: an estimate."""
+
+
+def claim_rows(f: Figs) -> list[tuple[str, str, str, str]]:
+    """Every claim the figures can test: (figure key, claim, rule, verdict); a claim whose
+    schemes did not run is left out."""
+    out: list[tuple[str, str, str, str]] = []
+    delivery, overhead, maint = f["delivery"], f["overhead"], f["maint"]
+    memory, lat31, lat13 = f["memory"], f["lat31"], f["lat13"]
+
+    def have(*names: str) -> bool:
+        return all(n in delivery for n in names)
+
+    def row(key: str, claim: str, rule: str, verdict: str) -> None:
+        out.append((key, claim, rule, verdict))
+
+    if have("TG", "ST"):
+        row("overhead", "R2: overhead TG < ST (Fig. 3)", "TG's interval below ST's",
+            less(overhead["TG"], overhead["ST"]))
+    if have("ST", "flooding"):
+        row("overhead", "R2: overhead ST ≪ flooding (Fig. 3)",
+            "2 x ST's mean <= flooding's, intervals apart",
+            much_less(overhead["ST"], overhead["flooding"], 2.0))
+    for tg in ("TG3", "TG6"):
+        if have(tg, "ST"):
+            row("overhead", f"R3: {tg}'s total overhead below ST's (Fig. 4)",
+                f"{tg}'s interval below ST's", less(overhead[tg], overhead["ST"]))
+    if have("ST", "TG"):
+        row("overhead", "R3: ST's maintenance above TG's (Fig. 4)",
+            "TG's interval below ST's", less(maint["TG"], maint["ST"]))
+    if have("flooding", "TG"):
+        row("delivery", "R1: delivery flooding >= TG (Fig. 2)",
+            "flooding's mean >= TG's - 0.02",
+            at_least(delivery["flooding"], delivery["TG"], 0.02))
+        row("delivery", "R1: TG 'comparable' to flooding (Fig. 2)",
+            "abs(TG - flooding) <= 10 % of the larger mean",
+            about(delivery["TG"], delivery["flooding"], 0.10))
+    if have("TG", "ST"):
+        row("delivery", "R1: delivery TG > ST (Fig. 2)", "ST's interval below TG's",
+            less(delivery["ST"], delivery["TG"]))
+    if have("flooding"):
+        row("memory", "R4: flooding keeps no subscription state (Fig. 5)",
+            "flooding's memory = 0", "holds" if memory["flooding"].mean == 0 else "fails")
+    if have("TG", "ST"):
+        row("memory", "R4: memory TG ≪ ST (Fig. 5)", "2 x TG's mean <= ST's, intervals apart",
+            much_less(memory["TG"], memory["ST"], 2.0))
+    if have("flooding", "TG", "ST"):
+        row("latency", "R5: latency flooding lowest, global:local 3:1 (Fig. 6a)",
+            "flooding's interval below TG's and ST's",
+            _both(less(lat31["flooding"], lat31["TG"]),
+                  less(lat31["flooding"], lat31["ST"])))
+        row("latency", "R5: latency TG ≈ ST, 3:1 (Fig. 6a)",
+            "abs(TG - ST) <= 25 % of the larger mean", about(lat31["TG"], lat31["ST"], 0.25))
+        row("latency", "R6: latency TG < ST, global:local 1:3 (Fig. 6b)",
+            "TG's interval below ST's", less(lat13["TG"], lat13["ST"]))
+        row("latency", "R6: latency TG ≈ flooding, 1:3 (Fig. 6b)",
+            "abs(TG - flooding) <= 25 % of the larger mean",
+            about(lat13["TG"], lat13["flooding"], 0.25))
+    return out
+
+
+def in_thesis_range(plan: SweepPlan, preset: Preset) -> bool:
+    """Whether a point lies where the thesis states its claim: the size sweep's
+    claims are for 500-1000 nodes (Figs. 5-6); the speed sweep's for 0-25 m/s at
+    Table 2's 500 nodes (Figs. 2-3)."""
+    if plan.name == "size":
+        return 500 <= preset.nodes <= 1000
+    return preset.nodes >= 500 and 0 <= preset.speed_mps <= 25
+
+
+def write_sweep_report(plan: SweepPlan, form: str, by_point: dict[Preset, list[RunFigures]],
+                       load: str, wall: float) -> str:
+    """One table row per (point, scheme), then the plan's claims at every point."""
+    value = (lambda p: f"{p.speed_mps:g}") if plan.name == "speed" else \
+        (lambda p: str(p.nodes))
+    lines = [
+        f"# TG sweeps: Liu 2011, {plan.figures}, over {plan.what}",
+        "",
+        f"Generated by `bench/tg_experiments.py --sweep {plan.name}"
+        + ("" if form == "paper" else f" --{form}") + "` (do not edit by hand); the "
+        f"figures are also in `docs/results/tg-sweep-{plan.name}.json`. Every point is tg-500.toml "
+        "at Table 2's density and publication rate (see [tg.md](tg.md) for the figures' "
+        "definitions), schemes " + ", ".join(SWEEP_SCHEMES) + "; mean ± 95 % interval "
+        "(Student t over seeds). Machine load while it ran (uptime): "
+        f"`{load}`; simulation wall time {wall:.0f} s.",
+        "",
+        f"Plan `{form}`: "
+        + "; ".join(f"{value(p)}: {p.nodes} nodes, {p.speed_mps:g} m/s, {p.pause_s:g} s "
+                    f"pauses, {p.warmup_s:g} s + {p.measured_s:g} s, {p.seeds} seeds"
+                    for p in by_point) + ".",
+        "",
+        "## Figures",
+        "",
+        f"| {plan.what} | scheme | delivery | overhead tx/s | maintenance tx/s "
+        "| memory B/node | latency 3:1 s | latency 1:3 s | notification / SPT |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    verdicts: list[str] = []
+    for preset, figs in by_point.items():
+        e = estimates(figs)
+        for sch in SWEEP_SCHEMES:
+            if sch in e["delivery"]:
+                lines.append(
+                    f"| {value(preset)} | {sch} | {e['delivery'][sch]} | "
+                    f"{e['overhead'][sch]} | {e['maint'][sch]} | {e['memory'][sch]} | "
+                    f"{e['lat31'][sch]} | {e['lat13'][sch]} | {e['opt'][sch]} |")
+        inside = in_thesis_range(plan, preset)
+        for key, claim, rule, verdict in claim_rows(e):
+            if key not in plan.claims:
+                continue
+            shown = f"**{verdict}**" if inside else f"n/a (rule: {verdict})"
+            verdicts.append(f"| {value(preset)} | {claim} | {rule} | {shown} |")
+    lines += [
+        "",
+        "*notification / SPT*: the ratio to the optimum's upper bound, a shortest-path "
+        "tree's broadcasts (tg.md); a lower bound on the ratio to the optimum.",
+        "",
+        "## Verdicts",
+        "",
+        f"| {plan.what} | claim (Liu 2011) | rule | verdict |",
+        "|---|---|---|---|",
+        *verdicts,
+        "",
+        "*holds*: the figures satisfy the rule; *fails*: they contradict it; "
+        "*inconclusive*: the 95 % intervals overlap. *n/a*: the point lies outside "
+        "the thesis's setting for the claim (" + ("500-1000 nodes" if plan.name == "size"
+                                               else "Table 2's 500 nodes")
+        + "), so the figures cannot test it; the rule's outcome there is shown for "
+        "information. Only the claims of " + plan.figures + " are tested here ("
+        + ", ".join(plan.claims) + "); the others are on tg.md.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def run_points(points: list[Point], runs: Path, jobs: int, reuse: bool
+               ) -> dict[tuple[str, str, int], tuple[Path, float]]:
+    done: dict[tuple[str, str, int], tuple[Path, float]] = {}
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        for point, rundir, wall in pool.map(_one, [(p, str(runs), reuse) for p in points]):
+            done[(point.preset.name, point.scheme, point.seed)] = (Path(rundir), wall)
+            print(f"ran {point.run_id} in {wall:.0f} s", flush=True)
+    return done
+
+
+def sweep_main(plan: SweepPlan, form: str, args: argparse.Namespace) -> int:
+    presets = plan.paper if form == "paper" else plan.quick
+    points = [Point(s, seed, p) for p in presets
+              for seed in range(1, 1 + (args.seeds or p.seeds)) for s in SWEEP_SCHEMES]
+    started = time.perf_counter()
+    done = run_points(points, args.runs, args.jobs, args.reuse)
+    by_point: dict[Preset, list[RunFigures]] = defaultdict(list)
+    for point in points:
+        rundir, wall = done[(point.preset.name, point.scheme, point.seed)]
+        groups = done[(point.preset.name, "TG", point.seed)][0]
+        by_point[point.preset].append(evaluate(rundir, point, wall, groups))
+    load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    text = write_sweep_report(plan, form, by_point, load, time.perf_counter() - started)
+    out = args.out if args.out != REPORT else Path(str(SWEEP_REPORT).format(name=plan.name))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    data = {"sweep": plan.name, "plan": form, "load": load, "points": [
+        {"preset": asdict(p), "figures": [
+            {**asdict(f), "delivery": f.delivery, "overhead_per_s": f.overhead_per_s,
+             "optimum_ratio": f.optimum_ratio} for f in figs]}
+        for p, figs in by_point.items()]}
+    out.with_suffix(".json").write_text(json.dumps(data, indent=1, default=str) + "\n")
+    print(text)
+    return 0
 
 
 def _both(a: str, b: str) -> str:
@@ -599,7 +792,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="where the run directories go")
     ap.add_argument("--reuse", action="store_true", help="keep finished runs")
     ap.add_argument("--out", type=Path, default=REPORT)
+    ap.add_argument("--sweep", choices=sorted(SWEEPS),
+                    help="run a sweep plan instead (Figs. 2-3: speed, Figs. 5-6: size); "
+                         "with --quick its reduced form, else the thesis's range")
     args = ap.parse_args(argv)
+    if args.sweep is not None:
+        if args.jobs < 1 or (args.seeds is not None and not 1 <= args.seeds <= 11):
+            print("tg_experiments: bad --jobs or --seeds (1-11)", file=sys.stderr)
+            return 2
+        args.runs.mkdir(parents=True, exist_ok=True)
+        return sweep_main(SWEEPS[args.sweep], "quick" if args.quick else "paper", args)
     preset = PRESETS["quick" if args.quick else "paper" if args.paper else "default"]
     seeds = list(range(1, 1 + (args.seeds or preset.seeds)))
     schemes = [s.strip() for s in args.schemes.split(",") if s.strip()]
@@ -613,16 +815,12 @@ def main(argv: list[str] | None = None) -> int:
     args.runs.mkdir(parents=True, exist_ok=True)
     points = [Point(s, seed, preset) for seed in seeds for s in schemes]
     started = time.perf_counter()
-    done: dict[tuple[str, int], tuple[Path, float]] = {}
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        for point, rundir, wall in pool.map(_one, [(p, str(args.runs), args.reuse)
-                                                    for p in points]):
-            done[(point.scheme, point.seed)] = (Path(rundir), wall)
-            print(f"ran {point.run_id} in {wall:.0f} s", flush=True)
+    done = run_points(points, args.runs, args.jobs, args.reuse)
     figs = []
     for point in points:
-        rundir, wall = done[(point.scheme, point.seed)]
-        groups = rundir if point.scheme.startswith("TG") else done[("TG", point.seed)][0]
+        rundir, wall = done[(preset.name, point.scheme, point.seed)]
+        groups = rundir if point.scheme.startswith("TG") \
+            else done[(preset.name, "TG", point.seed)][0]
         figs.append(evaluate(rundir, point, wall, groups))
         f = figs[-1]
         print(f"{point.run_id}: delivery {f.delivery:.3f}, {f.overhead_per_s:.1f} tx/s, "

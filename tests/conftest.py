@@ -25,8 +25,23 @@ for helper_dir in ("protocol", "sim", "runtime", "e2e", "telemetry", "vmesh", "a
         sys.path.insert(0, path)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``root`` skip, visibly, when not run as root."""
+    """Tests marked ``root`` skip, visibly, when not run as root.
+
+    Under pytest-xdist (``./test.sh`` runs ``-n 3 --dist loadgroup``) the virtual-mesh
+    tests share one worker, in order (one session fleet), the other tests that need
+    root another (one medium or set of namespaces at a time; their names never meet
+    the fleet's), mesheval's tests a third (tests/telemetry: one Spark JVM), and the
+    rest spread over the workers. The virtual-mesh tests mostly wait on real time, so
+    the rest of the suite runs beside them.
+    """
+    for item in items:
+        if "root" in item.keywords:  # the fleet's tests apart from the namespaces' ones
+            vmesh = _TESTS / "vmesh" in Path(item.path).parents
+            item.add_marker(pytest.mark.xdist_group("vmesh" if vmesh else "root"))
+        elif _TESTS / "telemetry" in Path(item.path).parents:  # mesheval: Spark in-process
+            item.add_marker(pytest.mark.xdist_group("spark"))
     if os.geteuid() == 0:
         return
     skip = pytest.mark.skip(reason="needs root (network namespaces, nftables, containers)")

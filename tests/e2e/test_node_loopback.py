@@ -42,9 +42,10 @@ def free_tcp_port() -> int:
         return int(s.getsockname()[1])
 
 
-def make_config(tmp: Path, node: int, port: int, peers: list[int], **extra: Any) -> Config:
+def make_config(tmp: Path, node: int, port: int, peers: list[int], *,
+                roles: tuple[str, ...] = (), **extra: Any) -> Config:
     doc: dict[str, Any] = {
-        "node": {"id": node, "name": f"n{node}"},
+        "node": {"id": node, "name": f"n{node}", "roles": list(roles)},
         "link": {"interface": "", "port": port},
         "discovery": {"beacon_interval": 0.5, "min_interval": 0.2, "zeroconf": False,
                       "static_peers": [f"127.0.0.1:{p}" for p in peers]},
@@ -202,6 +203,42 @@ async def test_bad_frames_are_counted_and_do_not_stop_delivery(line: list[Node])
         await until(lambda: stream.deliveries, "delivery after the garbage")
     finally:
         await stream.close()
+
+
+async def test_an_insiders_junk_frames_cost_one_summary_record_per_reason(
+        line: list[Node]) -> None:
+    """Issue 25: an insider with the key sending frames of unknown types, bodies that do
+    not parse, another protocol's frames or link-layer frames that are not beacons wrote
+    one ``drop`` record per frame (a spool filled at the radio's rate). Each reason is now
+    counted exactly and recorded as one summary per interval, with its ``count``."""
+    from meshsub.core.api import Message, MessageId
+
+    _, _, c = line
+    await until(lambda: len(c.table) == 1, "neighbours")
+    target = ("127.0.0.1", c.config.link.port)
+    insider = FrameCodec(0x95, 1, KeyRing.from_hex({"1": KEY}, 1))
+    n = 60
+    kinds = {"unknown_type": (1, 99), "malformed": (1, 16), "wrong_protocol": (2, 16),
+             "link_unknown_type": (0, 9)}
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for seq in range(n):
+            for pid, mtype in kinds.values():
+                msg = Message(mtype, MessageId(0x95, 1, seq * 4 + pid), ["x", 1.0], ttl=1)
+                s.sendto(insider.encode(pid, msg)[0], target)
+                await asyncio.sleep(0)
+    await until(lambda: c.protocol.drops["unknown_type"] == n
+                and c.protocol.drops["malformed"] == n
+                and c.frames.drops["wrong_protocol"] == n
+                and c.frames.drops["link_unknown_type"] == n, "every junk frame counted")
+    for node in line:
+        await node.stop()
+    spool = Path(c.config.storage.spool_dir)
+    drops = [r for f in sorted(spool.glob("*.jsonl"))
+             for r in map(parse_line, f.read_text().splitlines()) if r["event"] == "drop"]
+    for reason in kinds:
+        records = [r for r in drops if r["reason"] == reason]
+        assert len(records) == 1, (reason, len(records))  # one interval: one summary
+        assert records[0]["count"] == n
 
 
 async def test_outbox_held_while_link_down_and_refed(tmp_path: Path) -> None:

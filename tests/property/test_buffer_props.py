@@ -9,13 +9,15 @@ discards and clock steps, against every drop policy; after each step:
 - an own message no neighbour acknowledged is never evicted for a remote one;
 - a remote message is refused only when the unprotected entries could not make room;
 - a full buffer takes room from origins over their share before the others;
-- every message that left was reported, and a reload from the store gives the same buffer.
+- every message that left was reported, and a reload from the store gives the same buffer;
+- all of it whether the index holds the bodies or a store on disk does (``resident``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import msgpack
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -33,6 +35,23 @@ op = st.one_of(
     st.tuples(st.just("discard"), st.sampled_from([LOCAL, 2, 3, 4]), st.integers(0, 40)),
     st.tuples(st.just("tick"), st.floats(0.0, 20.0)),
 )
+
+
+class PackedStore(MemoryStore):
+    """A store that keeps packed copies, as the daemon's SQLite table does (not resident:
+    the buffer's index holds no bodies and reads them back)."""
+
+    resident = False
+
+    def put(self, key: MessageId, value: Any) -> None:
+        super().put(key, msgpack.packb(value))  # type: ignore[arg-type]
+
+    def get(self, key: MessageId) -> Any:
+        data = super().get(key)
+        return None if data is None else msgpack.unpackb(data)
+
+    def iterate(self) -> Any:
+        return ((k, msgpack.unpackb(v)) for k, v in super().iterate())
 
 
 def message(origin: int, seq: int, size: int) -> Message:
@@ -59,14 +78,15 @@ def room_for(buf: ScfBuffer, before: dict[MessageId, BufferEntry], m: Message, n
 @settings(max_examples=300, deadline=None)
 @given(policy=st.sampled_from(list(DropPolicy)), capacity=st.integers(1, 8),
        max_bytes=st.integers(300, 2500), share=st.sampled_from([0.25, 0.5, 1.0]),
-       ops=st.lists(op, max_size=60))
+       ops=st.lists(op, max_size=60), resident=st.booleans())
 # found by this test: handing an own message on grew its stored form by a byte that
 # ``bytes`` did not count
 @example(policy=DropPolicy.DROP_OLDEST, capacity=1, max_bytes=300, share=0.25,
-         ops=[("add", LOCAL, 0, 0, 1.0), ("hand", 0)])
+         ops=[("add", LOCAL, 0, 0, 1.0), ("hand", 0)], resident=True)
 def test_limits_and_local_protection(policy: DropPolicy, capacity: int, max_bytes: int,
-                                     share: float, ops: list[tuple[Any, ...]]) -> None:
-    store = MemoryStore()
+                                     share: float, ops: list[tuple[Any, ...]],
+                                     resident: bool) -> None:
+    store = MemoryStore() if resident else PackedStore()
     buf = ScfBuffer(capacity, policy, store, max_bytes=max_bytes, max_lifetime=LIFETIME,
                     local=LOCAL, origin_share=share)
     now = 0.0

@@ -623,3 +623,32 @@ def _session_props() -> Properties:
     props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
     props.SessionExpiryInterval = 3600
     return props
+
+
+async def test_a_disjunction_is_one_core_subscription_per_alternative(
+        broker: Broker, store: Store) -> None:
+    """``a | b``: the node gets one member per alternative, the store the canonical text;
+    a replacement or an unsubscription removes every member; a restart restores them."""
+    node = FakeNode()
+    async with (running(_bridge(_settings(broker), store, node)) as bridge,
+                app_client(broker, "meshsub/deliver/#") as app):
+        await app.publish("meshsub/sub/any", b"news a=true  |  news b=true", qos=1, retain=True)
+        await until(lambda: "any|1" in node.subs, "the members")
+        assert set(node.subs) == {"any|0", "any|1"}
+        assert store.subscriptions() == {"any": "news a=true | news b=true"}
+        d = Deliver("any", parse_event("news a=true b=true"), MessageId(7, 3, 9), hop=1)
+        assert bridge.deliver(d) is True  # the protocol delivers under the group's id
+        msg = await next_message(app)
+        assert msg.topic.value == "meshsub/deliver/any/news"
+        await app.publish("meshsub/sub/any", b"news c=true", qos=1, retain=True)
+        await until(lambda: "any" in node.subs, "the replacement")
+        assert set(node.subs) == {"any"}
+        await app.publish("meshsub/sub/any", b"news a=true | news d=true", qos=1, retain=True)
+        await until(lambda: "any|1" in node.subs, "the members again")
+        assert set(node.subs) == {"any|0", "any|1"}
+    restarted = FakeNode()  # restored from the store (and the retained copy: unchanged)
+    async with (running(_bridge(_settings(broker), store, restarted)),
+                app_client(broker, "meshsub/deliver/#") as app):
+        assert set(restarted.subs) == {"any|0", "any|1"}
+        await app.publish("meshsub/sub/any", b"", qos=1, retain=True)
+        await until(lambda: not restarted.subs, "the unsubscription of every member")

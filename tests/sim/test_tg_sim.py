@@ -1,7 +1,8 @@
 """TG and ST in the simulator, on Liu's (2011) workload scaled down: exact deliveries.
 
 The scenario is the evaluation's (``tg-500.toml``: 50 random interests, 1-3
-conjunctive subscriptions per node, local and global events 1:1) on 40 static
+subscriptions per node, conjunctions and disjunctions (one core subscription
+per interest, delivered once under the application's id), local and global events 1:1) on 40 static
 nodes. After the groups have formed, every global event reaches exactly the
 matching subscribers, and every local event (``_scope = "@origin:tg"``) exactly
 those in the publisher's groups, read from the run's ``member`` records, as the
@@ -20,6 +21,7 @@ from simhelpers import SCENARIOS, read_run
 from meshsim.des.run import run_scenario
 from meshsim.scenario import load_scenario
 from meshsub.core.content import Event, Subscription
+from meshsub.core.disjunction import delivery_group
 from meshsub.core.syntax import parse_event, parse_subscription
 from meshsub.core.tags import Scope, event_scope
 
@@ -73,13 +75,16 @@ def test_deliveries_are_exact_after_the_groups_formed(tmp_path: Path, protocol: 
     subs, pubs, delivered = _workload(records)
     spans = _groups_at(records)
     assert len(pubs) >= 20 and len(subs) >= 40
+    ors = {(n, delivery_group(s)) for n, s in subs if s != delivery_group(s)}
+    assert ors and any((n, s) in ors for _, n, s in delivered)  # disjunctions, delivered
     scopes = Counter(event_scope(e) for _, _, e in pubs.values())
     assert scopes[Scope.LOCAL] >= 5 and scopes[Scope.GLOBAL] >= 5
     assert max(delivered.values()) == 1  # once per subscription
     local_missing = 0
     for event_id, (publisher, ts, event) in pubs.items():
         got = {(n, s) for (e, n, s) in delivered if e == event_id}
-        matching = {k for k, sub in subs.items() if sub.matches(event)}
+        matching = {(n, delivery_group(s)) for (n, s), sub in subs.items()
+                    if sub.matches(event)}  # an OR's members: one delivery, the group's id
         assert got <= matching, event_id  # nothing the exact matcher refuses
         if event_scope(event) is Scope.GLOBAL or protocol == "st":
             assert got == matching, event_id  # ST routes local events like global ones

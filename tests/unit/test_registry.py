@@ -106,7 +106,7 @@ def test_a_broken_plugin_is_one_line_naming_it(site: Path) -> None:
 
 
 def test_unknown_names_list_the_known_ones() -> None:
-    with pytest.raises(UnknownProtocolError, match=r"known: .*bsub, df, epidemic"):
+    with pytest.raises(UnknownProtocolError, match=r"known: .*bsub, df, dibs, dr, epidemic"):
         get_protocol("nope")
 
 

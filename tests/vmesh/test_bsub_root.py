@@ -13,14 +13,16 @@ elapsed time.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fleet import SCENARIOS
-from test_vmesh_bsub_scenarios import check_cut, check_groups, expected_deliveries
+from test_vmesh_bsub_scenarios import check_cut, check_groups, data_rx, expected_deliveries
 
 from meshsim.scenario import load_scenario
 from meshsim.vmesh.devices import run_records, scenario_sub_id
@@ -56,6 +58,27 @@ def seen_by_applications(res: Any) -> set[tuple[int, str, str]]:
     return seen
 
 
+def contact_story(recs: list[dict[str, Any]], manifest: dict[str, Any]) -> dict[str, Any]:
+    """What a failed run's daemons saw, relative to t0 (seconds): each node's neighbour
+    ups and downs, the B-SUB DATA frames it accepted from each peer, its deliveries and
+    drops; it shows whether a missing delivery lacked the contact, the copy or the
+    subscription."""
+    t0 = int(manifest.get("t0_ns", 0)) / 1e9
+    story: dict[str, Any] = {}
+    for node in sorted({int(r["node"]) for r in recs}):
+        mine = [r for r in recs if r["node"] == node]
+        story[str(node)] = {
+            "neighbors": [(round(r["ts_ns"] / 1e9 - t0, 1), r["event"], r.get("peer"))
+                          for r in mine if r["event"] in ("neighbor_up", "neighbor_down")],
+            "data_rx": dict(Counter(r.get("peer") for r in data_rx(recs, node))),
+            "subscribe": [(r.get("sub_id"), r.get("content")) for r in mine
+                          if r["event"] == "subscribe"],
+            "deliver": len([r for r in mine if r["event"] == "deliver"]),
+            "drops": dict(Counter(r.get("reason") for r in mine if r["event"] == "drop")),
+        }
+    return story
+
+
 def test_groups_meet_through_an_elected_broker(vmesh_fleet: Any, tmp_path: Path) -> None:
     res = run(vmesh_fleet, "vmesh-bsub-groups", tmp_path / "run")
     recs = records(res.out)
@@ -68,6 +91,10 @@ def test_a_contact_cut_mid_session_loses_and_duplicates_nothing(
         vmesh_fleet: Any, tmp_path: Path) -> None:
     res = run(vmesh_fleet, "vmesh-bsub-cut", tmp_path / "run")
     recs = records(res.out)
-    figures = check_cut(recs)
+    try:
+        figures = check_cut(recs)
+    except AssertionError:
+        print(json.dumps(contact_story(recs, res.manifest), indent=1))
+        raise
     print(figures)
     assert seen_by_applications(res) == expected_deliveries(recs)

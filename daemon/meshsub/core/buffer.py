@@ -23,8 +23,13 @@ the fleet key can send thousands of large, never-expiring junk messages. So:
 
 Storage sits behind ``BufferStore`` (put/get/delete/iterate/len of plain
 msgpack-able values keyed by ``MessageId``), so the daemon can back the
-buffer with SQLite and a restart loses nothing. ``ScfBuffer`` keeps a decoded
-index in memory and writes through to the store.
+buffer with SQLite and a restart loses nothing. ``ScfBuffer`` keeps an index
+in memory and writes through to the store. A store that keeps the messages
+itself (``resident`` false: the daemon's SQLite table) gets an index without
+bodies, so the bodies (up to ``max_bytes``, 16 MB, of decoded Python objects:
+about 20 MB of a daemon's RSS when an insider fills the buffer) live on disk
+only and are read back when a protocol asks for a message; the in-memory cost
+per entry is then a few hundred bytes whatever the message's size.
 """
 
 from __future__ import annotations
@@ -177,7 +182,14 @@ class Dropped:
 
 
 class BufferStore(Protocol):
-    """Where buffer entries live. Iteration is in insertion order (oldest first)."""
+    """Where buffer entries live. Iteration is in insertion order (oldest first).
+
+    ``resident``: the values stay in memory anyway (``MemoryStore``), so the
+    buffer's index may share them; false (a store on disk): the index keeps no
+    message bodies and ``get`` reads them back.
+    """
+
+    resident: bool
 
     def put(self, key: MessageId, value: StoredValue) -> None: ...
     def get(self, key: MessageId) -> StoredValue | None: ...
@@ -188,6 +200,8 @@ class BufferStore(Protocol):
 
 class MemoryStore:
     """The in-memory ``BufferStore`` (simulation, tests, daemons without a state dir)."""
+
+    resident = True
 
     def __init__(self) -> None:
         self._items: dict[MessageId, StoredValue] = {}
@@ -240,7 +254,10 @@ class ScfBuffer:
         self.origin_share = origin_share
         self.policy = DropPolicy(policy)
         self.store: BufferStore = store if store is not None else MemoryStore()
+        self.resident = self.store.resident
+        """Whether the index holds the messages' bodies (else the store alone does)."""
         self._entries: dict[MessageId, BufferEntry] = {}  # insertion order = age order
+        """The index, oldest first; without bodies when the store is not resident."""
         self._sizes: dict[MessageId, int] = {}
         self._expiry: list[tuple[float, MessageId]] = []  # lazy min-heap
         self._handed: set[MessageId] = set()
@@ -253,7 +270,8 @@ class ScfBuffer:
         self.bytes = 0
         """Bytes held (sum of ``entry_size``)."""
         self.corrupt = 0
-        """Entries found unreadable in the store at start (deleted, counted here)."""
+        """Entries found unreadable in the store (at start, or when read back: deleted,
+        counted here)."""
         self._reloaded = False
         self._load()
 
@@ -267,7 +285,7 @@ class ScfBuffer:
                 self.store.delete(key)
                 self.corrupt += 1
                 continue
-            self._insert(entry, entry_size(entry.to_obj()))  # charged as it is written
+            self._insert(self._slim(entry), entry_size(entry.to_obj()))  # charged as written
             self._reloaded = True
 
     def _settle_reloaded(self, now: float) -> list[Dropped]:
@@ -282,10 +300,11 @@ class ScfBuffer:
             horizon = now + self.max_lifetime
             for key, entry in list(self._entries.items()):
                 if entry.expires_at > horizon:
-                    entry = replace(entry, expires_at=horizon)
-                    self._entries[key] = entry
+                    full = self._full(key, entry)
+                    if full is None:
+                        continue
+                    self._rewrite(key, replace(full, expires_at=horizon))
                     heapq.heappush(self._expiry, (horizon, key))
-                    self.store.put(key, entry.to_obj())
         out: list[Dropped] = []
         order = sorted(self._entries.values(), key=lambda e: self.protected(e.message.id))
         for entry in order:
@@ -304,18 +323,22 @@ class ScfBuffer:
         return key in self._entries
 
     def __iter__(self) -> Iterator[Message]:
-        return iter([e.message for e in self._entries.values()])
+        return iter([e.message for e in self.entries()])
 
     def entries(self) -> list[BufferEntry]:
-        """All entries, oldest first."""
-        return list(self._entries.values())
+        """All entries, oldest first (read back from a store that is not resident)."""
+        if self.resident:
+            return list(self._entries.values())
+        return [full for key, entry in list(self._entries.items())
+                if (full := self._full(key, entry)) is not None]
 
     def get(self, key: MessageId) -> Message | None:
-        entry = self._entries.get(key)
+        entry = self.entry(key)
         return entry.message if entry is not None else None
 
     def entry(self, key: MessageId) -> BufferEntry | None:
-        return self._entries.get(key)
+        entry = self._entries.get(key)
+        return entry if entry is None or self.resident else self._full(key, entry)
 
     def summary_vector(self) -> frozenset[MessageId]:
         """The ids held: what a peer need not send (Vahdat & Becker's summary vector)."""
@@ -372,7 +395,7 @@ class ScfBuffer:
             for victim in victims:
                 self._remove(victim.message.id)
                 dropped.append(Dropped(victim, "buffer_full"))
-        self._insert(entry, size)
+        self._insert(self._slim(entry), size)
         self.store.put(message.id, value)
         return True, dropped
 
@@ -385,10 +408,9 @@ class ScfBuffer:
             return False
         self._handed.add(key)
         entry = self._entries.get(key)
-        if entry is not None:
-            entry = replace(entry, handed_on=True)
-            self._entries[key] = entry  # same place in the age order
-            self.store.put(key, entry.to_obj())
+        full = None if entry is None else self._full(key, entry)
+        if full is not None:
+            self._rewrite(key, replace(full, handed_on=True))  # same place in the age order
         return True
 
     def discard(self, key: MessageId) -> bool:
@@ -503,6 +525,39 @@ class ScfBuffer:
         yield from (e for _, _, e in rest)
 
     # ------------------------------------------------------------- bookkeeping
+
+    def _slim(self, entry: BufferEntry) -> BufferEntry:
+        """The index's form of ``entry``: without its body when the store keeps it."""
+        if self.resident:
+            return entry
+        return replace(entry, message=replace(entry.message, body=None))
+
+    def _full(self, key: MessageId, entry: BufferEntry) -> BufferEntry | None:
+        """``entry`` with its body, read back from the store when the index has none.
+
+        A stored value that is gone or unreadable (a damaged database) is forgotten
+        and counted in ``corrupt``; the caller sees no entry.
+        """
+        if self.resident:
+            return entry
+        value = self.store.get(key)
+        try:
+            if value is None:
+                raise BufferFormatError("missing from the store")
+            full = BufferEntry.from_obj(value)
+            if full.message.id != key:
+                raise BufferFormatError("key does not match the stored message id")
+        except BufferFormatError:
+            self._remove(key)
+            self._handed.discard(key)
+            self.corrupt += 1
+            return None
+        return replace(full, expires_at=entry.expires_at, handed_on=entry.handed_on)
+
+    def _rewrite(self, key: MessageId, full: BufferEntry) -> None:
+        """Replace a held entry's bookkeeping in place (same age, same size charged)."""
+        self._entries[key] = self._slim(full)
+        self.store.put(key, full.to_obj())
 
     def _insert(self, entry: BufferEntry, size: int) -> None:
         key = entry.message.id

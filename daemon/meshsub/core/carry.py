@@ -28,9 +28,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-import msgpack
-
-from meshsub.core.api import Message, MessageId, NodeId
+from meshsub.core.api import Message, NodeId
 from meshsub.core.buffer import BufferEntry, BufferStore, Dropped, DropPolicy, ScfBuffer
 from meshsub.core.protocol import Protocol
 
@@ -50,8 +48,6 @@ class StoreCarryForward(Protocol):
         self.buffer = ScfBuffer(capacity, policy, store, max_lifetime=self.buffer_lifetime(),
                                 local=node)
         self._expiry_at: float | None = None
-        self._sizes: dict[tuple[MessageId, float], int] = {}
-        """Encoded size per held entry (id, stored at), so a state report packs new ones only."""
         self.add_core_timer(TIMER_PREFIX, self._on_expiry_timer)
 
     def buffer_limits(self) -> tuple[int, DropPolicy]:
@@ -97,15 +93,8 @@ class StoreCarryForward(Protocol):
         """The buffer gave up ``entry`` (``expired``/``buffer_full``): forget what you kept."""
 
     def state_sizes(self) -> dict[str, tuple[int, int]]:
-        sizes = {}
-        for entry in self.buffer.entries():
-            key = (entry.message.id, entry.stored_at)
-            size = self._sizes.get(key)
-            if size is None:
-                size = len(msgpack.packb(entry.to_obj()))
-            sizes[key] = size
-        self._sizes = sizes
-        return {**super().state_sizes(), "buffer": (len(sizes), sum(sizes.values()))}
+        # the buffer charges each entry its encoded size as it stores it: no body is read
+        return {**super().state_sizes(), "buffer": (len(self.buffer), self.buffer.bytes)}
 
     # ------------------------------------------------------------------ internals
 

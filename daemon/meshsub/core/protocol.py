@@ -54,6 +54,7 @@ from meshsub.core.api import (
 )
 from meshsub.core.content import Event, Subscription
 from meshsub.core.dedup import DuplicateCache
+from meshsub.core.disjunction import delivery_group
 from meshsub.core.params import ProtocolParams
 from meshsub.core.reliable import (
     TIMER_PREFIX,
@@ -64,14 +65,14 @@ from meshsub.core.reliable import (
     RetransmitPolicy,
 )
 from meshsub.core.syntax import format_event, format_subscription
-from meshsub.core.tags import delivery_group
 
 STATE_TIMER = "state:report"
 DROP_SUMMARY_TIMER = "drops:summary"
 DROP_SUMMARY_S = 10.0
 """Default longest interval a summarised drop waits before its ``drop`` record."""
 SUMMARIZED_DROPS: frozenset[str] = frozenset(
-    {"duplicate", "duplicate_event", "duplicate_bundle", "reliable_duplicate"})
+    {"duplicate", "duplicate_event", "duplicate_bundle", "reliable_duplicate",
+     "unknown_type", "malformed"})
 """High-volume drop reasons recorded as periodic summaries, not one record each.
 
 A flood delivers every copy of every message to every node: the copies a node
@@ -79,6 +80,11 @@ suppresses outnumber everything else it records (flooding on 200 nodes: about
 half of all records). They carry nothing per copy that the evaluation reads
 (``rx`` records already show every copy), so each node sums them per reason and
 writes one ``drop`` record with ``count`` per interval (docs/telemetry.md).
+
+``unknown_type`` and ``malformed`` are there for another reason: an insider with
+the fleet key can send authenticated frames of any type and body at any rate, and
+one record per frame would let it fill the telemetry spool (and wear an SD card)
+as an outsider's refused frames cannot (docs/security.md). Their counts stay exact.
 """
 
 
@@ -368,18 +374,20 @@ class Protocol:
         """Deliver to every local subscription that exactly matches; return how many.
 
         Each (event, subscription) pair is delivered at most once, so protocols
-        may call this on every copy they receive. The members of an OR
-        subscription (ids ``group|tag``, ``meshsub.core.tags``) count as one
-        subscription: the event goes to the first member that matches.
+        may call this on every copy they receive. The members of a disjunction
+        (ids ``group|i``, ``meshsub.core.disjunction``) count as one
+        subscription: the event is delivered once, named by the group (the
+        application's id), when any member matches.
         """
         delivered = 0
         for sub_id, sub in self.subscriptions.items():
             if not sub.matches(event):
                 continue
-            if self._delivered.check_and_add((event_id, delivery_group(sub_id))):
+            group = delivery_group(sub_id)
+            if self._delivered.check_and_add((event_id, group)):
                 continue
-            self._actions.append(Deliver(sub_id, event, event_id, hop, published_at))
-            self.emit("deliver", event_id=str(event_id), sub_id=sub_id, hop=hop,
+            self._actions.append(Deliver(group, event, event_id, hop, published_at))
+            self.emit("deliver", event_id=str(event_id), sub_id=group, hop=hop,
                       topic=event.topic)
             delivered += 1
         return delivered

@@ -3,6 +3,7 @@
 Grammar (whitespace separates predicates; spaces around operators are allowed)::
 
     subscription := topic-filter (WS predicate)*
+    alternatives := subscription (WS "|" WS subscription)*      a disjunction
     event        := topic (WS name "=" value)*
     predicate    := name ("=" | "==" | "!=" | "<" | "<=" | ">" | ">=") value
                   | name "=" ("[" | "(") value "," value ("]" | ")")   range
@@ -16,6 +17,10 @@ string. A bare word is a run of characters other than whitespace and
 ``"=!<>^?,{}[]()``; it is an integer or a float if it reads as one
 (``-3``, ``2.5``, ``1e+16``), a bool if it is ``true``/``false``, otherwise a
 string (after ``^=`` it is always a string). ``inf``/``nan`` must be quoted.
+``alternatives`` is a disjunction of subscriptions (at most ``MAX_ALTERNATIVES``):
+an event matches it when it matches any alternative. The core's content model
+has no disjunction (a ``Subscription`` is a conjunction), so a driver turns the
+alternatives into one core subscription each (``meshsub.core.disjunction``).
 Quoted strings take ``\\" \\\\ \\n \\t \\r \\b \\f \\/ \\uXXXX \\UXXXXXXXX``.
 
 ``format_*`` writes the canonical text: predicates in canonical order, strings
@@ -35,6 +40,9 @@ from meshsub.core.topics import validate_filter, validate_topic
 from meshsub.core.values import check_name, check_value
 
 MAX_TEXT_CHARS = 65536
+MAX_ALTERNATIVES = 16
+"""Alternatives of one disjunction at most (each becomes a core subscription)."""
+ALT_SEP = "|"
 
 _SPECIAL = frozenset('"=!<>^?,{}[]()')
 _OPS = ("==", "!=", "<=", ">=", "^=", "=", "<", ">")
@@ -217,16 +225,19 @@ def _name(lex: _Lexer, tok: _Token, expected: str) -> str:
     return tok.text
 
 
-def parse_subscription(text: str) -> Subscription:
-    """Parse ``topic-filter predicate...``; raises ``ContentError`` with the column."""
-    lex = _start(text, "bad subscription")
+def _is_alt_sep(tok: _Token) -> bool:
+    return tok.kind == "word" and tok.text == ALT_SEP and tok.spaced
+
+
+def _one_subscription(lex: _Lexer) -> tuple[Subscription, _Token]:
+    """A topic filter and its predicates, up to the end or a ``|`` (returned)."""
     topic, topic_col = lex.topic()
     try:
         topic = validate_filter(topic)
     except ContentError as exc:
         raise lex.error(topic_col, str(exc)) from None
     preds: list[Predicate] = []
-    while (tok := lex.next()).kind != "end":
+    while (tok := lex.next()).kind != "end" and not _is_alt_sep(tok):
         name = _name(lex, tok, "an attribute name")
         try:
             preds.append(_predicate(lex, name))
@@ -235,9 +246,34 @@ def parse_subscription(text: str) -> Subscription:
         except ContentError as exc:
             raise lex.error(tok.col, str(exc)) from None
     try:
-        return Subscription(topic, tuple(preds))
+        return Subscription(topic, tuple(preds)), tok
     except ContentError as exc:
-        raise lex.error(1, str(exc)) from None
+        raise lex.error(topic_col, str(exc)) from None
+
+
+def parse_subscription(text: str) -> Subscription:
+    """Parse ``topic-filter predicate...``; raises ``ContentError`` with the column."""
+    lex = _start(text, "bad subscription")
+    sub, tok = _one_subscription(lex)
+    if tok.kind != "end":
+        raise lex.error(tok.col, "a disjunction ('|') is not one subscription")
+    return sub
+
+
+def parse_alternatives(text: str) -> tuple[Subscription, ...]:
+    """Parse ``subscription (| subscription)*``: the alternatives of a disjunction
+    (one for a plain subscription); raises ``ContentError`` with the column."""
+    lex = _start(text, "bad subscription")
+    out: list[Subscription] = []
+    while True:
+        sub, tok = _one_subscription(lex)
+        if sub in out:
+            raise lex.error(tok.col, "an alternative is given twice")
+        out.append(sub)
+        if tok.kind == "end":
+            return tuple(out)
+        if len(out) >= MAX_ALTERNATIVES:
+            raise lex.error(tok.col, f"at most {MAX_ALTERNATIVES} alternatives")
 
 
 def _predicate(lex: _Lexer, name: str) -> Predicate:
@@ -378,6 +414,11 @@ def format_predicate(p: Predicate) -> str:
 def format_subscription(sub: Subscription) -> str:
     """Canonical text; ``parse_subscription(format_subscription(s)) == s``."""
     return " ".join([_format_topic(sub.topic), *(format_predicate(p) for p in sub.predicates)])
+
+
+def format_alternatives(subs: tuple[Subscription, ...]) -> str:
+    """Canonical text of a disjunction; ``parse_alternatives`` reads it back."""
+    return f" {ALT_SEP} ".join(format_subscription(s) for s in subs)
 
 
 def format_event(event: Event) -> str:

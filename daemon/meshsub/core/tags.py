@@ -25,10 +25,11 @@ negatives:
 
 The core has no disjunction across attributes, so an OR subscription
 ``{a or b or c}`` is **one core subscription per tag** (``or_subscriptions``),
-with ids ``group|a``, ``group|b``, ``group|c``. ``Protocol.deliver_local``
-delivers an event once per group (``delivery_group``), so the application
-gets it once however many of its tags match; each member is still matched
-exactly. A conjunctive subscription is one core subscription with one
+with ids ``group|a``, ``group|b``, ``group|c`` (``meshsub.core.disjunction``,
+which also turns any disjunction of subscriptions into members).
+``Protocol.deliver_local`` delivers an event once per group, named by the group,
+so the application gets it once however many of its tags match; each member is
+still matched exactly. A conjunctive subscription is one core subscription with one
 ``tag=true`` predicate per tag. The thesis's *disjunctive publication* (an
 event asserting "at least one of") has no counterpart: a core event is a set
 of facts, i.e. always conjunctive, which is also what the thesis's
@@ -48,6 +49,8 @@ import itertools
 from collections.abc import Iterable
 
 from meshsub.core.content import ContentError, Event, Subscription
+from meshsub.core.disjunction import OR_SEP, member_id
+from meshsub.core.disjunction import delivery_group as delivery_group  # re-exported
 from meshsub.core.predicates import Op, Predicate
 from meshsub.core.topics import is_wildcard, validate_filter, validate_topic
 from meshsub.core.values import check_name
@@ -60,8 +63,6 @@ PREFIX_KEY = "\x1ep"
 MAX_PUB_TAGS = 8
 """Most tags whose subsets an event probes (2^8 - 1 = 255 probe keys)."""
 MAX_SUB_TAGS = 8
-OR_SEP = "|"
-"""Separates an OR group's name from the member's tag in a subscription id."""
 SCOPE_ATTR = "_scope"
 ORIGIN_SCOPE = "@origin"
 """The scenarios' and the evaluation's name for "the publisher's groups": local, too."""
@@ -176,12 +177,7 @@ def conjunction(topic_filter: str, tags: Iterable[str]) -> Subscription:
 
 
 def or_member_id(group: str, tag: str) -> str:
-    return f"{group}{OR_SEP}{tag}"
-
-
-def delivery_group(sub_id: str) -> str:
-    """The application subscription a core subscription belongs to (itself unless OR member)."""
-    return sub_id.split(OR_SEP, 1)[0]
+    return member_id(group, tag)
 
 
 def tag_subscriptions(sub_id: str, topic_filter: str, mode: Mode,

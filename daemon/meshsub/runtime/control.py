@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from meshsub.core.content import Event, Subscription
-from meshsub.core.syntax import format_subscription, parse_event, parse_subscription
+from meshsub.core.disjunction import members
+from meshsub.core.syntax import format_alternatives, parse_alternatives, parse_event
 from meshsub.core.values import ContentError
 from meshsub.runtime import boundedjson
 from meshsub.runtime.logging import get_logger
@@ -279,15 +280,17 @@ class ControlServer:
         text = request.get("expr")
         if not isinstance(text, str):
             raise ControlError("sub needs 'expr': a subscription in text syntax")
-        sub = parse_subscription(text)
+        alternatives = parse_alternatives(text)  # a disjunction: one core subscription each
         if len(self._streams) >= MAX_STREAMS:
             self.counters["rejected:too_many"] += 1
             raise ControlError(f"at most {MAX_STREAMS} 'sub' streams at once")
         sub_id = f"ctl-{self._tag}-{next(self._ids)}"
-        stream = _Stream(format_subscription(sub))
+        stream = _Stream(format_alternatives(alternatives))
         self._streams[sub_id] = stream
+        parts = members(sub_id, alternatives)
         try:
-            self.handlers.subscribe(sub_id, sub)
+            for member, sub in parts:
+                self.handlers.subscribe(member, sub)
             self.counters["streams"] += 1
             await _send(writer, {"ok": True, "result": {"sub_id": sub_id}})
             # anything the client sends now is ignored (bounded reads); EOF ends the stream
@@ -312,10 +315,11 @@ class ControlServer:
                 hangup.cancel()
         finally:
             del self._streams[sub_id]
-            try:
-                self.handlers.unsubscribe(sub_id)
-            except Exception as exc:
-                log.error("unsubscribe of a control stream failed", sub_id=sub_id, exc=exc)
+            for member, _ in parts:
+                try:
+                    self.handlers.unsubscribe(member)
+                except Exception as exc:
+                    log.error("unsubscribe of a control stream failed", sub_id=member, exc=exc)
 
 
 async def _send(writer: asyncio.StreamWriter, obj: Mapping[str, Any]) -> None:

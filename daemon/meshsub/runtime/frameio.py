@@ -6,6 +6,12 @@ neighbour) and received datagrams back into messages (an ``rx`` record per
 accepted frame). Everything refused on the way is a counted drop with a
 reason: the codec's ``FrameError`` reasons (also in ``FrameCodec.counters``),
 ``encode_<reason>``, frames of another protocol, sends without a route.
+
+Drops an insider with the fleet key can cause at the radio's rate (authenticated
+frames of another protocol id, link-layer frames that are not beacons) are
+counted at once and recorded as summaries: one ``drop`` record per reason with
+its ``count`` per ``summary_s`` (``tick``) and at stop (``flush_summaries``), as
+the protocols' summarised drops (docs/telemetry.md, "Drop summaries").
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from meshsub.core.api import LINK_PROTOCOL_ID, Message, NodeId, TelemetryValue
-from meshsub.core.protocol import Protocol
+from meshsub.core.protocol import DROP_SUMMARY_S, Protocol
 from meshsub.core.telemetry import frame_attrs
 from meshsub.runtime.link import Address, Link, LinkState
 from meshsub.runtime.logging import get_logger
@@ -33,7 +39,7 @@ class FrameIO:
     """Encodes, sends, receives and decodes for one node; counts every refusal."""
 
     def __init__(self, *, codec: FrameCodec, link: Link, protocol: Protocol,
-                 record: Record) -> None:
+                 record: Record, summary_s: float = DROP_SUMMARY_S) -> None:
         self.codec = codec
         self.link = link
         self.protocol = protocol
@@ -44,6 +50,10 @@ class FrameIO:
         self.on_refused: Callable[[str], None] = lambda reason: None
         """Told the reason of every frame the codec refuses (the node's admission
         counts them and writes one summary record per interval, not one per frame)."""
+        self.summary_s = summary_s
+        """Longest wait of a summarised drop for its record (0: one record per drop)."""
+        self._pending: Counter[str] = Counter()
+        self._pending_since: float | None = None
         self.link_refusals = 0
         """Transmissions the link refused (``link_down``, ``send_failed``): not sent, and
         worth another try later, unlike a destination without an address."""
@@ -151,16 +161,39 @@ class FrameIO:
 
     def _foreign(self, decoded: Decoded) -> None:
         """A frame of another protocol id: authenticated, but not for us (counted)."""
-        self.drops["wrong_protocol"] += 1
         message = decoded.message
-        self._record("drop", {"reason": "wrong_protocol", "event_id": str(message.id),
-                              "msg_type": message.type, "peer": decoded.transmitter})
+        self._summarized("wrong_protocol", {"event_id": str(message.id),
+                                            "msg_type": message.type,
+                                            "peer": decoded.transmitter})
 
     def link_unknown_type(self, message: Message, transmitter: NodeId) -> None:
-        """A link-layer (protocol id 0) frame that is not a beacon (counted, recorded)."""
-        self.drops["link_unknown_type"] += 1
-        self._record("drop", {"reason": "link_unknown_type", "msg_type": message.type,
-                              "peer": transmitter})
+        """A link-layer (protocol id 0) frame that is not a beacon (counted, summarised)."""
+        self._summarized("link_unknown_type", {"msg_type": message.type, "peer": transmitter})
+
+    def _summarized(self, reason: str, attrs: dict[str, TelemetryValue]) -> None:
+        """Count a drop now; record it in the next summary (or at once if ``summary_s``
+        is 0, with the per-frame attributes)."""
+        self.drops[reason] += 1
+        if self.summary_s <= 0:
+            self._record("drop", {"reason": reason, **attrs})
+            return
+        self._pending[reason] += 1
+
+    def tick(self, now: float) -> None:
+        """The driver's clock (every second or so): write the pending summaries once
+        ``summary_s`` has passed since the first drop they hold."""
+        if not self._pending:
+            return
+        if self._pending_since is None:
+            self._pending_since = now
+        elif now - self._pending_since >= self.summary_s:
+            self.flush_summaries()
+
+    def flush_summaries(self) -> None:
+        """One ``drop`` record per pending reason with its ``count`` (also at stop)."""
+        pending, self._pending, self._pending_since = self._pending, Counter(), None
+        for reason, count in sorted(pending.items()):
+            self._record("drop", {"reason": reason, "count": count})
 
     def frame_drops(self) -> dict[str, int]:
         """Refused frames by the codec's reason (``meshsubctl status``)."""

@@ -5,7 +5,8 @@ Topic layout (``docs/mqtt.md``), with ``<p>`` the configured prefix:
 - ``<p>/pub/<event topic>``: an application publishes an event, payload a
   JSON object of attributes;
 - ``<p>/sub/<app>/<name>`` (or ``<p>/sub/<name>``): payload a subscription
-  expression (core text syntax) subscribes, an empty payload unsubscribes
+  expression (core text syntax; `a | b`, a disjunction, is one core subscription
+  per alternative, delivered once under the id) subscribes, an empty payload unsubscribes
   (retain the expression and it survives broker and daemon restarts); the
   subscription id is ``<app>/<name>``, and the broker's ACL lets each
   application write only below its own user name;
@@ -63,9 +64,10 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from meshsub.core.api import Deliver, MessageId, NodeId
 from meshsub.core.content import Event, Subscription
+from meshsub.core.disjunction import members
 from meshsub.core.subids import SubIdError
 from meshsub.core.subids import check_sub_id as core_check_sub_id
-from meshsub.core.syntax import format_subscription, parse_subscription
+from meshsub.core.syntax import format_alternatives, parse_alternatives
 from meshsub.core.topics import validate_topic
 from meshsub.core.values import ContentError
 from meshsub.runtime import boundedjson
@@ -322,6 +324,8 @@ class MqttBridge:
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
+        self._members: dict[str, list[str]] = {}
+        """Each MQTT subscription's core subscription ids (more than one for a disjunction)."""
         self._in_flight: set[tuple[MessageId, str]] = set()
         self._to_record: list[tuple[MessageId, str]] = []
         self._task: asyncio.Task[None] | None = None
@@ -334,14 +338,14 @@ class MqttBridge:
         """Restore persisted MQTT subscriptions into the node, then connect in the background."""
         for sub_id, text in self.store.subscriptions(source="mqtt").items():
             try:
-                sub = parse_subscription(text)
+                alternatives = parse_alternatives(text)
             except ContentError as exc:
                 self.counters["rejected:bad_stored_subscription"] += 1
                 log.error("dropping unreadable stored subscription", sub_id=sub_id, exc=exc)
                 self.store.delete_subscription(sub_id)
                 continue
             self.subscriptions[sub_id] = text
-            self._call(self.on_subscribe, sub_id, sub)
+            self._subscribe_members(sub_id, alternatives)
         self.state = "connecting"
         self._task = asyncio.get_running_loop().create_task(self._run(), name="mqtt-bridge")
 
@@ -699,15 +703,15 @@ class MqttBridge:
                 self.store.delete_subscription(sub_id)  # StoreError: not acked, comes again
                 del self.subscriptions[sub_id]
                 self.counters["unsubscribed"] += 1
-                self._call(self.on_unsubscribe, sub_id)
+                self._unsubscribe_members(sub_id)
             return
         try:
             text = payload.decode("utf-8")
-            sub = parse_subscription(text)
+            alternatives = parse_alternatives(text)
         except (UnicodeDecodeError, ContentError) as exc:
             self._report(topic, "bad_subscription", str(exc))
             return
-        canonical = format_subscription(sub)
+        canonical = format_alternatives(alternatives)
         if self.subscriptions.get(sub_id) == canonical:
             return  # the retained copy again after a reconnect: nothing changed
         if sub_id not in self.subscriptions and \
@@ -718,10 +722,22 @@ class MqttBridge:
             return
         self.store.put_subscription(sub_id, canonical, source="mqtt")  # StoreError: comes again
         if sub_id in self.subscriptions:
-            self._call(self.on_unsubscribe, sub_id)
+            self._unsubscribe_members(sub_id)
         self.subscriptions[sub_id] = canonical
         self.counters["subscribed"] += 1
-        self._call(self.on_subscribe, sub_id, sub)
+        self._subscribe_members(sub_id, alternatives)
+
+    def _subscribe_members(self, sub_id: str, alternatives: tuple[Subscription, ...]) -> None:
+        """A disjunction is one core subscription per alternative (``meshsub.core.disjunction``);
+        deliveries come back under ``sub_id`` once per event."""
+        pairs = members(sub_id, alternatives)
+        self._members[sub_id] = [member for member, _ in pairs]
+        for member, sub in pairs:
+            self._call(self.on_subscribe, member, sub)
+
+    def _unsubscribe_members(self, sub_id: str) -> None:
+        for member in self._members.pop(sub_id, [sub_id]):
+            self._call(self.on_unsubscribe, member)
 
     def _ack(self, client: aiomqtt.Client, message: aiomqtt.Message) -> None:
         if message.qos > 0:

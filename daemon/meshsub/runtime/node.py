@@ -418,6 +418,8 @@ class Node:
         for action in self.protocol.handle(Stopping(self.clock())):
             if isinstance(action, Emit):
                 self.record(action.event, action.attrs)
+        if hasattr(self, "frames"):
+            self.frames.flush_summaries()
 
     async def _cancel_tasks(self) -> None:
         for task in self._tasks:
@@ -456,6 +458,7 @@ class Node:
             now = self.clock()
             self.codec.expire(now)
             self.admission.tick(now)
+            self.frames.tick(now)
             self.replay.tick(now)
             self._forget_addresses()
             self._poll_energy()

@@ -574,7 +574,12 @@ class SqliteBufferStore:
     again moves it to the end, as ``MemoryStore`` does. A value that does not
     unpack is skipped and counted in ``corrupt`` (the buffer would reject it
     anyway), never raised into the protocol.
+
+    Not ``resident``: the buffer's index keeps no bodies and reads a message back
+    when a protocol asks for it, so the carried messages cost disk, not memory.
     """
+
+    resident = False
 
     def __init__(self, store: Store) -> None:
         self._store = store
@@ -613,18 +618,18 @@ class SqliteBufferStore:
         return cur.rowcount > 0
 
     def iterate(self) -> Iterator[tuple[MessageId, StoredValue]]:
-        rows = self._store._db.execute("SELECT key, value FROM buffer ORDER BY ord").fetchall()
-        out: list[tuple[MessageId, StoredValue]] = []
-        for key, data in rows:
-            value = self._unpack(data)
+        """One value at a time (the keys are read first, so the caller may delete):
+        loading a full buffer never holds every body in memory at once."""
+        keys = [k for (k,) in self._store._db.execute("SELECT key FROM buffer ORDER BY ord")]
+        for key in keys:
             try:
                 mid = MessageId.parse(key)
             except ValueError:
                 self.corrupt += 1
                 continue
+            value = self.get(mid)
             if value is not None:
-                out.append((mid, value))
-        return iter(out)
+                yield mid, value
 
     def __len__(self) -> int:
         return int(self._store._db.execute("SELECT COUNT(*) FROM buffer").fetchone()[0])

@@ -235,12 +235,16 @@ class Simulation:
         if self.trajectories.last_t > 0:
             tick = self.scenario.mobility.tick_s
             self._at(tick, self._tick, tick)
+        members = {}  # an application's subscription is one core subscription per alternative
         for sub in self.plan.subscriptions:
-            self._at(sub.t, self._feed, sub.node,
-                     lambda now, s=sub: LocalSubscribe(now, s.sub_id, s.subscription))
+            members[(sub.node, sub.sub_id)] = [m for m, _ in sub.members()]
+            for member, core_sub in sub.members():
+                self._at(sub.t, self._feed, sub.node,
+                         lambda now, m=member, c=core_sub: LocalSubscribe(now, m, c))
         for unsub in self.plan.unsubscriptions:
-            self._at(unsub.t, self._feed, unsub.node,
-                     lambda now, u=unsub: LocalUnsubscribe(now, u.sub_id))
+            for member in members.get((unsub.node, unsub.sub_id), [unsub.sub_id]):
+                self._at(unsub.t, self._feed, unsub.node,
+                         lambda now, m=member: LocalUnsubscribe(now, m))
         for fault in self.plan.faults:
             self._at(fault.t, self._fault, fault.action, fault.nodes)
         for index, pub in enumerate(self.plan.publications):
@@ -611,7 +615,8 @@ class Simulation:
             fraction, on_mains = self.batteries.reading(node)
             self._handle(node, EnergyChanged(now, fraction, on_mains))
         for sub in self._active_subscriptions(node, down_since):
-            self._handle(node, LocalSubscribe(now, sub.sub_id, sub.subscription))
+            for member, core_sub in sub.members():
+                self._handle(node, LocalSubscribe(now, member, core_sub))
         for thunk in self._deferred.pop(node, []):
             thunk()
 

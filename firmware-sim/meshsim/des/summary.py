@@ -41,7 +41,7 @@ def expected_pairs(plan: Plan) -> list[set[tuple[int, str]]]:
     for pub in plan.publications:
         out.append({(s.node, s.sub_id) for s in plan.subscriptions
                     if s.t <= pub.t and (s.until is None or s.until > pub.t)
-                    and s.subscription.matches(pub.event)})
+                    and s.matches(pub.event)})
     return out
 
 

@@ -51,12 +51,12 @@ from meshsim.scenario.overrides import apply_override
 from meshsim.scenario.reader import ScenarioError, Table, check_int, type_name
 from meshsim.scenario.templates import event_template, lifetime, sub_template
 from meshsim.scenario.traces import parse_contact_line, parse_contacts
-from meshsub.core.content import ContentError
+from meshsub.core.content import ContentError, Subscription
 from meshsub.core.params import ParameterError, ProtocolParams, parse_params
 from meshsub.core.protocol import Protocol
 from meshsub.core.registry import UnknownProtocolError, get_protocol
 from meshsub.core.subids import SubIdError, check_sub_id
-from meshsub.core.syntax import parse_event, parse_subscription
+from meshsub.core.syntax import parse_alternatives, parse_event, parse_subscription
 
 LOG_DISTANCE_KEYS = ("tx_power_dbm", "ref_loss_db", "ref_distance_m", "path_loss_exp",
                      "noise_floor_dbm", "frame_bytes")
@@ -405,8 +405,9 @@ def _workload(t: Table, ids: set[int], meta: Meta, groups: Mapping[str, tuple[in
         if until is not None and until <= start:
             raise st.err("until", f"must be after t ({start:g})")
         st.done()
-        subs.append(SubscriptionSpec(node, expr, _parse_sub(st, "expr", expr), start,
-                                     sub_id or f"s{i}", until))
+        alternatives = _parse_alternatives(st, "expr", expr)
+        subs.append(SubscriptionSpec(node, expr, alternatives[0], start, sub_id or f"s{i}",
+                                     until, alternatives if len(alternatives) > 1 else ()))
     pubs = []
     for pt in t.tables("publications"):
         node = _node_ref(pt, "node", ids)
@@ -613,6 +614,13 @@ def _node_list(t: Table, key: str, ids: set[int],
 def _parse_sub(t: Table, key: str, expr: str) -> Any:
     try:
         return parse_subscription(expr)
+    except ContentError as exc:
+        raise t.err(key, str(exc)) from None
+
+
+def _parse_alternatives(t: Table, key: str, expr: str) -> tuple[Subscription, ...]:
+    try:
+        return parse_alternatives(expr)
     except ContentError as exc:
         raise t.err(key, str(exc)) from None
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from meshsim.gps.settings import GpsSettings
 from meshsub.core.content import Event, Subscription
+from meshsub.core.disjunction import members
 from meshsub.core.params import ProtocolParams, params_to_dict
 
 RADIO_MODELS = ("unit_disk", "linear_ramp", "log_distance")
@@ -304,6 +305,17 @@ class SubscriptionSpec:
     sub_id: str = ""
     until: float | None = None
     """When the application unsubscribes (None: never)."""
+    alternatives: tuple[Subscription, ...] = ()
+    """A disjunction (``expr`` is ``a | b ...``): every alternative, ``subscription`` the
+    first; empty for a plain subscription."""
+
+    def members(self) -> list[tuple[str, Subscription]]:
+        """The core subscriptions the application's one subscription becomes (one per
+        alternative, ids ``sub_id|i``; ``meshsub.core.disjunction``)."""
+        return members(self.sub_id, self.alternatives or (self.subscription,))
+
+    def matches(self, event: Event) -> bool:
+        return any(s.matches(event) for s in self.alternatives or (self.subscription,))
 
 
 @dataclass(frozen=True, slots=True)
@@ -398,6 +410,9 @@ class SubTemplate:
     weight: float
     preds: tuple[tuple[str, PredDist], ...] = ()
     pick: Pick | None = None
+    any_of: bool = False
+    """The picked names are alternatives (Liu 2011, §3.6's OR subscription): one
+    alternative per name, each with the template's predicates; else a conjunction."""
 
 
 @dataclass(frozen=True, slots=True)

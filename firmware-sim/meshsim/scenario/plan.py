@@ -31,11 +31,11 @@ from meshsim.scenario.model import (
 from meshsim.scenario.reader import ScenarioError
 from meshsim.scenario.templates import (
     draw_lifetime,
+    sample_alternatives,
     sample_event,
-    sample_subscription,
 )
 from meshsub.core.content import ContentError, Subscription
-from meshsub.core.syntax import format_subscription
+from meshsub.core.syntax import format_alternatives
 
 if TYPE_CHECKING:
     from meshsim.mobility.trajectories import Trajectories
@@ -215,13 +215,14 @@ def plan_subscriptions(scenario: Scenario) -> tuple[SubscriptionSpec, ...]:
                 made += 1
                 if gen.templates:
                     template = rng.choices(gen.templates, weights)[0]
-                    sub = _generated(template, rng, "workload.subscribers.templates")
-                    expr = format_subscription(sub)
+                    alts = _generated(template, rng, "workload.subscribers.templates")
+                    expr = format_alternatives(alts)
                 else:
                     pick = rng.choices(gen.expressions, weights)[0]
-                    sub, expr = pick.subscription, pick.expr
-                subs.append(SubscriptionSpec(node, expr, sub, at, f"g{k}",
-                                             _until(at, gen.lifetime, lives)))
+                    alts, expr = (pick.subscription,), pick.expr
+                subs.append(SubscriptionSpec(node, expr, alts[0], at, f"g{k}",
+                                             _until(at, gen.lifetime, lives),
+                                             alts if len(alts) > 1 else ()))
     arrivals = wl.arrivals
     if arrivals is not None:
         rng = rng_for(scenario, "arrivals")
@@ -231,15 +232,17 @@ def plan_subscriptions(scenario: Scenario) -> tuple[SubscriptionSpec, ...]:
                                       arrivals.start_s, arrivals.stop_s, arrivals.count)):
             node = rng.choice(arrivals.nodes)
             template = rng.choices(arrivals.templates, weights)[0]
-            sub = _generated(template, rng, "workload.arrivals.templates")
-            subs.append(SubscriptionSpec(node, format_subscription(sub), sub, at, f"a{k}",
-                                         _until(at, arrivals.lifetime, lives)))
+            alts = _generated(template, rng, "workload.arrivals.templates")
+            subs.append(SubscriptionSpec(node, format_alternatives(alts), alts[0], at, f"a{k}",
+                                         _until(at, arrivals.lifetime, lives),
+                                         alts if len(alts) > 1 else ()))
     return tuple(sorted(subs, key=lambda s: s.t))
 
 
-def _generated(template: SubTemplate, rng: random.Random, where: str) -> Subscription:
+def _generated(template: SubTemplate, rng: random.Random, where: str
+               ) -> tuple[Subscription, ...]:
     try:
-        return sample_subscription(template, rng)
+        return sample_alternatives(template, rng)
     except ContentError as exc:
         raise ScenarioError(where, str(exc)) from None
 

@@ -43,6 +43,7 @@ from meshsim.scenario.model import (
 )
 from meshsim.scenario.reader import ScenarioError, Table, check_int, check_number, type_name
 from meshsub.core.content import ContentError, Event, Predicate, Subscription, Value
+from meshsub.core.syntax import MAX_ALTERNATIVES
 
 ATTR_KINDS = ("uniform_int", "uniform_float", "choice", "const", "random_text", "range")
 PRED_KINDS = ("exists", "eq", "range", "contains")
@@ -247,15 +248,23 @@ def event_template(t: Table, scopes: frozenset[str]) -> Template:
 
 
 def sub_template(t: Table) -> SubTemplate:
-    """``{ topic, weight, predicates = { NAME = PRED }, pick }``; checked by a sample."""
+    """``{ topic, weight, predicates = { NAME = PRED }, pick, mode }``; checked by a sample.
+
+    ``mode = "or"`` makes the picked names alternatives (a disjunction, Liu 2011,
+    §3.6), ``"and"`` (the default) a conjunction."""
     topic = t.string("topic")
     weight = t.number("weight", 1.0, lo=0.0, lo_open=True)
     pt = t.table("predicates")
     preds = tuple((name, pred_dist(pt.raw(name), f"{pt.path}.{name}")) for name in sorted(pt.data))
     pt.done()
     chosen = pick(t.raw("pick"), f"{t.path}.pick", subscription=True) if t.has("pick") else None
+    any_of = t.string("mode", "and", choices=("and", "or")) == "or"
+    if any_of and chosen is None:
+        raise t.err("mode", '"or" needs a pick (its names are the alternatives)')
+    if any_of and chosen is not None and chosen.k_max > MAX_ALTERNATIVES:
+        raise t.err("mode", f"an OR of more than {MAX_ALTERNATIVES} names")
     t.done()
-    template = SubTemplate(topic, weight, preds, chosen)
+    template = SubTemplate(topic, weight, preds, chosen, any_of)
     try:
         sample_subscription(template, None)
     except ContentError as exc:
@@ -355,12 +364,23 @@ def _predicates(name: str, dist: PredDist, rng: random.Random | None) -> list[Pr
 
 
 def sample_subscription(template: SubTemplate, rng: random.Random | None) -> Subscription:
+    """One draw of a conjunctive template (the first alternative of an OR one)."""
+    return sample_alternatives(template, rng)[0]
+
+
+def sample_alternatives(template: SubTemplate, rng: random.Random | None
+                        ) -> tuple[Subscription, ...]:
+    """One draw: a conjunction (one alternative), or with ``any_of`` one alternative per
+    picked name, each also carrying the template's own predicates."""
     preds = [p for name, dist in template.preds for p in _predicates(name, dist, rng)]
-    if template.pick is not None:
-        assert isinstance(template.pick.dist, PredDist)
-        preds.extend(p for name in _chosen(template.pick, rng)
-                     for p in _predicates(name, template.pick.dist, rng))
-    return Subscription(template.topic, tuple(preds))
+    if template.pick is None:
+        return (Subscription(template.topic, tuple(preds)),)
+    dist = template.pick.dist
+    assert isinstance(dist, PredDist)
+    picked = [_predicates(name, dist, rng) for name in _chosen(template.pick, rng)]
+    if template.any_of:
+        return tuple(Subscription(template.topic, (*preds, *alt)) for alt in picked)
+    return (Subscription(template.topic, (*preds, *(p for alt in picked for p in alt))),)
 
 
 def draw_lifetime(life: Lifetime, rng: random.Random) -> float | None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from meshsim.vmesh.devices import scenario_sub_id
+from meshsub.core.disjunction import delivery_group
 from meshsub.core.syntax import parse_event, parse_subscription
 
 Owed = tuple[int, str, str]
@@ -103,8 +104,8 @@ def account(records: Iterable[Mapping[str, Any]],
     owed_at: dict[Owed, int] = {}
     for eid, (_origin, ts, event) in pubs.items():
         for (node, sid), (since, sub) in subs.items():
-            if since <= ts and sub.matches(event):
-                owed_at[(node, sid, eid)] = ts
+            if since <= ts and sub.matches(event):  # a disjunction's members: one owed
+                owed_at[(node, delivery_group(sid), eid)] = ts
     received: Counter[Owed] = Counter()
     acknowledged: Counter[int] = Counter()
     for node, report in agents.items():

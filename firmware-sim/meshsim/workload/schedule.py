@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from meshsim.scenario.plan import Plan
-from meshsub.core.syntax import format_subscription
+from meshsub.core.syntax import format_alternatives
 
 SCHEDULE_VERSION = 1
 
@@ -44,7 +44,8 @@ def schedules(plan: Plan, *, t0: float, end_s: float, prefix: str = "meshsub",
     items: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for sub in plan.subscriptions:
         items[sub.node].append({"t": sub.t, "op": "sub", "sub_id": sub.sub_id,
-                                "expr": format_subscription(sub.subscription)})
+                                "expr": format_alternatives(
+                                    sub.alternatives or (sub.subscription,))})
     for unsub in plan.unsubscriptions:
         items[unsub.node].append({"t": unsub.t, "op": "unsub", "sub_id": unsub.sub_id})
     for index, pub in enumerate(plan.publications):

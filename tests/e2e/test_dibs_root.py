@@ -1,0 +1,194 @@
+"""meshsubd running DIBS (Pham and Tran 2012) from its configuration, on four namespaces (root).
+
+A ring A - B - C - D - A (the medium drops A <-> C and B <-> D), each node
+with its own mosquitto and meshsubd configured ``protocol.name = "dibs"``,
+A with the role ``reference`` (m = 1). The tree forms (B and D below A, C
+below one of them, VAs by the prefix rule), C subscribes to a key range, and
+an event from A with a key in it reaches C once (one routed copy to the
+designated node, then a notification). Then C's predecessor's daemon is
+killed: C re-attaches through the other side of the ring (a new VA: the
+repair), re-places its query with the next refresh, and the next event
+reaches it again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from mesh import IFACE, KEY, NodeProc, free_port, netns_exists, sh, wait_for
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces, nftables)"),
+    pytest.mark.skipif(not all(shutil.which(t) for t in ("mosquitto_pub", "mosquitto_sub",
+                                                          "nft")),
+                       reason="needs mosquitto clients and nft"),
+]
+PREFIX = "msub-dbe"
+MEDIUM = f"{PREFIX}-m"
+BRIDGE = f"{PREFIX}-br"
+NAMES = ("a", "b", "c", "d")
+CUT = (("a", "c"), ("b", "d"))
+LEASE_S = 6.0
+
+
+@dataclass
+class DibsNode(NodeProc):
+    """A mesh node whose daemon runs DIBS; node A is the reference."""
+
+    @property
+    def ns(self) -> str:
+        return f"{PREFIX}-{self.name}"
+
+    def write_config(self) -> None:
+        roles = '["reference"]' if self.name == "a" else "[]"
+        lines = [
+            "[node]", f"id = {self.node_id}", f'name = "dbe-{self.name}"', f"roles = {roles}",
+            "[link]", f'interface = "{IFACE}"', f"port = {self.udp_port}",
+            "[discovery]", "beacon_interval = 0.5", "min_interval = 0.25",
+            "neighbor_timeout = 3", "zeroconf = false",
+            "[protocol]", 'name = "dibs"',
+            "[protocol.params]", "hb_period = 0.5", f"lease_s = {LEASE_S}", "k = 64",
+            "[security]", "current_key = 1",
+            "[security.keys]", f'1 = "{KEY}"',
+            "[mqtt]", 'host = "127.0.0.1"', f"port = {self.mqtt_port}",
+            "[storage]", f'state_dir = "{self.state_dir}"', f'spool_dir = "{self.spool_dir}"',
+            "[log]", 'level = "info"',
+        ]
+        self.config_path.write_text("\n".join(lines) + "\n")
+
+
+def _remove() -> None:
+    for ns in (MEDIUM, *(f"{PREFIX}-{n}" for n in NAMES)):
+        if netns_exists(ns):
+            sh("ip", "netns", "del", ns, check=False)
+
+
+@pytest.fixture(scope="module")
+def ring(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, DibsNode]]:
+    workdir = tmp_path_factory.mktemp("dibs")
+    nodes: dict[str, DibsNode] = {}
+    try:
+        _remove()  # leftovers of an earlier, killed run of this test
+        sh("ip", "netns", "add", MEDIUM)
+        sh("ip", "-n", MEDIUM, "link", "add", BRIDGE, "type", "bridge")
+        sh("ip", "-n", MEDIUM, "link", "set", BRIDGE, "up")
+        for index, name in enumerate(NAMES):
+            ns, port = f"{PREFIX}-{name}", f"{PREFIX}-{name}0"
+            sh("ip", "netns", "add", ns)
+            sh("ip", "link", "add", port, "netns", MEDIUM, "type", "veth",
+               "peer", "name", IFACE, "netns", ns)
+            sh("ip", "-n", MEDIUM, "link", "set", port, "master", BRIDGE, "up")
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+            sh("ip", "-n", ns, "addr", "add", f"10.97.0.{index + 1}/24", "brd", "+",
+               "dev", IFACE)
+            sh("ip", "-n", ns, "link", "set", IFACE, "up")
+        rules = "\n".join(f'        iifname "{PREFIX}-{x}0" oifname "{PREFIX}-{y}0" drop'
+                          for a, b in CUT for x, y in ((a, b), (b, a)))
+        sh("nft", "-f", "-", ns=MEDIUM, input_text=f"""
+table bridge msub_dbe {{
+    chain forward {{
+        type filter hook forward priority -1; policy accept;
+{rules}
+    }}
+}}
+""")
+        udp_port = free_port(f"{PREFIX}-a")
+        for index, name in enumerate(NAMES):
+            (workdir / name).mkdir()
+            node = DibsNode(name, index, workdir / name, udp_port)
+            node.mqtt_port = free_port(node.ns)
+            nodes[name] = node
+        for node in nodes.values():
+            node.start_broker()
+        for node in nodes.values():
+            node.start_daemon()
+        yield nodes
+    finally:
+        for node in nodes.values():
+            if node.daemon is not None and node.daemon.poll() is not None:
+                print(f"--- meshsubd {node.name} exited {node.daemon.returncode}:\n"
+                      f"{node.log_tail()}")
+            node.stop_all()
+        _remove()
+
+
+def tree(nodes: list[DibsNode]) -> dict[int, dict[str, Any]] | None:
+    """Each node's CRES state if every one is attached in one consistent tree, else None."""
+    views: dict[int, dict[str, Any]] = {}
+    for n in nodes:
+        status = n.try_status()
+        if status is None:
+            return None
+        views[n.node_id] = status["protocol"]
+    for nid, v in views.items():
+        if v["va"] is None or v["detached"] or v["cl"] != 1:
+            return None
+        pred = v["pred"]
+        if nid == 1:
+            if v["va"] != "":
+                return None
+            continue
+        if pred not in views:
+            return None
+        p = views[pred]
+        slots = {int(c): s for c, s in p["successors"].items()}
+        if slots.get(nid) != v["slot"] or v["va"] != p["va"] + "0" * v["slot"] + "1":
+            return None
+    return views
+
+
+def events(sub: Any) -> list[dict[str, Any]]:
+    return [d for _, d in sub.deliveries() if "event_id" in d]
+
+
+def test_tree_forms_delivers_and_repairs_after_a_predecessor_dies(
+        ring: dict[str, DibsNode]) -> None:
+    nodes = list(ring.values())
+    a, c = ring["a"], ring["c"]
+    views = wait_for(lambda: tree(nodes), "one tree under the reference", guard=60.0)
+    assert views[c.node_id]["va"].count("1") == 2  # depth 2: opposite the reference
+    parent = next(n for n in nodes if n.node_id == views[c.node_id]["pred"])
+
+    sub = c.mqtt_sub("meshsub/deliver/dbe/#")
+    sub.wait_ready(c, "meshsub/deliver/dbe/probe")
+    c.mqtt_pub("meshsub/sub/dbe", 'dibs key>="4000000000000000" key<="7fffffffffffffff"',
+               retain=True)
+    wait_for(lambda: any(r["sub_id"] == "dbe" for r in c.ctl("subscriptions")),
+             "subscription at C")
+    sent = [0]
+
+    def arrived_after(first: int) -> list[dict[str, Any]]:
+        """Publish the next event from A; the events numbered >= first that came."""
+        sent[0] += 1
+        a.mqtt_pub("meshsub/pub/dibs", json.dumps({"key": "5a5a5a5a5a5a5a5a", "n": sent[0]}))
+        a.mqtt_pub("meshsub/pub/dibs", json.dumps({"key": "0000000000000001", "n": -1}))
+        return [d for d in events(sub) if d["attrs"]["n"] >= first]
+
+    wait_for(lambda: arrived_after(1), "an event at C", guard=30.0, step=1.0)
+    old_va = views[c.node_id]["va"]
+
+    parent.kill_daemon(signal.SIGKILL)
+    rest = [n for n in nodes if n is not parent]
+
+    def repaired() -> dict[int, dict[str, Any]] | None:
+        view = tree(rest)
+        if view is None or view[c.node_id]["pred"] == parent.node_id:
+            return None
+        return view
+
+    after = wait_for(repaired, "C re-attached through the other side", guard=60.0)
+    assert after[c.node_id]["va"] != old_va
+    mark = sent[0] + 1
+    wait_for(lambda: arrived_after(mark), "an event after the repair",
+             guard=30.0 + LEASE_S, step=1.0)
+    got = events(sub)
+    assert len({d["event_id"] for d in got}) == len(got)  # never twice
+    assert all(d["attrs"]["n"] >= 1 for d in got)  # never the key outside the range
