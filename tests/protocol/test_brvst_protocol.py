@@ -8,13 +8,14 @@ zones, adverts and queries.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 
 from brvst_field import Field, R, m
 
 from meshsub.core.api import Message, MessageId, SendTo, TimerFired
-from meshsub.core.georouting import GeoHeader
+from meshsub.core.georouting import GeoHeader, GeoMode
 from meshsub.core.registry import get_protocol
 from meshsub.core.syntax import parse_event, parse_subscription
 from meshsub.protocols.brvst import Brvst
@@ -257,6 +258,32 @@ def test_a_message_for_a_stale_manager_position_waits_for_the_next_announcement(
     assert not f.drops()["manager_unreachable"]
 
 
+def test_a_perimeter_walk_taking_an_edge_twice_ends_and_the_message_is_held() -> None:
+    """GPSR ends a perimeter walk that comes back to its face's first edge; with moving
+    neighbours the face changes on every tour and the walk circled the field until its
+    TTL ran out. A walk that would take any edge a second time has toured the face round
+    its target: it ends there, and a message for an area waits for the area's next
+    announcement (a manager in another radio component may be back by then)."""
+    f = Field(250, 250)
+    f.run(until=4.0)
+    (gm,) = f.managers("gm")[(0, 0)]
+    node = f.nearest(30, 30, exclude={gm})
+    proto = f.node(node)
+    x, y = f.pos[node]
+    prev = next(p for n, p in f.pos.items() if n != node and 0 < math.dist(p, (x, y)) <= R)
+    walk = GeoHeader(GeoMode.PERIMETER, lp=(x - 15.0, y - 15.0), lf=(x - 15.0, y - 15.0),
+                     e0=(9998, 9999), prev=prev)
+    env = m.Envelope(m.Dest.GRID, 0, 0, 999, (x - 20.0, y - 20.0), 1, 0, walk, [])
+    msg = Message(m.PUBLISH, MessageId(999, 0, 7), env.to_wire(), ttl=200)
+    sent = []
+    for _ in range(2):
+        proto._route(msg, env, local=False)
+        out = proto.handle(TimerFired(f.net.now, "noop"))
+        sent.append([a for a in out if isinstance(a, SendTo) and a.message.type == m.PUBLISH])
+    assert len(sent[0]) == 1 and not sent[1]
+    assert proto.counters["held"] == 1 and not proto.drops["routing_loop"]
+
+
 def test_leases_expire_when_a_subscriber_goes_silent() -> None:
     f = Field(500, 500, T_lease=9.0)
     f.run(until=6.0)
@@ -305,6 +332,45 @@ def test_zones_exchange_summaries_and_deliver_across() -> None:
     assert set(delivered(f, eid)) == {(sub, "s")} and not delivered(f, miss)
     zone_copies = {tx.message.id for tx in f.net.txs if tx.message.type == m.PUB_ZONE}
     assert zone_copies == {eid}
+
+
+def _zrsv_pushes(f: Field, zm: int, since: float) -> list[float]:
+    """When ``zm`` originated ZRSV_UPDATEs (one instant per push to all its targets)."""
+    first: dict[MessageId, float] = {}
+    for tx in f.net.txs:
+        if tx.src == zm and tx.message.type == m.ZRSV_UPDATE and tx.message.id.origin == zm \
+                and tx.time >= since:
+            first.setdefault(tx.message.id, tx.time)
+    return sorted({round(t, 3) for t in first.values()})
+
+
+def test_a_changing_zrsv_is_pushed_at_most_once_per_t_zrsv_min() -> None:
+    """At the paper's load a zone's summary changes about once a second and each change
+    went to every neighbour and publication zone (the largest share of BRVST's own
+    traffic after ACKs and announcements); changes now coalesce into at most one push per
+    ``T_zrsv_min``, and the last change still goes out (the subscriber gets a later
+    publication from the other zone)."""
+    for t_min, most in ((2.0, 6), (0.0, 30)):
+        f = Field(1000, 500, T_zrsv_min=t_min, T_zrsv_refresh=100.0)
+        f.run(until=8.0)
+        (zm,) = f.managers("zm")[(1, 0)]
+        subscriber = f.nearest(900, 400)
+        t = 10.0
+        for i in range(20):  # a new, wider summary every 0.5 s
+            f.net.subscribe(subscriber, f"s{i}", SUB(f"t a{i % 15}_lo>={40 - i} a{i % 15}_hi<=60"))
+            t += 0.5
+            f.run(until=t)
+        f.run(until=24.0)
+        pushes = _zrsv_pushes(f, zm, 10.0)
+        gaps = [b - a for a, b in itertools.pairwise(pushes)]
+        assert 1 <= len(pushes) <= most, (t_min, pushes)
+        if t_min:
+            assert min(gaps, default=t_min) >= t_min - 1e-6
+        else:
+            assert len(pushes) > 6  # without the interval: a push per change
+        eid = f.net.publish(f.nearest(50, 50), parse_event("t a4_lo=45 a4_hi=50"))
+        f.run(until=30.0)
+        assert (subscriber, "s19") in delivered(f, eid)
 
 
 def test_unwanted_traffic_is_answered_with_the_current_summary() -> None:
@@ -451,22 +517,33 @@ def test_a_subscription_replaced_by_one_brvst_cannot_summarise_is_withdrawn() ->
     assert f.drops()["no_attribute"] == 1
 
 
-def test_a_circling_leg_is_cut_and_no_leg_outgrows_the_hop_field() -> None:
+def test_a_circling_leg_is_cut_and_every_leg_gets_the_full_hop_budget() -> None:
     """A routed leg that passes one node a fifth time is dropped (``routing_loop``) rather
-    than circling until its TTL ends; a leg never gets more TTL than the frame's one-byte
-    hop field leaves for the whole journey."""
+    than circling until its TTL ends. Every leg of a journey gets the whole ``max_hops``
+    however many hops the legs before it took (a perimeter walk round the outer face of
+    the paper's field takes 150-250 hops: bench/brvst_walks.py); the journey count the
+    frame carries saturates instead, so the one-byte hop field never overflows."""
     f = Field(250, 250)
     f.run(until=4.0)
     proto = f.node(f.nearest(30, 30))
     env = m.Envelope(m.Dest.NODE, 0, 0, 999, (5.0, 5.0), 0, 0, GeoHeader(), [])
     msg = Message(m.DELIVER, MessageId(999, 0, 1), env.to_wire(), ttl=9)
     assert [proto._looping(msg, env) for _ in range(5)] == [False] * 4 + [True]
-    proto._send_node(m.DELIVER, 999, (240.0, 240.0), [], hop=255)
-    assert proto.drops["ttl_expired"] == 1
-    proto._send_node(m.DELIVER, 2, f.pos[2], [], hop=250)
-    out = proto.handle(TimerFired(f.net.now, "noop"))  # hands over the queued actions
+    assert proto.params.max_hops == 255
+    for journey in (250, 255):
+        proto._send_node(m.DELIVER, 2, f.pos[2], [], hop=journey)
+        out = proto.handle(TimerFired(f.net.now, "noop"))  # hands over the queued actions
+        sends = [a for a in out if isinstance(a, SendTo) and a.message.type == m.DELIVER]
+        assert len(sends) == 1
+        assert sends[0].message.ttl == 255 and sends[0].message.hop == 0
+    assert proto.drops["ttl_expired"] == 0
+    small = Field(250, 250, max_hops=200)
+    small.run(until=4.0)
+    node = small.node(small.nearest(30, 30))
+    node._send_node(m.DELIVER, 2, small.pos[2], [], hop=250)
+    out = node.handle(TimerFired(small.net.now, "noop"))
     sends = [a for a in out if isinstance(a, SendTo) and a.message.type == m.DELIVER]
-    assert len(sends) == 1 and sends[0].message.ttl == 5
+    assert [(s.message.ttl, s.message.hop) for s in sends] == [(200, 55)]
 
 
 def test_a_split_grid_has_a_manager_per_part_and_both_parts_are_served() -> None:

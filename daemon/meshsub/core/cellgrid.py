@@ -11,14 +11,16 @@ node's cell.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from meshsub.core.api import Position
 from meshsub.core.grid import Cell, CellTracker, Grid
 from meshsub.core.params import OUR_DECISION, ParamDoc, ParameterError
 from meshsub.core.reliable import ReliableParams
+
+R = TypeVar("R")
 
 
 def require_positive(key: str, value: float) -> None:
@@ -115,3 +117,20 @@ class OwnCell:
             return False
         self.cell = cell
         return True
+
+
+def role_from_capabilities(capabilities: Sequence[str], names: Mapping[str, R],
+                           default: R) -> R:
+    """The node's protocol role: from its roles (``capabilities``) if one names it.
+
+    A scenario's node group (``role``), or the daemon's ``node.roles``, hands a
+    node its roles as capabilities; a protocol with roles of its own (PUMA's
+    base stations and clients, GIANT's brokers and ferries) maps them through
+    ``names`` and falls back to its ``role`` parameter when none matches. Two
+    roles that name different protocol roles are a configuration error.
+    """
+    found = {names[c] for c in capabilities if c in names}
+    if len(found) > 1:
+        raise ParameterError("role", f"node roles {list(capabilities)} name "
+                                     f"{len(found)} different protocol roles")
+    return found.pop() if found else default

@@ -22,7 +22,7 @@ import msgpack
 from meshsub.core.api import Message, MessageId, NodeId
 from meshsub.core.arv import Comparator
 from meshsub.core.content import Subscription
-from meshsub.core.georouting import GeoHeader, GeoRoutingError, next_hop
+from meshsub.core.georouting import GeoHeader, GeoMode, GeoRoutingError, next_hop
 from meshsub.core.grid import Cell, CellTracker, Point
 from meshsub.core.protocol import Protocol
 from meshsub.protocols.brvst import messages as m
@@ -133,6 +133,8 @@ class BrvstBase(Protocol):
         self._held_seq = 0
         self._visits: OrderedDict[tuple[Any, ...], int] = OrderedDict()
         """Routed legs seen here, counted (bounded LRU): the loop guard."""
+        self._edges: OrderedDict[tuple[Any, ...], None] = OrderedDict()
+        """Perimeter edges taken from here per routed leg (bounded LRU): a walk's end."""
         self._flood_wait: dict[str, Message] = {}
         self._valid: set[str] = set()
         """Local subscriptions BRVST can summarise (the others were dropped with a reason)."""
@@ -143,6 +145,8 @@ class BrvstBase(Protocol):
         """Per local subscription, the zone whose cache it asked for earlier publications."""
         self._armed: set[str] = set()
         self._zrsv_sent_at: dict[Zone, float] = {}
+        self._zrsv_pushed_at: float | None = None
+        """When this node last pushed its zone's ZRSV to every target (T_zrsv_min)."""
         self._started = False
 
     def _grid_area(self, cell: Cell | tuple[int, int]) -> Area:
@@ -226,13 +230,18 @@ class BrvstBase(Protocol):
     def _originate(self, mtype: int, env: m.Envelope, msg_id: MessageId | None,
                    hop: int) -> None:
         """Start one leg. ``hop`` counts the publication's hops so far (PUBLISH, PUB_UP,
-        PUB_GRID, DELIVER are legs of one journey); a leg gets ``max_hops`` but never more
-        than the frame's one-byte hop field leaves (255 end to end)."""
+        PUB_GRID or PUB_ZONE, DELIVER are legs of one journey).
+
+        Every leg gets the full ``max_hops``, whatever the journey spent before: at the
+        paper's density a GPSR perimeter walk round the field's outer face takes 150 to
+        250 hops (bench/brvst_walks.py), and a budget shared by the journey cut such legs
+        (about one in twelve at 64 hops a leg). The frame's hop field is one byte, so the
+        carried journey count saturates at ``255 - max_hops`` (0 at the default 255):
+        telemetry then counts at least the last leg's hops.
+        """
+        ttl = self.params.max_hops
         msg = Message(mtype, msg_id if msg_id is not None else self.new_message_id(),
-                      env.to_wire(), hop=hop, ttl=min(self.params.max_hops, HOP_LIMIT - hop))
-        if msg.ttl < 1:
-            self.drop("ttl_expired", msg)
-            return
+                      env.to_wire(), hop=min(hop, HOP_LIMIT - ttl), ttl=ttl)
         self._route(msg, env, local=True)
 
     def _route(self, msg: Message, env: m.Envelope, *, local: bool) -> None:
@@ -284,6 +293,8 @@ class BrvstBase(Protocol):
         except GeoRoutingError:
             self.drop("no_route", msg)
             return
+        if nxt is not None and header.mode is GeoMode.PERIMETER and self._walked(msg, env, nxt):
+            nxt = None  # the face round the target toured without finding it: GPSR's end
         if nxt is not None:
             self._forward(nxt, msg, replace(env, geo=header))
         elif area is None:
@@ -310,6 +321,27 @@ class BrvstBase(Protocol):
         if len(self._visits) > self.params.dedupe_size:
             self._visits.popitem(last=False)
         return seen > LOOP_VISITS
+
+    def _walked(self, msg: Message, env: m.Envelope, nxt: NodeId) -> bool:
+        """True if this leg's perimeter walk already took the edge here -> ``nxt``.
+
+        GPSR ends a walk that is about to take its face's first edge again: the face
+        round the target was toured and no node on it is closer, so the addressee is
+        not reachable from here now (at the paper's density, a manager in another
+        radio component). With neighbours that move between position updates the
+        face changes a little on every tour, the first edge rarely comes back, and
+        the walk circled round the field until ``routing_loop`` or its TTL ended it
+        (most of the lost deliveries of the first results page). Any edge taken
+        twice means the same: the message is then held for the area's next
+        announcement, or dropped as ``unreachable`` if it is addressed to a node.
+        """
+        key = (msg.id, msg.type, int(env.kind), env.ax, env.ay, env.dest, env.target, nxt)
+        if key in self._edges:
+            return True
+        self._edges[key] = None
+        if len(self._edges) > self.params.dedupe_size:
+            self._edges.popitem(last=False)
+        return False
 
     def _forward(self, nxt: NodeId, msg: Message, env: m.Envelope) -> None:
         if msg.ttl <= 0:
@@ -351,7 +383,10 @@ class BrvstBase(Protocol):
             self._held.pop(key)
         for key, held in mine:
             env = replace(held.env, dest=None, redirects=0, geo=GeoHeader())
-            self._route(held.message, env, local=key[1])
+            # A new leg towards the announced manager: the whole hop budget again.
+            ttl = self.params.max_hops
+            msg = replace(held.message, ttl=ttl, hop=min(held.message.hop, HOP_LIMIT - ttl))
+            self._route(msg, env, local=key[1])
 
     def _process(self, msg: Message, env: m.Envelope) -> None:
         handler = self._HANDLERS.get(msg.type)

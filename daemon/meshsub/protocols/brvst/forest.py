@@ -244,3 +244,34 @@ class Forest:
             assert set(tree.summary) == set(tree.common), "summary over the wrong attributes"
         assert seen == set(self.index), "index holds filters that no tree has"
         assert self._first_mergeable() is None, "reduction left a mergeable pair"
+
+
+class Summarised:
+    """A manager's forest and the representative set it last sent (§IV-B).
+
+    What a grid manager (its GRSV) and a zone manager (its ZRSV) share: the set goes
+    out only when it changed (or when ``force``d, as a refresh), and every change
+    takes the next version, so a receiver keeps the newest.
+    """
+
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch
+        self.predecessor: int | None = None
+        """The manager whose state this one took over (named in its next summary)."""
+        self.forest = Forest()
+        self.version = 0
+        self.last_sent: list[Entry] | None = None
+
+    def representative(self) -> list[Entry]:
+        return self.forest.representative()
+
+    def take_update(self, force: bool = False) -> tuple[int, list[Entry]] | None:
+        """The summary to send if it changed since the last one sent (or ``force``)."""
+        rep = self.representative()
+        if rep == self.last_sent and not force:
+            return None
+        if rep != self.last_sent:
+            self.version += 1
+        self.last_sent = rep
+        return self.version, rep
+

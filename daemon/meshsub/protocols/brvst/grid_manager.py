@@ -22,7 +22,7 @@ from meshsub.core.arv import ARV, Comparator
 from meshsub.core.content import ContentError, Event, Subscription
 from meshsub.core.dedup import DuplicateCache
 from meshsub.core.grid import Cell, Point
-from meshsub.protocols.brvst.forest import Entry, Filter, Forest, entry_size, rsv_size
+from meshsub.protocols.brvst.forest import Filter, Summarised, entry_size, rsv_size
 from meshsub.protocols.brvst.schema import PubView, Schema, SchemaError
 from meshsub.protocols.brvst.tables import BoundedMap
 
@@ -57,19 +57,14 @@ def record_size(sub: Subscription, arvs: dict[int, ARV]) -> int:
     return len(sub.key) + entry_size(tuple(sorted(arvs.items()))) + RECORD_OVERHEAD
 
 
-class GridManager:
+class GridManager(Summarised):
     def __init__(self, cell: Cell, epoch: int, schema: Schema, *, max_subs: int,
                  max_bytes: int, dedupe: int) -> None:
+        super().__init__(epoch)
         self.cell = cell
-        self.epoch = epoch
         self.schema = schema
-        self.predecessor: int | None = None
-        """The grid manager whose state this one took over (named in its next GRSV)."""
         self.table: BoundedMap[SubKey, SubRecord] = BoundedMap(
             max_subs, max_bytes, lambda r: r.size, victim=lambda _m, _k: None)
-        self.forest = Forest()
-        self.version = 0
-        self.last_sent: list[Entry] | None = None
         self.served = DuplicateCache(dedupe)
         """(pub id, subscription) pairs already delivered: cache replays reach only new ones."""
         self.seen = DuplicateCache(dedupe)
@@ -122,21 +117,6 @@ class GridManager:
 
     def records(self) -> Iterator[SubRecord]:
         return iter(self.table.values())
-
-    # ------------------------------------------------------------ GRSV
-
-    def representative(self) -> list[Entry]:
-        return self.forest.representative()
-
-    def take_update(self, force: bool = False) -> tuple[int, list[Entry]] | None:
-        """The GRSV to send if it changed since the last one sent (or ``force``)."""
-        rep = self.representative()
-        if rep == self.last_sent and not force:
-            return None
-        if rep != self.last_sent:
-            self.version += 1
-        self.last_sent = rep
-        return self.version, rep
 
     # ------------------------------------------------------------ matching
 

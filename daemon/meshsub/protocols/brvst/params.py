@@ -59,6 +59,8 @@ PARAM_DOCS: dict[str, ParamDoc] = {
                         "Changes of a GRSV or ZRSV within this time go out as one update."),
     "T_grsv_refresh": ParamDoc("s", OUR_DECISION),
     "T_zrsv_refresh": ParamDoc("s", OUR_DECISION),
+    "T_zrsv_min": ParamDoc("s", OUR_DECISION + " (§IV-B2 says 'upon change')",
+                           "Least time between two pushes of a changed ZRSV."),
     "T_zrsv_idle": ParamDoc("s", GAP + " (§IV-C 'predefined timeout')"),
     "T_adv": ParamDoc("s", GAP + " (§IV-C)"),
     "T_cache": ParamDoc("s", GAP + " (§IV-D)",
@@ -97,7 +99,8 @@ PARAM_DOCS: dict[str, ParamDoc] = {
     "T_dedupe": ParamDoc("s", OUR_DECISION, "How long a seen flood id is remembered."),
     "xfer_max_bytes": ParamDoc("bytes", OUR_DECISION),
     "max_hops": ParamDoc("hops", OUR_DECISION,
-                         "Hops one routed leg may take (at most 255 end to end)."),
+                         "Hops one routed leg may take (GPSR walks round the outer face of "
+                         "a sparse field take 150-250; bench/brvst_walks.py)."),
     "reliable_control": ParamDoc("", OUR_DECISION),
     "reliable_data": ParamDoc("", OUR_DECISION),
 }
@@ -168,6 +171,11 @@ class BrvstParams(ReliableParams):
     """Soft-state refresh of a GRSV; a grid manager unheard for 3 periods leaves the SOF."""
     T_zrsv_refresh: float = 10.0
     """Period of a zone's ZRSV push; a neighbour's unheard for 3 periods is forgotten."""
+    T_zrsv_min: float = 2.0
+    """Least time between two pushes of a changed ZRSV: at the paper's load a zone's
+    summary changes about once a second, and every push goes to each neighbour and
+    publication zone. A subscription the older ZRSV missed loses nothing: the newer
+    one is matched against the publisher zone's cache when it arrives (§IV-D)."""
     T_zrsv_idle: float = 300.0
     """A non-neighbour zone's summary with no data match for this long is dropped."""
     T_adv: float = 60.0
@@ -203,7 +211,7 @@ class BrvstParams(ReliableParams):
     """Bytes of state one hand-over carries (the rest is rebuilt by refreshes)."""
 
     # ---- transport
-    max_hops: int = 64
+    max_hops: int = 255
     reliable_control: bool = True
     """Per-hop ACKs for subscriptions, summaries and state transfers."""
     reliable_data: bool = True
@@ -216,7 +224,8 @@ class BrvstParams(ReliableParams):
                     "position_update_m", "T_grsv_refresh", "T_zrsv_refresh", "T_zrsv_idle",
                     "T_adv", "T_cache", "T_sweep", "T_dedupe", "T_query_idle"):
             require_positive(key, getattr(self, key))
-        for key in ("h_margin", "T_hold", "T_batch", "T_unwanted_holddown", "flood_jitter"):
+        for key in ("h_margin", "T_hold", "T_batch", "T_zrsv_min", "T_unwanted_holddown",
+                    "flood_jitter"):
             require_non_negative(key, getattr(self, key))
         if not (math.isfinite(self.origin_x) and math.isfinite(self.origin_y)):
             raise ParameterError("origin_x", "origin must be finite")

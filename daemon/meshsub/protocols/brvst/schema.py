@@ -23,7 +23,7 @@ always checks the subscription itself before delivering (``gm_check =
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING
@@ -96,32 +96,26 @@ def _bound(value: object) -> Fraction | None:
 
 def _lower(p: Predicate) -> Fraction | None:
     """The lower bound ``p`` puts on ``x_lo`` (>=, >, =, a range, a set of numbers)."""
-    if p.op in (Op.GE, Op.GT, Op.EQ):
-        return _bound(p.value)
-    if p.op is Op.RANGE:
-        return _bound(p.lo)
-    if p.op is Op.IN:
-        nums = [b for b in (_bound(m) for m in p.members) if b is not None]
-        return min(nums) if len(nums) == len(p.members) else None
-    return None
+    return _side(p, (Op.GE, Op.GT, Op.EQ), p.lo, min)
 
 
 def _upper(p: Predicate) -> Fraction | None:
     """The upper bound ``p`` puts on ``x_hi`` (<=, <, =, a range, a set of numbers)."""
-    if p.op in (Op.LE, Op.LT, Op.EQ):
+    return _side(p, (Op.LE, Op.LT, Op.EQ), p.hi, max)
+
+
+def _side(p: Predicate, ops: tuple[Op, ...], range_end: object,
+          pick: Callable[[list[Fraction]], Fraction]) -> Fraction | None:
+    """One side's bound: the operand of a comparison in ``ops``, the range's end, or the
+    extreme (``pick``) of a set whose members are all numbers."""
+    if p.op in ops:
         return _bound(p.value)
     if p.op is Op.RANGE:
-        return _bound(p.hi)
+        return _bound(range_end)
     if p.op is Op.IN:
         nums = [b for b in (_bound(m) for m in p.members) if b is not None]
-        return max(nums) if len(nums) == len(p.members) else None
+        return pick(nums) if len(nums) == len(p.members) else None
     return None
-
-
-def _number(value: object) -> Fraction | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return Fraction(value)
 
 
 class Schema:
@@ -249,7 +243,7 @@ class Schema:
             lo_name, hi_name = spec.name + LO_SUFFIX, spec.name + HI_SUFFIX
             if lo_name not in attrs and hi_name not in attrs:
                 continue
-            lo, hi = _number(attrs.get(lo_name)), _number(attrs.get(hi_name))
+            lo, hi = _bound(attrs.get(lo_name)), _bound(attrs.get(hi_name))
             if lo is not None and hi is not None and lo >= hi:
                 raise SchemaError("bad_range", f"attribute {spec.name!r}: {lo_name} must be "
                                   f"below {hi_name}")

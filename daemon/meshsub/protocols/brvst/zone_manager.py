@@ -35,7 +35,7 @@ from meshsub.core.content import ContentError, Subscription
 from meshsub.core.dedup import DuplicateCache
 from meshsub.core.grid import Cell, Point
 from meshsub.protocols.brvst import messages as m
-from meshsub.protocols.brvst.forest import Entry, Filter, Forest, rsv_size
+from meshsub.protocols.brvst.forest import Entry, Filter, Summarised, rsv_size
 from meshsub.protocols.brvst.schema import PubView, Schema, SchemaError
 from meshsub.protocols.brvst.tables import BoundedMap
 from meshsub.protocols.brvst.zones import Zone
@@ -124,21 +124,16 @@ def _summary_victim(table: BoundedMap[ZmKey, ZoneSummary], _incoming: ZmKey) -> 
     return min(others)[1] if others else None
 
 
-class ZoneManager:
+class ZoneManager(Summarised):
     def __init__(self, zone: Zone, epoch: int, schema: Schema, *, sof_max: int,
                  sof_bytes: int = 1 << 20, zones_max: int, zones_bytes: int, cache_max: int,
                  cache_bytes: int, advert_max: int, dedupe: int) -> None:
+        super().__init__(epoch)
         self.zone = zone
-        self.epoch = epoch
         self.schema = schema
-        self.predecessor: int | None = None
-        """The zone manager whose state this one took over (named in its ZRSVs)."""
         self.sof: dict[GmKey, SofRecord] = {}
         self.sof_max = sof_max
         self.sof_bytes = sof_bytes
-        self.forest = Forest()
-        self.version = 0
-        self.last_sent: list[Entry] | None = None
         self.summaries: BoundedMap[ZmKey, ZoneSummary] = BoundedMap(
             zones_max, zones_bytes, lambda s: s.size, victim=_summary_victim)
         self.push: BoundedMap[Zone, float] = BoundedMap(zones_max, zones_max * 16,
@@ -203,18 +198,6 @@ class ZoneManager:
         if rec is not None:
             for entry in rec.entries:
                 self.forest.remove((key, entry))
-
-    def representative(self) -> list[Entry]:
-        return self.forest.representative()
-
-    def take_update(self, force: bool = False) -> tuple[int, list[Entry]] | None:
-        rep = self.representative()
-        if rep == self.last_sent and not force:
-            return None
-        if rep != self.last_sent:
-            self.version += 1
-        self.last_sent = rep
-        return self.version, rep
 
     # ------------------------------------------------------------ matching
 

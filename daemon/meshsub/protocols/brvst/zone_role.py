@@ -272,9 +272,14 @@ class ZoneRole(BrvstBase):
                         msg_id=pub.event_id, hop=hop, to=to)
 
     def _zrsv_soon(self) -> None:
+        """A changed ZRSV goes out after ``T_batch`` (changes coalesce), and no sooner than
+        ``T_zrsv_min`` after the previous change push."""
         if T_ZRSV not in self._armed:
             self._armed.add(T_ZRSV)
-            self.set_timer(T_ZRSV, self.params.T_batch)
+            wait = self.params.T_batch
+            if self._zrsv_pushed_at is not None:
+                wait = max(wait, self._zrsv_pushed_at + self.params.T_zrsv_min - self.now)
+            self.set_timer(T_ZRSV, wait)
 
     def _push_zrsv(self, reason: m.ZrsvReason, force: bool = False) -> None:
         """§IV-B2: the ZRSV goes to neighbouring and publication zones on change or period."""
@@ -283,6 +288,7 @@ class ZoneRole(BrvstBase):
             return
         if zm.take_update(force=force) is None:
             return
+        self._zrsv_pushed_at = self.now
         targets = set(self.layout.neighbours(zm.zone)) | set(zm.push)
         for zone in sorted(targets):
             self._send_zrsv(zm, zone, reason, take=False)

@@ -2,8 +2,10 @@
 
 The chapter has no parameter table: ``Prob`` (per-hop target), the target
 delivery ratio, the time unit and the tree are the thesis's; timers, leases
-and bounds are this implementation's (docs/protocols/giant.md). The role is
-a parameter for now: a broker (static, at most one per cell) or a ferry.
+and bounds are this implementation's (docs/protocols/giant.md). A node is a
+broker (static, at most one per cell) or a ferry: its node roles (``broker``/
+``ferry``, a scenario's node group or the daemon's ``node.roles``) say which,
+and the ``role`` parameter does when they do not (``ROLE_NAMES``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ class Role(enum.StrEnum):
     FERRY = "ferry"
     """A mobile carrier on a random walk; never talks to clients or other ferries."""
 
+
+ROLE_NAMES: Final[Mapping[str, Role]] = {"broker": Role.BROKER, "ferry": Role.FERRY}
+"""Node roles (``meshsub.core.roles``) that make a node a broker or a ferry."""
 
 class Tree(enum.StrEnum):
     GIANT = "giant"
@@ -96,7 +101,8 @@ class GiantParams(CellGridParams):
     param_docs: ClassVar[Mapping[str, ParamDoc]] = {
         "role": ParamDoc("", "Zheng 2008, §6.2 (static brokers, mobile message ferries)",
                          "Broker (static, at most one per cell, serves local clients) or "
-                         "ferry (a mobile carrier)."),
+                         "ferry (a mobile carrier), when the node's roles (`broker`, `ferry`) "
+                         "do not say."),
         "tree": ParamDoc("", "Zheng 2008, §6.4.2, Function 6.1 (`giant`); §6.5.1 (Prim's "
                              "MST, the baseline)",
                          "How a broker chooses its upstream: GIANT's Broker_SendSub or "

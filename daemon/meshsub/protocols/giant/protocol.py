@@ -1,9 +1,9 @@
 """GIANT (Zheng 2008, ch. 6): pub/sub between brokers that never meet, carried by walking ferries.
 
-Roles (``role`` parameter): *brokers* sit in cells, serve local applications
-and never hear each other; *ferries* random-walk and carry. All traffic is
-contact-driven (§6.4): when a broker and a ferry come into range both send
-HELLO, and then
+Roles (the node's roles ``broker``/``ferry``, else the ``role`` parameter):
+*brokers* sit in cells, serve local applications and never hear each other;
+*ferries* random-walk and carry. All traffic is contact-driven (§6.4): when
+a broker and a ferry come into range both send HELLO, and then
 
 - the ferry hands the broker the bundles addressed to it and every
   advertisement it carries (§6.4.1 step 5, §6.4.3 step 4);
@@ -51,7 +51,7 @@ from meshsub.core.api import (
     Position,
 )
 from meshsub.core.buffer import BufferStore, Dropped
-from meshsub.core.cellgrid import OwnCell
+from meshsub.core.cellgrid import OwnCell, role_from_capabilities
 from meshsub.core.content import Event, Subscription
 from meshsub.core.grid import Cell
 from meshsub.core.lattice import Boundary, Lattice, hit_probability, hit_probability_dp
@@ -61,7 +61,7 @@ from meshsub.core.protocol import Protocol
 from meshsub.core.topics import topic_matches
 from meshsub.protocols.giant import messages as m
 from meshsub.protocols.giant.ferry import FerryStore
-from meshsub.protocols.giant.params import GiantParams, Role
+from meshsub.protocols.giant.params import ROLE_NAMES, GiantParams, Role
 from meshsub.protocols.giant.recruit import recruit_ferry
 from meshsub.protocols.giant.routing import (
     Downstream,
@@ -110,7 +110,7 @@ class Giant(Protocol):
         """``store`` backs what a ferry carries (the daemon passes a persistent one)."""
         super().__init__(node, **kwargs)
         p = self.params
-        self.role = p.role
+        self.role = role_from_capabilities(self.capabilities, ROLE_NAMES, p.role)
         self._own = OwnCell(p)
         self.grid = self._own.grid
         self.cell: Cell | None = self._own.cell

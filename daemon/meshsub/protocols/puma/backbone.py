@@ -4,8 +4,9 @@ One base station per grid cell talks only to the base stations of its four
 axis-neighbour cells; a client talks only to the base station of the cell it
 is in. This module is everything but the last mile:
 
-- **Roles and cells.** ``role`` comes from the parameters (a scenario's node
-  groups set it later). A base station's cell is configured or comes from its
+- **Roles and cells.** The node's roles (a scenario's node group, the
+  daemon's ``node.roles``: ``base_station`` or ``client``) say what it is,
+  else the ``role`` parameter. A base station's cell is configured or comes from its
   position; it announces the cell in a one-hop BEACON (when a neighbour
   appears, and every ``beacon_s``), from which base stations learn which node
   serves each neighbouring cell and clients learn which base station they are
@@ -57,14 +58,14 @@ from meshsub.core.api import (
     NodeId,
     Position,
 )
-from meshsub.core.cellgrid import OwnCell
+from meshsub.core.cellgrid import OwnCell, role_from_capabilities
 from meshsub.core.content import Event, Subscription
 from meshsub.core.grid import Cell
 from meshsub.core.leases import Upsert, VersionedLeases
 from meshsub.core.params import ProtocolParams
 from meshsub.core.protocol import Protocol
 from meshsub.protocols.puma import messages as m
-from meshsub.protocols.puma.params import BackboneParams, Role
+from meshsub.protocols.puma.params import ROLE_NAMES, BackboneParams, Role
 
 T_BEACON = "beacon"
 T_REFRESH = "refresh"
@@ -120,7 +121,7 @@ class Backbone(Protocol):
     def __init__(self, node: NodeId, **kwargs: Any) -> None:
         super().__init__(node, **kwargs)
         p = self.params
-        self.role = p.role
+        self.role = role_from_capabilities(self.capabilities, ROLE_NAMES, p.role)
         self._own = OwnCell(p)
         self.grid = self._own.grid
         self.cell: Cell | None = self._own.cell if self.role is Role.BASE else None
@@ -177,6 +178,10 @@ class Backbone(Protocol):
         if self.role is Role.BASE and self.cell is not None:
             self.send(info.node, Message(m.BEACON, self.new_message_id(),
                                          m.Beacon(self.cell).encode(), ttl=1))
+        elif self.role is Role.CLIENT and info.node in self._stations:
+            # the daemon may hand us a station's BEACON before its discovery beacon
+            # makes it a neighbour: associate now that it is one
+            self._choose_base()
 
     def on_neighbor_down(self, node: NodeId) -> None:
         self._stations.pop(node, None)

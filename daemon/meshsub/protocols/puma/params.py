@@ -2,9 +2,10 @@
 
 ``th``, ``dist``, ``I_event``-style names come from Table 5.1; the timers the
 thesis does not define (it assumes instantaneous delivery) have the defaults
-of docs/protocols/puma.md. The role is a parameter for now: a base station
-(one per cell, static) or a client (mobile); a scenario that supplies roles
-per node group sets it per group.
+of docs/protocols/puma.md. A node is a base station (one per cell, static)
+or a client (mobile): its node roles (``base_station``/``client``, a
+scenario's node group or the daemon's ``node.roles``) say which, and the
+``role`` parameter does when they do not (``ROLE_NAMES``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ class Role(enum.StrEnum):
     CLIENT = "client"
     """A mobile user's device: talks only to the base station of its cell."""
 
+
+ROLE_NAMES: Final[Mapping[str, Role]] = {"base_station": Role.BASE, "base": Role.BASE,
+                                         "client": Role.CLIENT}
+"""Node roles (``meshsub.core.roles``) that make a node a base station or a client."""
 
 class ThMode(enum.StrEnum):
     FIXED = "fixed"
@@ -85,7 +90,8 @@ class BackboneParams(CellGridParams):
     param_docs: ClassVar[Mapping[str, ParamDoc]] = {
         "role": ParamDoc("", "Zheng 2008, §5.2 (every base station a broker, every mobile "
                              "user a client)",
-                         "Base station (static, one per cell, a broker) or client (mobile)."),
+                         "Base station (static, one per cell, a broker) or client (mobile), "
+                         "when the node's roles (`base_station`, `client`) do not say."),
         "beacon_s": ParamDoc("s", OUR_DECISION + " (§5.2 does not say how stations learn "
                                   "their neighbours)"),
         "sub_lease_s": ParamDoc("s", SOFT_STATE,
