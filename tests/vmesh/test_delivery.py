@@ -79,3 +79,12 @@ def test_windows_split_by_publication_time() -> None:
     assert w["before"] == {"events": 1, "owed": 3, "delivered": 2, "lost": 1}
     assert w["during"] == {"events": 1, "owed": 2, "delivered": 0, "lost": 2}
     assert w["after"] == {"events": 2, "owed": 3, "delivered": 0, "lost": 3}
+
+
+def test_the_daemons_names_of_the_agents_subscriptions_are_the_scenarios() -> None:
+    """The daemon names an application's subscription ``<broker user>/<id>`` in its
+    records and deliveries (docs/mqtt.md); the account names it as the scenario does."""
+    records = [sub(2, "workload/hot", "sensors/#", 1), pub(1, "e1", "sensors/t value=1", 10)]
+    acct = account(records, {1: agent(1), 2: agent(0, ("workload/hot", "e1"))})
+    assert acct.owed == acct.delivered == {(2, "hot", "e1")}
+    assert acct.lost == set() and acct.unowed == set()

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from meshsim.vmesh.deploy import recap, run_playbook
+from meshsim.vmesh.devices import AGENT_USER, CREDENTIALS_DIR
 
 pytestmark = [
     pytest.mark.root,
@@ -64,6 +65,13 @@ def poll(what: str, probe: Callable[[], bool], timeout_s: float = 180.0,
             return
         time.sleep(every_s)
     pytest.fail(f"timed out waiting for {what}")
+
+
+def as_app(client: str, *args: str) -> list[str]:
+    """A mosquitto client run as the inventory's application user: the broker takes no
+    anonymous client (docs/mqtt.md), and an application reads its own password file."""
+    pw = f"{CREDENTIALS_DIR}/{AGENT_USER}.password"
+    return ["sh", "-c", f'exec {client} -u {AGENT_USER} -P "$(cat {pw})" "$@"', client, *args]
 
 
 def unit_props(container: str, *props: str) -> dict[str, str]:
@@ -119,20 +127,22 @@ def test_neighbors_lists_the_other_four(mesh: Mesh) -> None:
 
 def test_mosquitto_pub_in_one_device_delivers_in_another(mesh: Mesh) -> None:
     sub_c, pub_c = mesh.containers[1], mesh.containers[3]
-    assert dexec(sub_c, "mosquitto_pub", "-V", "5", "-q", "1", "-r", "-t", "meshsub/sub/vmt",
-                 "-m", "vmtest/# v>=1").returncode == 0
+    made = dexec(sub_c, *as_app("mosquitto_pub", "-V", "5", "-q", "1", "-r", "-t",
+                                f"meshsub/sub/{AGENT_USER}/vmt", "-m", "vmtest/# v>=1"))
+    assert made.returncode == 0, made.stderr
 
     def subscribed() -> bool:
         res = dexec(sub_c, CTL, "--json", "subscriptions")
-        return res.returncode == 0 and "vmt" in res.stdout
+        return res.returncode == 0 and f"{AGENT_USER}/vmt" in res.stdout
 
     poll("the daemon to take the retained subscription", subscribed)
     from meshsim.vmesh.nodes import PODMAN
 
     listener = subprocess.Popen(
-        [*PODMAN, "exec", sub_c, "mosquitto_sub", "-V", "5", "-q", "1", "-C", "1", "-W", "150",
-         "-t", "meshsub/deliver/vmt/#"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True)
+        [*PODMAN, "exec", sub_c, *as_app("mosquitto_sub", "-V", "5", "-q", "1", "-C", "1",
+                                         "-W", "150", "-t",
+                                         f"meshsub/deliver/{AGENT_USER}/vmt/#")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         n = 0
 
@@ -141,8 +151,9 @@ def test_mosquitto_pub_in_one_device_delivers_in_another(mesh: Mesh) -> None:
             if listener.poll() is not None:
                 return True
             n += 1  # a fresh event each round: the listener may connect after the first
-            dexec(pub_c, "mosquitto_pub", "-V", "5", "-q", "1", "-t", "meshsub/pub/vmtest/x",
-                  "-m", json.dumps({"v": n, "room": "lab"}))
+            dexec(pub_c, *as_app("mosquitto_pub", "-V", "5", "-q", "1", "-t",
+                                 "meshsub/pub/vmtest/x", "-m",
+                                 json.dumps({"v": n, "room": "lab"})))
             return False
 
         poll("a delivery on the subscribing device", delivered, timeout_s=140, every_s=5)
@@ -153,7 +164,7 @@ def test_mosquitto_pub_in_one_device_delivers_in_another(mesh: Mesh) -> None:
             listener.communicate()
     assert listener.returncode == 0, err
     delivery = json.loads(out)
-    assert delivery["sub_id"] == "vmt" and delivery["topic"] == "vmtest/x"
+    assert delivery["sub_id"] == f"{AGENT_USER}/vmt" and delivery["topic"] == "vmtest/x"
     assert delivery["origin"] == 4 and delivery["node"] == 2
     assert delivery["attrs"]["room"] == "lab" and delivery["attrs"]["v"] >= 1
 

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from meshsim.vmesh.devices import scenario_sub_id
 from meshsub.core.syntax import parse_event, parse_subscription
 
 Owed = tuple[int, str, str]
@@ -92,7 +93,7 @@ def account(records: Iterable[Mapping[str, Any]],
     accepted: Counter[int] = Counter()
     for r in records:
         if r.get("event") == "subscribe":
-            key = (int(r["node"]), str(r["sub_id"]))
+            key = (int(r["node"]), scenario_sub_id(str(r["sub_id"])))
             if key not in subs or r["ts_ns"] < subs[key][0]:  # a restart re-reads it
                 subs[key] = (int(r["ts_ns"]), parse_subscription(str(r["content"])))
         elif r.get("event") == "publish" and r["event_id"] not in pubs:
@@ -114,7 +115,8 @@ def account(records: Iterable[Mapping[str, Any]],
         for d in report.get("deliveries", []):
             body = d.get("body", {})
             if isinstance(body, dict) and "sub_id" in body and "event_id" in body:
-                received[(node, str(body["sub_id"]), str(body["event_id"]))] += 1
+                received[(node, scenario_sub_id(str(body["sub_id"])),
+                          str(body["event_id"]))] += 1
     owed = set(owed_at)
     result = Account(
         acknowledged=dict(acknowledged), accepted=dict(accepted), owed=owed,
