@@ -105,7 +105,7 @@ class Fuzzer:
         return rng.randrange(8), Message(
             rng.randrange(16, 40), MessageId(rng.randrange(2**32), rng.randrange(9),
                                              rng.randrange(2**20)),
-            body, hop=rng.randrange(5), ttl=rng.randrange(256), flags=rng.randrange(4),
+            body, hop=rng.randrange(5), ttl=rng.randrange(1 << 16), flags=rng.randrange(4),
             reliable_id=rng.choice([None, rng.randrange(2**32)]))
 
     def frame(self) -> bytes:

@@ -104,7 +104,8 @@ def sweep_fits(sweep: Path) -> dict[str, dict[str, Any]]:
     by_size: dict[tuple[Any, Any], list[tuple[float, float]]] = defaultdict(list)
     for p in doc["points"]:
         v = p["values"]
-        if p["status"] not in ("done", "kept") or v.get("protocol") != "HESPER-I":
+        if p["status"] not in ("done", "kept") or v.get("protocol") != "HESPER-I" \
+                or "nodes" not in v:  # Table 4.1's block only (not the voids fields)
             continue
         rows = cell_hop_rows(sweep / p["rundir"], float(v["TR"]))
         if len(rows) > 10:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from meshsub.core.api import Message, MessageId
 from meshsub.wire import Decoded, FrameCodec, FrameError, KeyRing, ReplayWindow, seal
 from meshsub.wire.errors import DECODE_REASONS
-from meshsub.wire.frame import _whole_frame, packb, whole_message
+from meshsub.wire.frame import HOP_MAX, TTL_MAX, _whole_frame, packb, whole_message
 
 KEYS = KeyRing.single(b"p" * 32, 1)
 SETTINGS = settings(max_examples=200, deadline=None,
@@ -40,8 +40,8 @@ messages = st.builds(
     type=st.integers(0, 2**16 - 1),
     id=st.builds(MessageId, u32, u64, u64),
     body=bodies,
-    hop=st.integers(0, 255),
-    ttl=st.integers(0, 255),
+    hop=st.integers(0, 2**16 - 1),
+    ttl=st.integers(0, 2**16 - 1),
     flags=u32,
     reliable_id=st.none() | u32,
 )
@@ -71,7 +71,7 @@ def only_frame_errors(codec: FrameCodec, data: bytes) -> None:
         return
     if result is not None:
         assert isinstance(result.message, Message)
-        assert 0 <= result.message.ttl <= 255
+        assert 0 <= result.message.ttl <= TTL_MAX and 0 <= result.message.hop <= HOP_MAX
 
 
 @SETTINGS

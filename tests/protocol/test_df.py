@@ -23,6 +23,7 @@ from meshsub.core.params import parse_params
 from meshsub.core.registry import get_protocol
 from meshsub.core.syntax import parse_event, parse_subscription
 from meshsub.protocols.df import DF, EVENT, SUBSCRIBE, DFParams
+from meshsub.wire.frame import HOP_MAX, TTL_MAX
 
 TR = 70.0
 SIDE = 300.0
@@ -138,12 +139,14 @@ def test_the_hop_budget_is_end_to_end_and_never_overflows_the_wire() -> None:
     node.handle(PositionChanged(0.0, Position(10.0, 10.0)))
     node.handle(NeighborUp(0.0, NeighborInfo(2, Position(60.0, 60.0))))
     sub = parse_subscription("temp gx=2 gy=2")
-    for hop, forwarded in ((254, False), (255, False), (100, True)):
+    budget = node.params.max_hops
+    for hop, forwarded in ((budget - 1, False), (budget, False), (HOP_MAX, False),
+                           (100, True)):
         body = [f"x/{hop}", sub.to_wire(), [0]]
         out = node.handle(FrameReceived(1.0, 3, Message(SUBSCRIBE, MessageId(3, 0, hop), body,
-                                                        hop=hop, ttl=255)))
+                                                        hop=hop, ttl=TTL_MAX)))
         sent = [a for a in out if isinstance(a, SendTo)]
         assert bool(sent) == forwarded
         for action in sent:
-            assert action.message.hop + action.message.ttl <= 255
-    assert node.drops["ttl_expired"] == 2
+            assert action.message.hop + action.message.ttl <= budget
+    assert node.drops["ttl_expired"] == 3

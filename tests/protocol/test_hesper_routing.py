@@ -30,6 +30,7 @@ from meshsub.core.syntax import parse_event
 from meshsub.protocols.hesper import Hesper, HesperParams
 from meshsub.protocols.hesper import messages as m
 from meshsub.protocols.hesper.state import Entry, TimedBest
+from meshsub.wire.frame import HOP_MAX, TTL_MAX
 
 WALL = frozenset((gx, gy) for gx in (3, 4) for gy in range(6))
 """Columns gx = 3, 4 empty except their top cells: a wall 99 m thick (radio range 70 m)
@@ -124,15 +125,15 @@ def _subscribe_frame(hop: int, ttl: int, cell: Cell) -> Message:
 
 
 def test_a_frame_at_the_wire_hop_limit_is_a_ttl_drop_not_an_unencodable_frame() -> None:
-    """The wire's hop field is one byte: a frame that arrives with hop 255 (a hostile or
-    confused sender claims TTL 255 too) is never passed on as hop 256."""
+    """The wire's hop field is 16-bit: a frame that arrives with hop 65535 (a hostile or
+    confused sender claims the largest TTL too) is never passed on as hop 65536."""
     p = HesperParams(TR=TR, area_width_m=6 * S, area_height_m=S, beacon_s=0.0,
                      reliable_control=False)
     node = _node(p, (2.5 * S, 0.5 * S), {2: (1.5 * S, 0.5 * S)})
-    actions = node.handle(FrameReceived(1.0, 3, _subscribe_frame(255, 255, Cell(1, 0))))
+    actions = node.handle(FrameReceived(1.0, 3, _subscribe_frame(HOP_MAX, TTL_MAX, Cell(1, 0))))
     assert not _sent(actions, m.SUBSCRIBE)
     assert node.drops["ttl_expired"] == 1
-    fresh = node.handle(FrameReceived(1.0, 3, _subscribe_frame(10, 255, Cell(1, 0))))
+    fresh = node.handle(FrameReceived(1.0, 3, _subscribe_frame(10, TTL_MAX, Cell(1, 0))))
     (out,) = _sent(fresh, m.SUBSCRIBE)
     assert out.message.hop == 11 and out.message.hop + out.message.ttl == p.max_hops
 

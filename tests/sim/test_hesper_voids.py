@@ -93,3 +93,33 @@ def test_sparse_cell_with_one_node_far_from_the_hash_point_is_not_declared_empty
     assert delivered == [(6, "s0")]
     drops = Counter(r["reason"] for r in records if r["event"] == "drop")
     assert "empty_phb_cell" not in drops and "empty_cell" not in drops, drops
+
+
+def _chain(n: int, spacing: float) -> str:
+    """``n`` nodes on a straight line ``spacing`` apart (TR 100 m): the only route from
+    one end to the other has n - 1 radio hops."""
+    width = (n - 1) * spacing + 40.0
+    positions = ",".join(f"{{x={20.0 + i * spacing},y=30.0}}" for i in range(n))
+    grid = f"TR = 100.0, area_width_m = {width}, area_height_m = 60.0"
+    return f"""
+scenario = {{name = "long-chain", duration_s = 40.0}}
+area = {{width_m = {width}, height_m = 60.0}}
+radio = {{range_m = 100.0}}
+nodes = {{placement = "explicit", positions = [{positions}]}}
+protocol = {{name = "hesper", hesper = {{variant = "I", {grid}, beacon_s = 0.0, reliable_control = false, per_hop_rtt_s = 0.005}}, df = {{{grid}}}}}
+workload = {{subscriptions = [{{node = {n}, expr = "temp gx=0 gy=0", t = 1.0}}], publications = [{{t = 20.0, node = 1, event = "temp gx=0 gy=0 value=1"}}]}}
+"""  # noqa: E501
+
+
+@pytest.mark.parametrize("protocol", ["hesper", "df"])
+def test_a_route_longer_than_255_hops_is_delivered(tmp_path: Path, protocol: str) -> None:
+    """The river field's seed 4 needs a subscription walk of about 400 radio hops; the
+    wire's hop field was one byte and such messages were dropped as ``ttl_expired``
+    (docs/protocols/hesper.md, "Hop budget"). A 300-node chain needs 299 hops each way."""
+    scenario = loads_scenario(_chain(300, 60.0), [f"protocol.name={protocol}"])
+    out = tmp_path / "run"
+    run_scenario(scenario, out)
+    _manifest, records = read_run(out)
+    delivered = [r for r in records if r["event"] == "deliver"]
+    assert [(r["node"], r["hop"]) for r in delivered] == [(300, 299)]
+    assert not [r for r in records if r["event"] == "drop"]

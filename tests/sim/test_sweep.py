@@ -12,7 +12,7 @@ import pytest
 from simhelpers import SCENARIOS
 
 from meshsim.sweep import SweepError, expand, load_sweep
-from meshsim.sweep.point import run_point
+from meshsim.sweep.point import resolve, run_point
 from meshsim.sweep.runner import first_seeds, run_sweep
 
 SWEEP = f"""
@@ -154,3 +154,19 @@ def test_the_digest_follows_the_files_a_scenario_names(tmp_path: Path) -> None:
     assert before == input_digest(resolve(spec, point)[0], point)
     (tmp_path / "trace.one").write_text("0 CONN 1 2 up\n60 CONN 1 2 down\n")
     assert input_digest(resolve(spec, point)[0], point) != before
+
+
+def test_a_derive_hook_may_define_dataclasses(tmp_path: Path) -> None:
+    """The hook's file is loaded as a module registered by name, as an import would be
+    (bench/geo_voids.py's fields are dataclasses; an unregistered module broke them)."""
+    (tmp_path / "hook.py").write_text(
+        "from __future__ import annotations\n"
+        "from dataclasses import dataclass\n\n"
+        "@dataclass(frozen=True)\nclass Rate:\n    per_s: float\n\n"
+        "def derive(scenario, point):\n"
+        "    return [f'scenario.duration_s={Rate(point.seed * 100.0).per_s}']\n")
+    spec = load_sweep(write(tmp_path, SWEEP.replace('seeds = [1, 2]\n',
+                                                    'seeds = [1, 2]\nderive = "hook.py"\n')))
+    point = next(p for p in expand(spec) if p.seed == 2)
+    scenario, derived = resolve(spec, point)
+    assert derived == ("scenario.duration_s=200.0",) and scenario.meta.duration_s == 200.0

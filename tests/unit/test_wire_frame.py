@@ -159,6 +159,19 @@ def test_wrong_header_field_types(position: int, bad: Any) -> None:
     assert reason(sealed(fields)) == "malformed"
 
 
+def test_hop_and_ttl_beyond_one_byte_round_trip() -> None:
+    """A walk round a void can take more than 255 hops (docs/wire.md, "Format changes"):
+    hop and TTL are 16-bit, and a frame with both at most 255 is unchanged."""
+    long = Message(20, MessageId(1, 1, 1), None, hop=400, ttl=624)
+    assert decode_frame(encode_message(KEYS, 1, 0x11, 3, 1000, long), KEYS).message == long
+    short = encode_message(KEYS, 1, 0x11, 3, 1000, MSG)
+    assert msgpack.unpackb(short[3:-16])[9:11] == [MSG.hop, MSG.ttl]
+    for position in (9, 10):  # past 16 bits: malformed, never a wrapped value
+        fields: list[Any] = [*GOOD_LINK, *GOOD_MSG]
+        fields[position] = 2**16
+        assert reason(sealed(fields)) == "malformed"
+
+
 def test_map_with_unhashable_key_in_body() -> None:
     # a map whose key is an array: valid msgpack, impossible as a Python dict
     body = b"\x81\x91\x01\x02"
@@ -216,7 +229,8 @@ def test_pack_body_refuses_the_unpackable() -> None:
         Message(20, MessageId(2**32, 1, 1), None),
         Message(20, MessageId(1, -1, 1), None),
         Message(20, MessageId(1, 1, 2**64), None),
-        Message(20, MessageId(1, 1, 1), None, hop=256),
+        Message(20, MessageId(1, 1, 1), None, hop=2**16),
+        Message(20, MessageId(1, 1, 1), None, ttl=2**16),
         Message(20, MessageId(1, 1, 1), None, ttl=-1),
         Message(20, MessageId(1, 1, 1), None, flags=True),
         Message(20, MessageId(1, 1, 1), None, reliable_id=2**32),
@@ -230,3 +244,12 @@ def test_out_of_range_header_fields_are_unencodable(message: Message) -> None:
 
 def test_flag_constant() -> None:
     assert sealed([*GOOD_LINK, 7, 0, 3, b"c"], fragment=True)[1] == FLAG_FRAGMENT
+
+
+def test_protocol_hop_budgets_stop_at_the_wire_hop_field() -> None:
+    """core and protocols do not import wire: their copies of the limit must agree."""
+    from meshsub.core.region import MAX_HOPS_LIMIT
+    from meshsub.protocols.hesper.messages import HOPS_MAX
+    from meshsub.wire.frame import HOP_MAX, TTL_MAX
+
+    assert MAX_HOPS_LIMIT == HOP_MAX == TTL_MAX == HOPS_MAX == 2**16 - 1

@@ -25,6 +25,13 @@ from meshsub.core.params import OUR_DECISION, ParamDoc, ParameterError, non_nega
 from meshsub.core.predicates import Op
 from meshsub.core.reliable import ReliableParams
 
+MAX_HOPS_LIMIT = 0xFFFF
+"""The wire's hop and TTL fields are 16-bit (``meshsub.wire.frame.HOP_MAX``; core does not
+import wire)."""
+MAX_HOPS_DEFAULT = 1024
+"""Two and a half walks round a river with one bridge on the thesis's 1 km field
+(docs/protocols/hesper.md, "Hop budget")."""
+
 
 @dataclass(frozen=True, slots=True)
 class GridParams(ReliableParams):
@@ -38,11 +45,14 @@ class GridParams(ReliableParams):
     area_height_m: float = 1000.0
     origin_x: float = 0.0
     origin_y: float = 0.0
-    max_hops: int = 255
+    max_hops: int = MAX_HOPS_DEFAULT
     """Radio-hop budget of one message end to end (the frame TTL): a subscription from its
     client to the broker that answers it, a reply back, an event from its publisher to a
     subscriber, across every broker on the way; past it the message is dropped as
-    ``ttl_expired``. At most 255, the wire's one-byte hop field."""
+    ``ttl_expired``. At most 65535, the wire's hop field. It is a safety net, not a
+    route length limit: GPSR ends a walk that cannot arrive by itself (it comes back to
+    the edge it entered the face by), so the budget only has to exceed the longest walk
+    round a void that does arrive (about 400 hops round a river on a 1 km field)."""
 
     param_docs: ClassVar[Mapping[str, ParamDoc]] = {
         "TR": ParamDoc("m", "Zheng 2008, Table 4.1 (70 m, 100 m)"),
@@ -67,8 +77,8 @@ class GridParams(ReliableParams):
         positive("area_height_m", self.area_height_m)
         if not (math.isfinite(self.origin_x) and math.isfinite(self.origin_y)):
             raise ParameterError("origin_x", "origin must be finite")
-        if not 1 <= self.max_hops <= 255:
-            raise ParameterError("max_hops", "must be in 1..255")
+        if not 1 <= self.max_hops <= MAX_HOPS_LIMIT:
+            raise ParameterError("max_hops", f"must be in 1..{MAX_HOPS_LIMIT}")
 
     @property
     def cell_side(self) -> float:

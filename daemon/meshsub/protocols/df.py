@@ -177,7 +177,7 @@ class DF(Protocol):
 
     def on_frame(self, sender: NodeId, message: Message) -> None:
         hop = message.hop + 1
-        # max_hops is an end-to-end budget (at most the wire's one-byte hop field): a
+        # max_hops is an end-to-end budget (at most the wire's 16-bit hop field): a
         # message goes no further than this node's own budget allows, whatever its TTL.
         msg = Message(message.type, message.id, message.body, hop,
                       min(message.ttl - 1, self.params.max_hops - hop))

@@ -53,8 +53,12 @@ TYPE_MAX: Final = U16
 FLAGS_MAX: Final = U32
 EPOCH_MAX: Final = U64
 SEQ_MAX: Final = U64
-HOP_MAX: Final = U8
-TTL_MAX: Final = U8
+HOP_MAX: Final = U16
+TTL_MAX: Final = U16
+"""Hop count and TTL are msgpack uints like every header field: up to 127 they take one
+byte, up to 255 two, up to 65535 three. They were capped at 255 until a walk round a
+void on a 1 km field took about 400 hops (docs/wire.md, "Format changes"); a frame whose
+hop and TTL are at most 255 is byte for byte what it was."""
 RELIABLE_ID_MAX: Final = U32
 FRAGMENT_ID_MAX: Final = U32
 FRAGMENT_COUNT_MAX: Final = U16

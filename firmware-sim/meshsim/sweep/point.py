@@ -15,6 +15,7 @@ import hashlib
 import importlib.util
 import json
 import shutil
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -62,6 +63,9 @@ def derive_hook(spec: SweepSpec) -> Callable[[Scenario, Point], Sequence[str]] |
     if module_spec is None or module_spec.loader is None or not path.is_file():
         raise SweepError("sweep.derive", f"cannot load {str(path)!r}")
     module = importlib.util.module_from_spec(module_spec)
+    # registered before it runs, as an import would: a dataclass in the hook's file looks
+    # its module up by name
+    sys.modules[module_spec.name] = module
     module_spec.loader.exec_module(module)
     hook = getattr(module, name or "derive", None)
     if not callable(hook):

@@ -76,7 +76,8 @@ def judge(c: Claim, groups: Sequence[Group], figures: Mapping[str, Mapping[str, 
     # bound
     figs = []
     for g in pick(groups, c.where):
-        name = label({k: v for k, v in (g.get("varied") or {}).items() if k not in c.where})
+        name = label({k: v for k, v in (g.get("varied") or {}).items()
+                      if k not in c.where or isinstance(c.where[k], list)})
         figs.append(figure([g], metric, {}, c.scale, name=name))
     return rules.bound(figs, c.expect, stat=c.stat, use=c.use)
 

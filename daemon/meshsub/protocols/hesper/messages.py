@@ -144,6 +144,8 @@ STAGE_PROBE = 2
 every node of one part of the cell is within TR/2 of); the last one failing proves the
 cell empty. See ``meshsub.core.grid.probe_points``."""
 STAGE_MAX = 255
+HOPS_MAX = 0xFFFF
+"""Largest hop count a REPLY reports (the wire's hop field, meshsub.wire.frame.HOP_MAX)."""
 
 
 MAX_LEGS = 64
@@ -284,7 +286,7 @@ class Reply:
         idx = _int(index, "index", 0, max(0, len(cells) - 1))
         return cls(_str(sid, "sub_id"), _node(rep, "replier"), _cell(rcell, "replier_cell"),
                    kind, _int(new, "new_links", 0, 4096), _int(total, "total_hops", 0, 8192),
-                   cells, idx, _int(seq, "seq", 0, 2**31), _int(hops, "sub_hops", 0, 255))
+                   cells, idx, _int(seq, "seq", 0, 2**31), _int(hops, "sub_hops", 0, HOPS_MAX))
 
 
 @dataclass(frozen=True, slots=True)

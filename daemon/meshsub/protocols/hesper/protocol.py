@@ -194,7 +194,7 @@ class Hesper(Protocol):
     def on_frame(self, sender: NodeId, message: Message) -> None:
         self.energy.charge_rx()
         hop = message.hop + 1
-        # The hop budget is end to end (max_hops, at most the wire's one-byte hop field):
+        # The hop budget is end to end (max_hops, at most the wire's 16-bit hop field):
         # whatever the sender's budget, this node forwards no further than its own.
         ttl = min(message.ttl - 1, self.params.max_hops - hop)
         msg = replace(message, hop=hop, ttl=ttl, reliable_id=None)
@@ -880,7 +880,7 @@ class Hesper(Protocol):
                 reply = m.Reply(s.sub_id, self.node, self.cell,
                                 m.KIND_PHB if is_phb else m.KIND_JOINED, new_links,
                                 new_links + chebyshev(self.cell, region), s.route_record,
-                                new_links - 1, s.seq, min(msg.hop, 255))
+                                new_links - 1, s.seq, min(msg.hop, m.HOPS_MAX))
                 self._send_env(m.REPLY, s.route_record[-1], topic, reply.to_wire())
             return
         # Step 4: PENDING entry; step 5: forward by Algorithm 4.1 / 4.2.
