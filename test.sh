@@ -13,4 +13,6 @@ export PYTHONUNBUFFERED=1
 # (the virtual-mesh tests mostly wait on real time), Spark's on one JVM, the rest
 # beside them (tests/conftest.py). `./test.sh -n 0 ...` runs everything in one process.
 # The ten slowest tests at the end: a test that grows shows up here first.
-echo "== pytest"; exec python -m pytest -n 3 --dist loadgroup --durations=10 "$@" </dev/null
+# The long tier (virtual-mesh experiments of several minutes each: rolling upgrades, the
+# 20-device HESPER grid, B-SUB's contact cut, GPS under mobility) runs with -m long.
+echo "== pytest"; exec python -m pytest -n 3 --dist loadgroup -m "not long" --durations=10 "$@" </dev/null

@@ -87,6 +87,7 @@ def test_groups_meet_through_an_elected_broker(vmesh_fleet: Any, tmp_path: Path)
     assert seen_by_applications(res) == expected_deliveries(recs)
 
 
+@pytest.mark.long  # a 3-minute contact trace: ./test.sh -m long
 def test_a_contact_cut_mid_session_loses_and_duplicates_nothing(
         vmesh_fleet: Any, tmp_path: Path) -> None:
     res = run(vmesh_fleet, "vmesh-bsub-cut", tmp_path / "run")

@@ -21,6 +21,7 @@ from meshsim.vmesh.devices import run_records
 from meshsub.core.syntax import parse_event, parse_subscription
 
 pytestmark = [
+    pytest.mark.long,  # 20 devices: ./test.sh -m long (the lake test runs by default)
     pytest.mark.root,
     pytest.mark.slow,
     pytest.mark.timeout(2700),

@@ -82,6 +82,7 @@ def _mac(res: Any, node: int) -> str:
     return load_plan(RUN).nodes[index].mesh_mac.lower()
 
 
+@pytest.mark.long  # ./test.sh -m long
 def test_gps_positions_stay_within_the_noise_under_random_waypoint(
         vmesh_fleet: Any, tmp_path: Path) -> None:
     from meshsim.gps.log import GpsLog

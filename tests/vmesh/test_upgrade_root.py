@@ -32,6 +32,7 @@ from meshsim.vmesh.plan import NodePlan
 
 pytestmark = [
     pytest.mark.root,
+    pytest.mark.long,  # two rollouts and four deployments: ./test.sh -m long
     pytest.mark.slow,
     pytest.mark.timeout(1800),
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces, containers)"),
