@@ -79,6 +79,9 @@ def contact_story(recs: list[dict[str, Any]], manifest: dict[str, Any]) -> dict[
     return story
 
 
+# In the long tier since the parallel suite: under its load one delivery of the run was
+# missing (4 'fire', 2026-11-26); why is not understood (see docs/vmesh.md)
+@pytest.mark.long
 def test_groups_meet_through_an_elected_broker(vmesh_fleet: Any, tmp_path: Path) -> None:
     res = run(vmesh_fleet, "vmesh-bsub-groups", tmp_path / "run")
     recs = records(res.out)
