@@ -73,6 +73,38 @@ def wait_for(cond: Callable[[], Any], what: str, guard: float = 60.0,
         time.sleep(step)
 
 
+def namespaces_of(prefix: str, names: tuple[str, ...]) -> list[str]:
+    """The medium's namespace ``<prefix>-m`` and one per node, ``<prefix>-<name>``."""
+    return [f"{prefix}-m", *(f"{prefix}-{n}" for n in names)]
+
+
+def remove_namespaces(prefix: str, names: tuple[str, ...]) -> None:
+    """Delete the namespaces of ``bridge_namespaces`` (veths, bridge, nft tables go too)."""
+    for ns in namespaces_of(prefix, names):
+        if netns_exists(ns):
+            sh("ip", "netns", "del", ns, check=False)
+
+
+def bridge_namespaces(prefix: str, names: tuple[str, ...], subnet: str) -> None:
+    """One namespace per node, its ``IFACE`` at ``<subnet>.<index + 1>/24`` on a veth whose
+    other end ``<prefix>-<name>0`` is a port of the bridge ``<prefix>-br`` in the medium's
+    namespace ``<prefix>-m``; what an earlier, killed run left is removed first."""
+    medium, bridge = f"{prefix}-m", f"{prefix}-br"
+    remove_namespaces(prefix, names)
+    sh("ip", "netns", "add", medium)
+    sh("ip", "-n", medium, "link", "add", bridge, "type", "bridge")
+    sh("ip", "-n", medium, "link", "set", bridge, "up")
+    for index, name in enumerate(names):
+        ns, port = f"{prefix}-{name}", f"{prefix}-{name}0"
+        sh("ip", "netns", "add", ns)
+        sh("ip", "link", "add", port, "netns", medium, "type", "veth",
+           "peer", "name", IFACE, "netns", ns)
+        sh("ip", "-n", medium, "link", "set", port, "master", bridge, "up")
+        sh("ip", "-n", ns, "link", "set", "lo", "up")
+        sh("ip", "-n", ns, "addr", "add", f"{subnet}.{index + 1}/24", "brd", "+", "dev", IFACE)
+        sh("ip", "-n", ns, "link", "set", IFACE, "up")
+
+
 def free_port(ns: str) -> int:
     """A port nothing in namespace ``ns`` listens on (asked from the kernel there)."""
     code = "import socket;s=socket.socket();s.bind(('127.0.0.1',0));print(s.getsockname()[1])"
@@ -384,30 +416,14 @@ class Mesh:
 
     @staticmethod
     def namespaces() -> list[str]:
-        return [MEDIUM, *(f"{PREFIX}-{n}" for n in NAMES)]
+        return namespaces_of(PREFIX, NAMES)
 
     def remove(self) -> None:
         """Delete our namespaces (their veths, bridge and nft table go with them)."""
-        for ns in self.namespaces():
-            if netns_exists(ns):
-                sh("ip", "netns", "del", ns, check=False)
+        remove_namespaces(PREFIX, NAMES)
 
     def up(self, location: dict[str, dict[str, Any]] | None = None) -> None:
-        self.remove()  # leftovers of an earlier, killed run of these same tests
-        sh("ip", "netns", "add", MEDIUM)
-        sh("ip", "-n", MEDIUM, "link", "add", BRIDGE, "type", "bridge")
-        sh("ip", "-n", MEDIUM, "link", "set", BRIDGE, "up")
-        for index, name in enumerate(NAMES):
-            ns = f"{PREFIX}-{name}"
-            port = f"{PREFIX}-{name}0"
-            sh("ip", "netns", "add", ns)
-            sh("ip", "link", "add", port, "netns", MEDIUM, "type", "veth",
-               "peer", "name", IFACE, "netns", ns)
-            sh("ip", "-n", MEDIUM, "link", "set", port, "master", BRIDGE, "up")
-            sh("ip", "-n", ns, "link", "set", "lo", "up")
-            sh("ip", "-n", ns, "addr", "add", f"10.99.0.{index + 1}/24", "brd", "+",
-               "dev", IFACE)
-            sh("ip", "-n", ns, "link", "set", IFACE, "up")
+        bridge_namespaces(PREFIX, NAMES, "10.99.0")
         a, c = f"{PREFIX}-a0", f"{PREFIX}-c0"
         sh("nft", "-f", "-", ns=MEDIUM, input_text=f"""
 table bridge {NFT_TABLE} {{

@@ -22,7 +22,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from mesh import IFACE, KEY, NodeProc, free_port, netns_exists, sh, wait_for
+from mesh import (
+    IFACE,
+    KEY,
+    NodeProc,
+    bridge_namespaces,
+    free_port,
+    remove_namespaces,
+    sh,
+    wait_for,
+)
 
 pytestmark = [
     pytest.mark.root,
@@ -33,7 +42,6 @@ pytestmark = [
 ]
 PREFIX = "msub-dbe"
 MEDIUM = f"{PREFIX}-m"
-BRIDGE = f"{PREFIX}-br"
 NAMES = ("a", "b", "c", "d")
 CUT = (("a", "c"), ("b", "d"))
 LEASE_S = 6.0
@@ -66,9 +74,7 @@ class DibsNode(NodeProc):
 
 
 def _remove() -> None:
-    for ns in (MEDIUM, *(f"{PREFIX}-{n}" for n in NAMES)):
-        if netns_exists(ns):
-            sh("ip", "netns", "del", ns, check=False)
+    remove_namespaces(PREFIX, NAMES)
 
 
 @pytest.fixture(scope="module")
@@ -76,20 +82,7 @@ def ring(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, DibsNod
     workdir = tmp_path_factory.mktemp("dibs")
     nodes: dict[str, DibsNode] = {}
     try:
-        _remove()  # leftovers of an earlier, killed run of this test
-        sh("ip", "netns", "add", MEDIUM)
-        sh("ip", "-n", MEDIUM, "link", "add", BRIDGE, "type", "bridge")
-        sh("ip", "-n", MEDIUM, "link", "set", BRIDGE, "up")
-        for index, name in enumerate(NAMES):
-            ns, port = f"{PREFIX}-{name}", f"{PREFIX}-{name}0"
-            sh("ip", "netns", "add", ns)
-            sh("ip", "link", "add", port, "netns", MEDIUM, "type", "veth",
-               "peer", "name", IFACE, "netns", ns)
-            sh("ip", "-n", MEDIUM, "link", "set", port, "master", BRIDGE, "up")
-            sh("ip", "-n", ns, "link", "set", "lo", "up")
-            sh("ip", "-n", ns, "addr", "add", f"10.97.0.{index + 1}/24", "brd", "+",
-               "dev", IFACE)
-            sh("ip", "-n", ns, "link", "set", IFACE, "up")
+        bridge_namespaces(PREFIX, NAMES, "10.97.0")
         rules = "\n".join(f'        iifname "{PREFIX}-{x}0" oifname "{PREFIX}-{y}0" drop'
                           for a, b in CUT for x, y in ((a, b), (b, a)))
         sh("nft", "-f", "-", ns=MEDIUM, input_text=f"""

@@ -27,7 +27,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from mesh import IFACE, KEY, NodeProc, free_port, netns_exists, sh, wait_for
+from mesh import (
+    IFACE,
+    KEY,
+    NodeProc,
+    bridge_namespaces,
+    free_port,
+    remove_namespaces,
+    sh,
+    wait_for,
+)
 
 pytestmark = [
     pytest.mark.root,
@@ -38,7 +47,6 @@ pytestmark = [
 ]
 PREFIX = "msub-pge"
 MEDIUM = f"{PREFIX}-m"
-BRIDGE = f"{PREFIX}-br"
 TABLE = "msub_pge"
 NAMES = ("a", "b", "c")
 
@@ -83,9 +91,7 @@ class CellNode(NodeProc):
 
 
 def _remove() -> None:
-    for ns in (MEDIUM, *(f"{PREFIX}-{n}" for n in NAMES)):
-        if netns_exists(ns):
-            sh("ip", "netns", "del", ns, check=False)
+    remove_namespaces(PREFIX, NAMES)
 
 
 def hear(*pairs: tuple[str, str]) -> None:
@@ -115,20 +121,7 @@ def _mesh(tmp: pytest.TempPathFactory, protocol: str,
     workdir = tmp.mktemp(protocol)
     nodes: dict[str, CellNode] = {}
     try:
-        _remove()  # leftovers of an earlier, killed run of this test
-        sh("ip", "netns", "add", MEDIUM)
-        sh("ip", "-n", MEDIUM, "link", "add", BRIDGE, "type", "bridge")
-        sh("ip", "-n", MEDIUM, "link", "set", BRIDGE, "up")
-        for index, name in enumerate(NAMES):
-            ns, port = f"{PREFIX}-{name}", f"{PREFIX}-{name}0"
-            sh("ip", "netns", "add", ns)
-            sh("ip", "link", "add", port, "netns", MEDIUM, "type", "veth",
-               "peer", "name", IFACE, "netns", ns)
-            sh("ip", "-n", MEDIUM, "link", "set", port, "master", BRIDGE, "up")
-            sh("ip", "-n", ns, "link", "set", "lo", "up")
-            sh("ip", "-n", ns, "addr", "add", f"10.97.0.{index + 1}/24", "brd", "+",
-               "dev", IFACE)
-            sh("ip", "-n", ns, "link", "set", IFACE, "up")
+        bridge_namespaces(PREFIX, NAMES, "10.97.0")
         hear(*first)
         udp_port = free_port(f"{PREFIX}-a")
         for index, name in enumerate(NAMES):

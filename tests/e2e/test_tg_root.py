@@ -21,7 +21,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from mesh import IFACE, KEY, NodeProc, free_port, netns_exists, sh, wait_for
+from mesh import (
+    IFACE,
+    KEY,
+    NodeProc,
+    bridge_namespaces,
+    free_port,
+    remove_namespaces,
+    sh,
+    wait_for,
+)
 from test_tg_loopback import one_group as group_of_views
 
 pytestmark = [
@@ -33,7 +42,6 @@ pytestmark = [
 ]
 PREFIX = "msub-tge"
 MEDIUM = f"{PREFIX}-m"
-BRIDGE = f"{PREFIX}-br"
 NAMES = ("a", "b", "c", "d")
 CUT = (("a", "c"), ("b", "d"))
 
@@ -64,9 +72,7 @@ class TgNode(NodeProc):
 
 
 def _remove() -> None:
-    for ns in (MEDIUM, *(f"{PREFIX}-{n}" for n in NAMES)):
-        if netns_exists(ns):
-            sh("ip", "netns", "del", ns, check=False)
+    remove_namespaces(PREFIX, NAMES)
 
 
 @pytest.fixture(scope="module")
@@ -74,20 +80,7 @@ def ring(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, TgNode]
     workdir = tmp_path_factory.mktemp("tg")
     nodes: dict[str, TgNode] = {}
     try:
-        _remove()  # leftovers of an earlier, killed run of this test
-        sh("ip", "netns", "add", MEDIUM)
-        sh("ip", "-n", MEDIUM, "link", "add", BRIDGE, "type", "bridge")
-        sh("ip", "-n", MEDIUM, "link", "set", BRIDGE, "up")
-        for index, name in enumerate(NAMES):
-            ns, port = f"{PREFIX}-{name}", f"{PREFIX}-{name}0"
-            sh("ip", "netns", "add", ns)
-            sh("ip", "link", "add", port, "netns", MEDIUM, "type", "veth",
-               "peer", "name", IFACE, "netns", ns)
-            sh("ip", "-n", MEDIUM, "link", "set", port, "master", BRIDGE, "up")
-            sh("ip", "-n", ns, "link", "set", "lo", "up")
-            sh("ip", "-n", ns, "addr", "add", f"10.98.0.{index + 1}/24", "brd", "+",
-               "dev", IFACE)
-            sh("ip", "-n", ns, "link", "set", IFACE, "up")
+        bridge_namespaces(PREFIX, NAMES, "10.98.0")
         rules = "\n".join(f'        iifname "{PREFIX}-{x}0" oifname "{PREFIX}-{y}0" drop'
                           for a, b in CUT for x, y in ((a, b), (b, a)))
         sh("nft", "-f", "-", ns=MEDIUM, input_text=f"""
