@@ -75,9 +75,7 @@ def room_for(buf: ScfBuffer, before: dict[MessageId, BufferEntry], m: Message, n
     size = entry_size(BufferEntry(m, now, now + min(life, LIFETIME)).to_obj())
     sizes = {e.message.id: entry_size(e.to_obj()) for e in live}
     own = [k for k in sizes if k.origin == m.id.origin]
-    over = (len(own) + 1 > max(1.0, share * buf.capacity)
-            or sum(sizes[k] for k in own) + size > share * buf.max_bytes)
-    eligible = own if over else [k for k in sizes
+    eligible = own if over_share(buf, before, m, now, life, share) else [k for k in sizes
                                  if not (k.origin == LOCAL and buf.protected(k))]
     need_count = len(live) + 1 - buf.capacity
     need_bytes = sum(sizes.values()) + size - buf.max_bytes
