@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 
-from meshsub.runtime.config import ConfigError, diff_configs, parse_config
+from meshsub.protocols.flooding import Flooding
+from meshsub.runtime.config import Config, ConfigError, diff_configs
+from meshsub.runtime.config import parse_config as parse_with_registry
 
 KEY = "3f8a2c71d94be05a6f1e8d7c2b9a4e3f"
 
@@ -18,6 +20,10 @@ def doc(**metrics: Any) -> dict[str, Any]:
     if metrics:
         out["metrics"] = metrics
     return out
+
+
+def parse_config(data: dict[str, Any]) -> Config:
+    return parse_with_registry(data, protocol_lookup=lambda _name: Flooding)
 
 
 def test_off_by_default() -> None:

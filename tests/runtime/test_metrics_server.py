@@ -144,3 +144,27 @@ async def test_a_failing_status_answers_500_and_the_endpoint_goes_on() -> None:
         assert srv.counters["refused:internal_error"] == 1
     finally:
         await srv.stop()
+
+
+async def test_a_client_scraping_in_a_loop_does_not_render_every_time() -> None:
+    """The render (the whole status) runs at most once per interval, however often
+    clients ask; every answer is still a full scrape."""
+    renders = []
+
+    def render() -> str:
+        renders.append(1)
+        return BODY
+
+    srv = MetricsServer("127.0.0.1", 0, render, content_type="text/plain",
+                        render_every_s=3600.0)
+    await srv.start()
+    try:
+        for _ in range(20):
+            assert (await exchange(srv, b"GET /metrics HTTP/1.1\r\n\r\n")).endswith(
+                BODY.encode())
+        assert len(renders) == 1 and srv.counters["scrapes"] == 20
+        srv.render_every_s = 0.0
+        await exchange(srv, b"GET /metrics HTTP/1.1\r\n\r\n")
+        assert len(renders) == 2
+    finally:
+        await srv.stop()

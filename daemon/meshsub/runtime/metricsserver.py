@@ -7,13 +7,19 @@ connections at once (more are closed at once), a request's line and headers
 at most ``MAX_REQUEST`` bytes (the stream's buffer never grows past that),
 ``REQUEST_TIMEOUT_S`` to send them and ``WRITE_TIMEOUT_S`` to take the answer,
 one request per connection, no body read. Whatever it refuses is counted by
-reason (``status()``; the ``meshsub_metrics_refused_total`` metric).
+reason (``status()``; the ``meshsub_metrics_refused_total`` metric). The text is
+rendered at most once per ``RENDER_EVERY_S`` (about a millisecond of the loop
+each time on the development machine, more on a Pi; scrapes within that time get
+the same text), so a
+local client scraping in a loop cannot take the loop's time away from the mesh.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
+import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any, Final
@@ -26,6 +32,7 @@ MAX_CLIENTS: Final = 8
 MAX_REQUEST: Final = 8192
 REQUEST_TIMEOUT_S: Final = 5.0
 WRITE_TIMEOUT_S: Final = 5.0
+RENDER_EVERY_S: Final = 1.0
 PATH: Final = "/metrics"
 
 _REASONS: Final = {
@@ -41,7 +48,8 @@ class MetricsServer:
     def __init__(self, host: str, port: int, render: Callable[[], str], *,
                  content_type: str, max_clients: int = MAX_CLIENTS,
                  request_timeout_s: float = REQUEST_TIMEOUT_S,
-                 write_timeout_s: float = WRITE_TIMEOUT_S) -> None:
+                 write_timeout_s: float = WRITE_TIMEOUT_S,
+                 render_every_s: float = RENDER_EVERY_S) -> None:
         self.host = host
         self.port = port
         self.render = render
@@ -49,6 +57,9 @@ class MetricsServer:
         self.max_clients = max_clients
         self.request_timeout_s = request_timeout_s
         self.write_timeout_s = write_timeout_s
+        self.render_every_s = render_every_s
+        self._text = ""
+        self._rendered_at = -math.inf
         self.counters: Counter[str] = Counter()
         self._server: asyncio.Server | None = None
         self._clients: set[asyncio.Task[None]] = set()
@@ -136,7 +147,7 @@ class MetricsServer:
             await self._answer(writer, 404, f"metrics are at {PATH}\n")
             return
         try:
-            body = self.render()
+            body = self._current()
         except Exception as exc:  # a status provider failed: answer, log, keep serving
             self.counters["refused:internal_error"] += 1
             log.error("metrics rendering failed", exc=exc)
@@ -145,6 +156,14 @@ class MetricsServer:
         self.counters["scrapes"] += 1
         await self._answer(writer, 200, body, content_type=self.content_type,
                            head_only=method == "HEAD")
+
+    def _current(self) -> str:
+        """The rendered text, at most ``render_every_s`` old (a failure is not kept)."""
+        now = time.monotonic()
+        if now - self._rendered_at >= self.render_every_s:
+            self._text = self.render()
+            self._rendered_at = now
+        return self._text
 
     async def _answer(self, writer: asyncio.StreamWriter, code: int, body: str, *,
                       content_type: str = "text/plain; charset=utf-8", extra: str = "",
