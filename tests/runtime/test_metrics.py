@@ -83,7 +83,7 @@ def test_every_family_follows_the_naming_conventions() -> None:
         assert family.name.endswith("_total") == (family.kind == "counter"), family.name
         assert family.help and "\n" not in family.help
         # no label an outsider could grow: only code-defined reasons, states, kinds
-        assert family.label in ("", "reason", "state", "event", "outcome"), family.name
+        assert family.label in ("", "reason", "state", "event", "outcome", "kind"), family.name
     assert not [n for n in names if "milli" in n or n.endswith(("_ms", "_kb", "_mb"))]
 
 

@@ -153,6 +153,13 @@ def _link_quality(pick: Callable[[list[float]], float]
     return read
 
 
+def _length(path: str) -> Callable[[Status, Neighbors], Iterable[Sample]]:
+    def read(status: Status, _neighbors: Neighbors) -> Iterable[Sample]:
+        found = lookup(status, path)
+        return [({}, float(len(found)))] if isinstance(found, list) else []
+    return read
+
+
 def _info(status: Status, _neighbors: Neighbors) -> Iterable[Sample]:
     labels = {"node": str(status.get("node", "")), "name": str(status.get("name", "")),
               "version": str(status.get("version", "")),
@@ -219,6 +226,13 @@ FAMILIES: Final[tuple[Family, ...]] = (
        _count("discovery.counters.received")),
     _c("meshsub_discovery_drops_total", "Beacons and discovery peers dropped, by reason.",
        _mapping("discovery.drops", "reason"), "reason"),
+    _c("meshsub_neighbors_refused_total",
+       "New neighbour ids refused because the neighbour table was full.",
+       _value("discovery.neighbors_refused")),
+    _c("meshsub_beacons_stale_total", "Beacons older than one already seen from that node.",
+       _value("discovery.stale_beacons")),
+    _g("meshsub_batman_candidates", "One-hop originators batman-adv reports (batman mode).",
+       _length("batman.one_hop")),
     _g("meshsub_link_up", "1 if the link can carry frames now, else 0.",
        _equals("link.state", "up")),
     _g("meshsub_link_state", "The link's state: 1 for the current one, 0 for the others.",
@@ -263,6 +277,16 @@ FAMILIES: Final[tuple[Family, ...]] = (
        _value("admission.sources_throttled")),
     _g("meshsub_replay_transmitters", "Transmitters the replay window tracks.",
        _value("frames.transmitters")),
+    _c("meshsub_replay_transmitters_evicted_total",
+       "Transmitters evicted from the full replay table.", _value("frames.transmitters_evicted")),
+    _c("meshsub_replay_refused_transmitters_total",
+       "New transmitters refused because the replay table was full.",
+       _value("replay.refused_transmitters")),
+    _c("meshsub_replay_save_errors_total", "Failed saves of the replay state.",
+       _value("replay.save_errors")),
+    _c("meshsub_transmissions_total",
+       "Protocol transmissions the kernel accepted, by kind (tx_broadcast, tx_unicast).",
+       _mapping("transmissions", "kind"), "kind"),
     _g("meshsub_reassembly_bytes", "Bytes of fragments waiting for reassembly.",
        _value("frames.reassembly_bytes")),
     # queues
@@ -270,6 +294,8 @@ FAMILIES: Final[tuple[Family, ...]] = (
        "protocol.", _value("outbox")),
     _g("meshsub_held_publications", "Publications waiting in the outbox for the link.",
        _value("held_publications")),
+    _c("meshsub_publications_held_total", "Publications that had to wait for the link.",
+       _value("held_publications_total")),
     _g("meshsub_timers", "Protocol timers pending.", _value("timers")),
     _g("meshsub_subscriptions", "Subscriptions the protocol holds (MQTT, control and local).",
        _value("protocol.subscriptions")),
@@ -299,6 +325,8 @@ FAMILIES: Final[tuple[Family, ...]] = (
        _value("location.accepted")),
     _c("meshsub_position_fixes_rejected_total", "Fixes the quality gate rejected, by reason.",
        _mapping("location.rejected", "reason"), "reason"),
+    _g("meshsub_position_satellites", "Satellites used in the last fix (gpsd, NMEA).",
+       _value("location.sats")),
     _g("meshsub_position_source_connected",
        "1 if the position source (gpsd, the NMEA device) is connected, else 0.",
        _value("location.provider.connected")),
@@ -319,6 +347,13 @@ FAMILIES: Final[tuple[Family, ...]] = (
        _count("mqtt.counters.connects")),
     _c("meshsub_mqtt_disconnects_total", "Losses of the broker connection.",
        _count("mqtt.counters.disconnects")),
+    _c("meshsub_mqtt_redelivered_total", "Deliveries published again after a reconnect.",
+       _count("mqtt.counters.redelivered")),
+    _c("meshsub_mqtt_broker_dropped_total",
+       "Messages the broker reports it dropped (its queues were full).",
+       _count("mqtt.counters.broker_dropped")),
+    _c("meshsub_mqtt_errors_total", "Errors of the MQTT connection.",
+       _count("mqtt.counters.errors")),
     _c("meshsub_mqtt_drops_total", "MQTT messages the bridge dropped, by reason.",
        _mapping("mqtt.counters", "reason", prefix="dropped:"), "reason"),
     _c("meshsub_mqtt_rejected_total", "MQTT messages the bridge refused, by reason.",
@@ -334,11 +369,20 @@ FAMILIES: Final[tuple[Family, ...]] = (
     _g("meshsub_telemetry_feed_backlog_bytes",
        "Spooled telemetry the live feed has not shipped yet.",
        _value("telemetry.live.backlog_bytes")),
+    _g("meshsub_telemetry_feed_connected",
+       "1 if the live telemetry feed is connected to its broker, else 0.",
+       _equals("telemetry.live.state", "connected")),
+    _c("meshsub_telemetry_feed_lost_records_total",
+       "Records the spool deleted before the live feed shipped them.",
+       _value("telemetry.live.lost")),
     # energy
     _g("meshsub_energy_ratio", "Battery charge (0..1) where the device reports one.",
        _value("energy.fraction")),
     _g("meshsub_on_mains", "1 on mains power, 0 on battery (where the device reports it).",
        _value("energy.on_mains")),
+    _c("meshsub_daemon_events_total",
+       "The daemon's own events (deliveries by destination, reloads, errors), by event.",
+       _mapping("counters", "event"), "event"),
     # the operator's interfaces
     _c("meshsub_control_requests_total", "Requests on the control socket.",
        _count("control.requests")),
