@@ -153,7 +153,7 @@ function render() {
     const q = Math.min(1, l.frames / 20); // 20 frames in 10 s: full quality colour
     const line = el("line", { x1: pa[0], y1: pa[1], x2: pb[0], y2: pb[1], class: "link",
       "data-a": l.a, "data-b": l.b, "data-frames": l.frames,
-      stroke: `hsl(${Math.round(120 * q)}, 70%, 40%)`, "stroke-width": (1.5 + 3 * q) * unit,
+      stroke: `hsl(${Math.round(120 * q)}, 70%, 40%)`, "stroke-width": 1.5 + 3 * q,
       "stroke-opacity": 0.35 + 0.5 * q }, links);
     el("title", {}, line).textContent = `link ${l.a}-${l.b}: ${l.frames} frames received in the last ${LINK_WINDOW_S} s`;
   }
@@ -166,7 +166,7 @@ function render() {
     const dpath = hops.map((p, i) => `${i ? "L" : "M"}${p[0]},${p[1]}`).join(" ");
     const g = el("g", { class: "delivery", "data-event": d.event_id, "data-node": d.node,
                         "data-path": pathOf(mesh, d).join(" ") }, paths);
-    el("path", { d: dpath, class: "delivery-path", "stroke-width": 2.5 * unit }, g);
+    el("path", { d: dpath, class: "delivery-path" }, g);
     if (hops.length > 1) {
       const dot = el("circle", { r: 5 * unit, class: "delivery-dot" }, g);
       el("animateMotion", { dur: `${0.6 * hops.length}s`, repeatCount: "indefinite", path: dpath }, dot);
@@ -187,7 +187,6 @@ function render() {
     el("circle", { cx: p[0], cy: p[1], r: 8 * unit }, g);
     const label = el("text", { x: p[0] + 10 * unit, y: p[1] - 10 * unit, "font-size": 12 * unit }, g);
     label.textContent = String(n.id);
-    g.addEventListener("click", () => { state.selected = n.id; render(); });
   }
   document.getElementById("summary").textContent =
     `${shown} devices, ${upLinks} links, ${anims} deliveries in the last ${ANIM_WINDOW_S} s`;
@@ -254,6 +253,11 @@ function drawTiles(unit) {
   }
 }
 
+// one listener on the group: live mode redraws the devices every second
+document.getElementById("devices").addEventListener("click", (ev) => {
+  const g = ev.target.closest(".device");
+  if (g) { state.selected = Number(g.dataset.node); render(); }
+});
 document.getElementById("slider").addEventListener("input", () => {
   document.getElementById("follow").checked = false; render();
 });
