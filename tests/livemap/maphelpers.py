@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+#: the status panel's rows as [label, value] pairs
+STATUS_ROWS = "rs => rs.map(r => [r.cells[0].textContent, r.cells[1].textContent])"
 
 
 def artefact_dir(tmp_path: Path, name: str) -> Path:

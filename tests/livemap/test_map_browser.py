@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from maphelpers import artefact_dir, chromium_page, map_server, set_time
+from maphelpers import STATUS_ROWS, artefact_dir, chromium_page, map_server, set_time
 
 from meshsim.des.run import run_scenario
 from meshsim.scenario import load_scenario
@@ -108,7 +108,7 @@ def test_replayed_simulation_in_chromium(demo_run: Path, tmp_path: Path) -> None
         page.click(f"#devices .device[data-node='{node}'] circle")
         page.wait_for_selector("#status-table")
         status = dict(page.eval_on_selector_all(
-            "#status-table tr", "rs => rs.map(r => [r.cells[0].textContent, r.cells[1].textContent])"))
+            "#status-table tr", STATUS_ROWS))
         x, y = positions[node]
         assert status["device"] == str(node)
         assert status["fix"].startswith(f"position ({x:.1f}, {y:.1f}) m")

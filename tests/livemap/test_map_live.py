@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from maphelpers import artefact_dir, chromium_page, map_server
+from maphelpers import STATUS_ROWS, artefact_dir, chromium_page, map_server
 from mosquitto import Mosquitto, have_mosquitto
 from test_live_path import Daemon, free_udp_port, subscribe_retained, wait_for
 
@@ -69,16 +69,17 @@ def test_live_map_follows_two_daemons(fleet: tuple[Mosquitto, list[Daemon]],
         wait_for(delivered_on_2, "a delivery 1 -> 2 drawn on the live map", timeout=60)
         devices = page.eval_on_selector_all(
             "#devices .device",
-            "gs => gs.map(g => [+g.dataset.node, +g.dataset.x, +g.dataset.y, g.classList.contains('fix')])")
+            "gs => gs.map(g => [+g.dataset.node, +g.dataset.x, +g.dataset.y,"
+            "                   g.classList.contains('fix')])")
         assert sorted(devices) == [[1, 10.0, 20.0, True], [2, 60.0, -15.0, True]]
-        links = page.eval_on_selector_all("#links line",
-                                          "ls => ls.map(l => [+l.dataset.a, +l.dataset.b, +l.dataset.frames])")
+        links = page.eval_on_selector_all(
+            "#links line", "ls => ls.map(l => [+l.dataset.a, +l.dataset.b, +l.dataset.frames])")
         assert [link[:2] for link in links] == [[1, 2]]
         assert links[0][2] > 0  # beacons and data received over it in the last 10 s
         page.click("#devices .device[data-node='2'] circle")
         page.wait_for_selector("#status-table")
         status = dict(page.eval_on_selector_all(
-            "#status-table tr", "rs => rs.map(r => [r.cells[0].textContent, r.cells[1].textContent])"))
+            "#status-table tr", STATUS_ROWS))
         assert status["fix"].startswith("position (60.0, -15.0) m")
         assert status["neighbours"] == "1"
         assert int(status["delivered"]) >= 1
