@@ -77,13 +77,16 @@ def _empty(tmp_path: Path) -> Path:
     (["RUN", "--origin", "91,0"], "out of range"),
     (["RUN", "--max-entries", "0"], "must be at least 1"),
     (["EMPTY", "--tiles", "http://t.local/{z}/{x}/{y}.png"], "needs --origin"),
+    (["--broker", "10.0.0.1:1883", "--username", "u", "--password-file", "PW"], "needs --tls-ca"),
 ])
 def test_cli_refuses_bad_input_with_one_line(tmp_path: Path, args: list[str],
                                              message: str) -> None:
     run = tmp_path / "run"
     run.mkdir()
     (run / "node-1.jsonl").write_text(_position(1, 0) + "\n")
-    args = [str(run) if a in ("RUN", "EMPTY") else a for a in args]
+    (tmp_path / "pw").write_text("secret\n")
+    names = {"RUN": str(run), "EMPTY": str(run), "PW": str(tmp_path / "pw")}
+    args = [names.get(a, a) for a in args]
     proc = subprocess.run([sys.executable, "-m", "mesheval.cli", "map", *args, "--port", "0"],
                           capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2

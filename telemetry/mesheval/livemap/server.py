@@ -153,7 +153,12 @@ def map_parser() -> argparse.ArgumentParser:
     p.add_argument("--topic", default="meshsub/telemetry/#",
                    help="telemetry topic filter (default: %(default)s)")
     p.add_argument("--username", help="broker user with read access to the topic")
-    p.add_argument("--password-file", type=Path, metavar="FILE")
+    p.add_argument("--password-file", type=Path, metavar="FILE",
+                   help="the user's password (first line); beyond the loopback only with TLS")
+    p.add_argument("--tls-ca", type=Path, metavar="FILE",
+                   help="speak TLS and verify the broker against this CA bundle")
+    p.add_argument("--tls-cert", type=Path, metavar="FILE", help="client certificate (TLS)")
+    p.add_argument("--tls-key", type=Path, metavar="FILE", help="client key (TLS)")
     p.add_argument("--bind", default="127.0.0.1", metavar="ADDR",
                    help="address to serve on (default: %(default)s, this machine only)")
     p.add_argument("--port", type=int, default=8765,
@@ -190,19 +195,13 @@ def build(args: argparse.Namespace) -> tuple[MapServer, MqttSource | None]:
         info["mode"] = "replay"
         info["lines"] = load_replay(args.rundir, window)
     else:
+        from mesheval.collect import _credentials  # the collector's rules: no password in clear
+
         host, port = args.broker
-        password = None
-        if args.password_file is not None:
-            if args.username is None:
-                raise ValueError("--password-file needs --username")
-            try:
-                password = args.password_file.read_text(encoding="utf-8").splitlines()[0]
-            except (OSError, UnicodeDecodeError, IndexError) as exc:
-                raise ValueError(f"{args.password_file}: cannot read a password ({exc})") \
-                    from None
+        username, password = _credentials(args)
         info = {"mode": "live", "source": f"mqtt://{host}:{port} {args.topic}"}
-        source = MqttSource(host, port, args.topic, window, username=args.username,
-                            password=password)
+        source = MqttSource(host, port, args.topic, window, username=username,
+                            password=password, tls=(args.tls_ca, args.tls_cert, args.tls_key))
     if args.origin is not None:
         info["origin_lat"], info["origin_lon"] = args.origin
     if args.tiles or args.tiles_dir:

@@ -96,7 +96,10 @@ class MqttSource:
     """
 
     def __init__(self, host: str, port: int, topic: str, window: EventWindow, *,
-                 username: str | None = None, password: str | None = None) -> None:
+                 username: str | None = None, password: str | None = None,
+                 tls: tuple[Path | None, Path | None, Path | None] = (None, None, None)) -> None:
+        import ssl
+
         import paho.mqtt.client as mqtt
         from paho.mqtt.enums import CallbackAPIVersion
 
@@ -106,6 +109,10 @@ class MqttSource:
         self.client = mqtt.Client(CallbackAPIVersion.VERSION2)
         if username is not None:
             self.client.username_pw_set(username, password)
+        ca, cert, key = tls
+        if ca is not None:
+            self.client.tls_set(ca_certs=str(ca), certfile=str(cert) if cert else None,
+                                keyfile=str(key) if key else None, cert_reqs=ssl.CERT_REQUIRED)
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
         self.client.on_message = self._on_message
