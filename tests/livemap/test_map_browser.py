@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +72,24 @@ def _path(records: list[dict[str, Any]], deliver: dict[str, Any]) -> list[int]:
     return path[::-1]
 
 
+def _check_tiles(page: Any, url: str, tiles: Path) -> None:
+    """The tile layer asks this server (never elsewhere) for the tiles around the origin."""
+    hrefs = page.eval_on_selector_all("#tiles image", "is => is.map(i => i.getAttribute('href'))")
+    assert hrefs and all(re.fullmatch(r"/tiles/\d+/\d+/\d+\.png", h) for h in hrefs)
+    # the demo's origin (48.2082 N, 16.3738 E) lies in the tile the 400 m area starts from
+    z = int(hrefs[0].split("/")[2])
+    n = 2 ** z
+    x = int((16.3738 + 180) / 360 * n)
+    lat = math.radians(48.2082)
+    y = int((1 - math.log(math.tan(lat) + 1 / math.cos(lat)) / math.pi) / 2 * n)
+    assert f"/tiles/{z}/{x}/{y}.png" in hrefs
+    png = b"\x89PNG\r\n\x1a\n" + bytes(64)
+    (tiles / str(z) / str(x)).mkdir(parents=True)
+    (tiles / str(z) / str(x) / f"{y}.png").write_bytes(png)
+    with urllib.request.urlopen(f"{url}tiles/{z}/{x}/{y}.png", timeout=10) as resp:
+        assert resp.headers["Content-Type"] == "image/png" and resp.read() == png
+
+
 def test_replayed_simulation_in_chromium(demo_run: Path, tmp_path: Path) -> None:
     records = _records(demo_run)
     deliveries = [r for r in records if r["event"] == "deliver" and r["hop"] >= 2]
@@ -79,9 +99,13 @@ def test_replayed_simulation_in_chromium(demo_run: Path, tmp_path: Path) -> None
     positions, links = _expected_at(records, int(t_s * 1e9))
     expected_path = _path(records, deliver)
     shots = artefact_dir(tmp_path, "livemap-replay")
-    with map_server(str(demo_run)) as url, chromium_page() as page:
+    tiles = tmp_path / "tiles"
+    tiles.mkdir()
+    with map_server(str(demo_run), "--tiles-dir", str(tiles)) as url, \
+            chromium_page() as page:
         page.goto(url)
         page.wait_for_selector("#devices .device")
+        _check_tiles(page, url, tiles)
         page.screenshot(path=str(shots / "replay-end.png"))
         set_time(page, t_s)
         page.wait_for_function("document.getElementById('clock').textContent"
