@@ -189,6 +189,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if spark is not None and not spark.strip():
         raise UsageError("meshsim sweep: --spark needs a master URL (spark://HOST:PORT, "
                          "local[N], yarn, ...)")
+    if spark is not None and args.jobs != 1:
+        raise UsageError("meshsim sweep: --jobs and --spark exclude each other (on Spark, "
+                         "the cluster's cores decide how many points run at once)")
     if spark is None:
         from meshsim.sweep.cluster import under_spark_submit
 

@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from meshsim.sweep import load_sweep
 from meshsim.sweep.runner import run_sweep
 
@@ -118,13 +120,19 @@ def test_a_sweep_on_a_standalone_cluster_gives_the_local_runs_and_survives_a_kil
     assert {r.status for r in again.values()} == {"kept"}
 
 
-def test_spark_needs_a_master_url(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--spark", " "], "meshsim sweep: --spark needs a master URL (spark://HOST:PORT, "
+                       "local[N], yarn, ...)"),
+    (["--spark", "local[2]", "--jobs", "2"],
+     "meshsim sweep: --jobs and --spark exclude each other (on Spark, the cluster's cores "
+     "decide how many points run at once)"),
+])
+def test_spark_options_are_checked_before_anything_runs(tmp_path: Path, extra: list[str],
+                                                        message: str) -> None:
     (tmp_path / "sweep.toml").write_text(SWEEP)
     (tmp_path / "killer.py").write_text(KILLER)
     proc = subprocess.run(
-        [MESHSIM, "sweep", str(tmp_path / "sweep.toml"), "--out",
-         str(tmp_path / "o"), "--spark", " "], capture_output=True, text=True,
-        env={**os.environ}, timeout=60)
-    assert proc.returncode == 2
-    assert proc.stderr.strip() == ("meshsim sweep: --spark needs a master URL "
-                                   "(spark://HOST:PORT, local[N], yarn, ...)")
+        [MESHSIM, "sweep", str(tmp_path / "sweep.toml"), "--out", str(tmp_path / "o"),
+         *extra], capture_output=True, text=True, env={**os.environ}, timeout=60)
+    assert (proc.returncode, proc.stderr.strip()) == (2, message)
+    assert not (tmp_path / "o").exists()
