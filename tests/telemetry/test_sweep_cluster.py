@@ -136,3 +136,14 @@ def test_spark_options_are_checked_before_anything_runs(tmp_path: Path, extra: l
          *extra], capture_output=True, text=True, env={**os.environ}, timeout=60)
     assert (proc.returncode, proc.stderr.strip()) == (2, message)
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(("master", "configured", "attempts"), [
+    ("local[2]", None, 1), ("local[2,3]", None, 3), ("local[*, 4]", "9", 4),
+    ("spark://127.0.0.1:7077", None, 4), ("spark://127.0.0.1:7077", "8", 8),
+])
+def test_the_attempts_a_point_gets_follow_the_master(master: str, configured: str | None,
+                                                     attempts: int) -> None:
+    from meshsim.sweep.cluster import max_attempts
+
+    assert max_attempts(master, configured) == attempts

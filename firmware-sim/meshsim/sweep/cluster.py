@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -115,13 +116,23 @@ def slots(spark: Any) -> int:
     return max(1, int(spark.sparkContext.defaultParallelism))
 
 
+def max_attempts(master: str, configured: str | None) -> int:
+    """Attempts Spark gives a task: ``local[N,F]`` says F, a bare ``local[N]`` 1 (no retry),
+    a cluster ``spark.task.maxFailures`` (default 4)."""
+    local = re.fullmatch(r"local\[[^,\]]+,\s*(\d+)\]", master)
+    if local:
+        return int(local.group(1))
+    if master.startswith("local"):
+        return 1
+    return int(configured) if configured and configured.isdigit() else 4
+
+
 def run_on_spark(spark: Any, spec: SweepSpec, points: Sequence[Point], out: Path,
                  record: Callable[[PointResult], None], log: Callable[[str], None]) -> None:
     """Run ``points`` as Spark tasks, calling ``record`` with each result as it comes."""
     sc = spark.sparkContext
     width = slots(spark)
-    attempts = sc.getConf().get("spark.task.maxFailures", "1" if sc.master.startswith(
-        "local") else "4")
+    attempts = max_attempts(sc.master, sc.getConf().get("spark.task.maxFailures"))
     log(f"sweep {spec.name}: Spark master {sc.master}, {width} task slot(s), "
         f"up to {attempts} attempt(s) per point")
     out_text = str(out.resolve())
@@ -133,7 +144,8 @@ def run_on_spark(spark: Any, spec: SweepSpec, points: Sequence[Point], out: Path
                 lambda p: _task(spec, p, out_text)).collect()[0]
         except Exception as exc:  # the job failed after all its attempts
             return PointResult(point.id, "failed", 0.0, rundir_of(out, point), "",
-                               error=f"Spark task failed: {_first_line(exc)}")
+                               error=f"Spark task failed {attempts} time(s): "
+                                     f"{_first_line(exc)}", attempts=attempts)
         mine = f"{sys.version_info.major}.{sys.version_info.minor}"
         if version != __version__ or python != mine:
             return PointResult(point.id, "failed", result.wall_s, result.rundir, result.digest,
