@@ -22,6 +22,8 @@ for p in "${PKGS[@]}"; do
 done
 if [ "${#missing[@]}" -gt 0 ]; then
   log "installing Debian packages: ${missing[*]}"
+  # tshark's wireshark-common asks whether non-root users may capture: answer no, up front.
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | need_root debconf-set-selections
   need_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
   need_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
