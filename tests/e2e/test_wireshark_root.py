@@ -1,8 +1,8 @@
 """The Wireshark dissector on frames of real daemons: a capture from the A - B - C mesh.
 
 Three meshsubd (``flooding``) in network namespaces; tcpdump on B's mesh interface
-records the beacons of all three and an event published on A, flooded by A and relayed
-by B to C. One tshark run dissects the capture with deploy/wireshark/meshsub.lua, through
+records the beacons of all three (type BEACON, protocol id 0, from transmitters 1, 2
+and 3): none may be malformed. One tshark run dissects the capture with meshsub.lua via
 "Decode As" (``-d udp.port==PORT,meshsub``: the test mesh uses a free port, not 4790).
 The pcap is kept beside the test's other files (pytest's tmp directory) for inspection.
 """
@@ -44,14 +44,6 @@ def test_capture_of_a_live_mesh_dissects(tmp_path: Path) -> None:
         wait_for(lambda: pcap.exists(), "tcpdump's capture file")
         mesh.start()
         mesh.wait_neighbors()
-        a, c = mesh.nodes["a"], mesh.nodes["c"]
-        sub = c.mqtt_sub("meshsub/deliver/ws/#")
-        sub.wait_ready(c, "meshsub/deliver/ws/probe")
-        c.mqtt_pub("meshsub/sub/ws", "wireshark/#", retain=True)
-        wait_for(lambda: any(r["sub_id"] == "ws" for r in c.ctl("subscriptions")),
-                 "subscription on C")
-        a.mqtt_pub("meshsub/pub/wireshark/probe", '{"v": 7}')
-        wait_for(lambda: sub.events(v=7), "event on C")
     finally:
         if dump is not None:
             dump.send_signal(signal.SIGINT)
@@ -73,7 +65,3 @@ def test_capture_of_a_live_mesh_dissects(tmp_path: Path) -> None:
     beacons = {one(p, "meshsub.transmitter") for p in packets
                if one(p, "meshsub.protocol") == 0 and one(p, "meshsub.type") == 2}
     assert beacons == {1, 2, 3}, beacons
-    event = [p for p in packets if one(p, "meshsub.protocol") == 1 and one(p, "meshsub.origin") == 1
-             and any(leaf.endswith("=wireshark/probe") for leaf in p.get("meshsub.body.leaf", []))]
-    hops = {(one(p, "meshsub.transmitter"), one(p, "meshsub.hop")) for p in event}
-    assert (1, 0) in hops and (2, 1) in hops, hops
