@@ -60,11 +60,18 @@ def start_node(node: NodePlan, image: str, run: str, authorized_key: Path | None
             image, "/sbin/init"])
 
 
-def start_nodes(nodes: Sequence[NodePlan], image: str, run: str, authorized_key: Path,
-                workers: int = START_WORKERS) -> None:
-    """Start many containers, a few at a time (podman serialises much of the work)."""
+def start_nodes(nodes: Sequence[NodePlan], image: str | Sequence[str], run: str,
+                authorized_key: Path, workers: int = START_WORKERS) -> None:
+    """Start many containers, a few at a time (podman serialises much of the work).
+
+    ``image``: one for all, or one per device (a fleet of mixed architectures).
+    """
+    images = [image] * len(nodes) if isinstance(image, str) else list(image)
+    if len(images) != len(nodes):
+        raise VmeshError(f"{len(images)} images for {len(nodes)} devices")
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(nodes)))) as pool:
-        list(pool.map(lambda n: start_node(n, image, run, authorized_key), nodes))
+        list(pool.map(lambda ni: start_node(ni[0], ni[1], run, authorized_key),
+                      zip(nodes, images, strict=True)))
 
 
 def remove_container(name: str) -> bool:
