@@ -119,4 +119,4 @@ class StoreCarryForward(Protocol):
 
     def status(self) -> dict[str, Any]:
         return {**super().status(), "buffered": len(self.buffer),
-                "buffer_capacity": self.buffer.capacity}
+                "buffer_capacity": self.buffer.capacity, "buffer": self.buffer.status()}

@@ -216,6 +216,24 @@ class EnergyConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class MetricsConfig:
+    """The Prometheus endpoint (``meshsub.runtime.metricsserver``); off by default."""
+
+    listen: str = ""
+    """``IP:PORT`` (``[IPv6]:PORT``) to serve ``/metrics`` on; "" = off."""
+    allow_remote: bool = False
+    """A non-loopback ``listen`` address is refused unless this is true (docs/security.md)."""
+
+    @property
+    def host(self) -> str:
+        return self.listen.rsplit(":", 1)[0].strip("[]")
+
+    @property
+    def port(self) -> int:
+        return int(self.listen.rsplit(":", 1)[1])
+
+
+@dataclass(frozen=True, slots=True)
 class LogConfig:
     level: str = "info"
 
@@ -246,6 +264,7 @@ class Config:
     telemetry: TelemetryConfig
     log: LogConfig
     energy: EnergyConfig = field(default_factory=EnergyConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
     source: str = field(default="", compare=False)
 
     @property
@@ -771,6 +790,34 @@ def _energy(root: _Table) -> EnergyConfig:
     return cfg
 
 
+def _metrics(root: _Table) -> MetricsConfig:
+    t = root.table("metrics")
+    listen = t.get_str("listen", "").strip()
+    allow_remote = t.get_bool("allow_remote", False)
+    t.finish()
+    if not listen:
+        return MetricsConfig("", allow_remote)
+    host, sep, port = listen.rpartition(":")
+    bracketed = host.startswith("[") and host.endswith("]")
+    if not sep or not port.isdigit() or not 1 <= int(port) <= 65535 or (
+            ":" in host and not bracketed):
+        raise ConfigError(t.key("listen"), f"expected IP:PORT or [IPv6]:PORT with a port in "
+                          f"1..65535, got {listen!r}")
+    try:
+        addr = ipaddress.ip_address(host[1:-1] if bracketed else host)
+    except ValueError:
+        raise ConfigError(t.key("listen"), f"not an IP address: {host!r} (in {listen!r})") \
+            from None
+    if bracketed and addr.version != 6:
+        raise ConfigError(t.key("listen"), f"brackets are for IPv6 addresses, got {listen!r}")
+    if not addr.is_loopback and not allow_remote:
+        raise ConfigError(t.key("listen"), f"{addr} is not a loopback address: set "
+                          "metrics.allow_remote = true to serve metrics beyond this host "
+                          "(see docs/security.md)")
+    canonical = f"[{addr}]:{int(port)}" if addr.version == 6 else f"{addr}:{int(port)}"
+    return MetricsConfig(canonical, allow_remote)
+
+
 def parse_config(data: Mapping[str, Any], *, base_dir: Path = Path("."), source: str = "",
                  protocol_lookup: ProtocolLookup = registry_lookup) -> Config:
     """Validate an already-parsed TOML document."""
@@ -789,6 +836,7 @@ def parse_config(data: Mapping[str, Any], *, base_dir: Path = Path("."), source:
         telemetry=_telemetry(root),
         log=_log(root),
         energy=_energy(root),
+        metrics=_metrics(root),
         source=source,
     )
     root.finish()

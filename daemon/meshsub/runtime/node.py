@@ -79,6 +79,9 @@ from meshsub.runtime.livefeed import FeedSettings, TelemetryFeed
 from meshsub.runtime.location import LocationService, make_source, make_tracker
 from meshsub.runtime.logging import configure_logging, get_logger
 from meshsub.runtime.logging import set_level as set_log_level
+from meshsub.runtime.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from meshsub.runtime.metrics import render as render_metrics
+from meshsub.runtime.metricsserver import MetricsServer
 from meshsub.runtime.mqtt import MqttBridge, MqttSettings, delivery_payload
 from meshsub.runtime.neighbors import EventKind, NeighborEvent, NeighborTable, to_input
 from meshsub.runtime.power import EnergyReading, read_power_supply
@@ -206,6 +209,7 @@ class Node:
         self.spool: TelemetrySpool | None = None
         self.feed: TelemetryFeed | None = None
         self.control: ControlServer | None = None
+        self.metrics: MetricsServer | None = None
         self.link: Link | None = None
         self.discovery: Discovery | None = None
         self.location: LocationService | None = None
@@ -292,14 +296,26 @@ class Node:
                             subscribe=self._local_subscribe,
                             unsubscribe=self._local_unsubscribe),
         )
+        if cfg.metrics.listen:
+            self.metrics = MetricsServer(cfg.metrics.host, cfg.metrics.port, self.render_metrics,
+                                         content_type=METRICS_CONTENT_TYPE)
         source = make_source(cfg.location, self.clock)
         if source is not None:
             tracker = make_tracker(cfg.location, cfg.location.source)
             self.location = LocationService(source, tracker, self._on_position, clock=self.clock)
         try:
             await self.control.start()
+        except (ControlError, OSError) as exc:
+            raise StartupError(str(exc)) from None
+        if self.metrics is not None:
+            try:
+                await self.metrics.start()
+            except OSError as exc:
+                raise StartupError(f"metrics.listen {cfg.metrics.listen}: "
+                                   f"{exc.strerror or exc}") from None
+        try:
             await self.link.start()
-        except (ControlError, LinkError, OSError) as exc:
+        except (LinkError, OSError) as exc:
             raise StartupError(str(exc)) from None
         await self._link_settled()
         await self.bridge.start()  # restores the persisted MQTT subscriptions first
@@ -382,6 +398,7 @@ class Node:
         steps: list[tuple[str, Callable[[], Any]]] = [
             ("signals", lambda: self.signals.remove() if self.signals else None),
             ("control", lambda: self.control.stop() if self.control else None),
+            ("metrics", lambda: self.metrics.stop() if self.metrics else None),
             ("location", lambda: self.location.stop() if self.location else None),
             ("batman", lambda: self.poller.stop() if self.poller else None),
             ("dnssd", self._stop_dnssd),
@@ -816,9 +833,14 @@ class Node:
                            "live": self.feed.status() if self.feed else None}
                           if self.spool else {"enabled": False}),
             "control": dict(self.control.counters) if self.control else {},
+            "metrics": self.metrics.status() if self.metrics else None,
             "timers": len(self.timers),
             "counters": dict(self.counters),
         }
+
+    def render_metrics(self) -> str:
+        """The Prometheus exposition of ``status()`` and ``neighbors()`` (one source)."""
+        return render_metrics(self.status(), self.neighbors())
 
     def neighbors(self) -> list[Mapping[str, Any]]:
         return list(self.table.status(self.clock()))
