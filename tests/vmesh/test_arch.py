@@ -83,3 +83,14 @@ def test_a_scenario_names_its_devices_architectures() -> None:
                                     'placement = "line"\narch = ["arm64", "amd64"]'))
     with pytest.raises(ScenarioError, match=r"nodes\.arch.*must be one of"):
         loads_scenario(base.replace('placement = "line"', 'placement = "line"\narch = "mips"'))
+
+
+def test_each_architecture_has_its_own_image_names() -> None:
+    """Keeping the newest tags of one architecture must never remove another's images."""
+    from meshsim.vmesh import bake
+
+    assert image.load_recipe(arch="arm64").ref.startswith("localhost/msub-device-arm64:")
+    assert image.load_recipe(arch="armhf").ref.startswith("localhost/msub-device-armhf:")
+    assert image.load_recipe(arch="amd64").ref.startswith("localhost/msub-device:")
+    assert bake.baked_ref("ab" * 32, "arm64") == f"localhost/msub-device-baked-arm64:{'ab' * 6}"
+    assert bake.baked_ref("ab" * 32) == f"localhost/msub-device-baked:{'ab' * 6}"

@@ -58,8 +58,14 @@ class Recipe:
 
     @property
     def ref(self) -> str:
-        """The local image reference, e.g. ``localhost/msub-device:3f2a...``."""
-        return f"localhost/{self.name}:{self.digest}"
+        """The local image reference, e.g. ``localhost/msub-device-arm64:3f2a...``."""
+        return f"localhost/{arch_name(self.name, self.arch)}:{self.digest}"
+
+
+def arch_name(name: str, arch: str) -> str:
+    """An image name per architecture (amd64's unsuffixed): each keeps its own newest
+    tags, so building one architecture never removes another's images."""
+    return name if arch == "amd64" else f"{name}-{arch}"
 
 
 def recipe_digest(recipe_dir: Path = RECIPE_DIR, arch: str | None = None) -> str:
@@ -179,7 +185,7 @@ def ensure_image(*, rebuild: bool = False, arch: str | None = None, log: Log = p
         if image_exists(recipe.ref) and not rebuild:
             return recipe.ref
         _build(recipe, log)
-        remove_stale(recipe.name, keep=2, log=log)
+        remove_stale(arch_name(recipe.name, recipe.arch), keep=2, log=log)
     return recipe.ref
 
 
