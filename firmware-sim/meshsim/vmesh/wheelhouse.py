@@ -22,6 +22,7 @@ target architecture under qemu-user (``build_in_emulation``).
 from __future__ import annotations
 
 import hashlib
+import os
 import platform
 import re
 import shutil
@@ -240,6 +241,9 @@ def build_in_emulation(requirements: list[str], arch: str, out: Path,
     """
     from meshsim.vmesh import image, nodes  # the image module needs root and podman
 
+    if os.geteuid() != 0:
+        raise VmeshError(f"{', '.join(requirements)} have no {arch} wheels on the index: "
+                         f"compiling them in an emulated {arch} container needs root")
     ref = image.ensure_image(arch=arch, log=log)
     out.mkdir(parents=True, exist_ok=True)
     res = sh.run([*nodes.PODMAN, "run", "--rm", "--network", "host",
