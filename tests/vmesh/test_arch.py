@@ -94,3 +94,20 @@ def test_each_architecture_has_its_own_image_names() -> None:
     assert image.load_recipe(arch="amd64").ref.startswith("localhost/msub-device:")
     assert bake.baked_ref("ab" * 32, "arm64") == f"localhost/msub-device-baked-arm64:{'ab' * 6}"
     assert bake.baked_ref("ab" * 32) == f"localhost/msub-device-baked:{'ab' * 6}"
+
+
+def test_wheels_compiled_under_emulation_are_kept_per_architecture(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(wheelhouse, "COMPILED_CACHE", tmp_path / "cache")
+    built, out = tmp_path / "built", tmp_path / "out"
+    built.mkdir()
+    out.mkdir()
+    (built / "mmh3-5.3.1-cp311-cp311-linux_armv7l.whl").write_bytes(b"compiled")
+    (built / "zeroconf-0.154.0-cp311-cp311-manylinux_2_17_armv7l.whl").write_bytes(b"fetched")
+    wheelhouse._to_cache(built, "armhf")
+    assert [p.name for p in (tmp_path / "cache" / "armhf").iterdir()] == [
+        "mmh3-5.3.1-cp311-cp311-linux_armv7l.whl"]  # only what was compiled here
+    assert wheelhouse._from_cache("mmh3==5.3.1", "armhf", out)
+    assert (out / "mmh3-5.3.1-cp311-cp311-linux_armv7l.whl").read_bytes() == b"compiled"
+    assert not wheelhouse._from_cache("mmh3==5.3.2", "armhf", out)
+    assert not wheelhouse._from_cache("mmh3==5.3.1", "arm64", out)

@@ -21,6 +21,7 @@ target architecture under qemu-user (``build_in_emulation``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import platform
@@ -206,10 +207,12 @@ def _foreign_wheelhouse(host: Path, dest: Path, arch: str, log: Callable[[str], 
                           "--dest", str(out), req], check=False, timeout=600)
             if res.returncode != 0:
                 missing.append(req)
+        missing = [req for req in missing if not _from_cache(req, arch, out)]
         if missing:
             log(f"no {arch} wheels on the index for {', '.join(missing)}: compiling them in an "
                 f"emulated {arch} container")
             build_in_emulation(missing, arch, out, log)
+            _to_cache(out, arch)
         strays = wheel_machines([p.name for p in out.glob("*.whl")]) - {MACHINES[arch]}
         if strays:
             raise VmeshError(f"the {arch} wheelhouse got wheels for {', '.join(sorted(strays))}")
@@ -217,6 +220,31 @@ def _foreign_wheelhouse(host: Path, dest: Path, arch: str, log: Callable[[str], 
             old.unlink()
         for wheel in out.glob("*.whl"):
             shutil.copy2(wheel, dest / wheel.name)
+
+
+COMPILED_CACHE = Path("/var/cache/msub-wheels")
+"""Wheels compiled under emulation, by architecture: minutes each, so made once per
+version and machine (``build_in_emulation``)."""
+
+
+def _from_cache(requirement: str, arch: str, out: Path) -> bool:
+    """Copy a wheel compiled earlier for ``requirement`` (``name==version``) into ``out``."""
+    name, version = requirement.split("==")
+    for wheel in sorted((COMPILED_CACHE / arch).glob(f"{name}-{version}-*.whl")):
+        if MACHINES[arch] in wheel_machines([wheel.name]):
+            shutil.copy2(wheel, out / wheel.name)
+            return True
+    return False
+
+
+def _to_cache(out: Path, arch: str) -> None:
+    """Keep the binary wheels of ``out`` (the compiled ones among them) for next time."""
+    with contextlib.suppress(OSError):
+        cache = COMPILED_CACHE / arch
+        cache.mkdir(parents=True, exist_ok=True)
+        for wheel in out.glob("*.whl"):
+            if wheel.name.split("-")[-1].startswith("linux_"):  # compiled here, not downloaded
+                shutil.copy2(wheel, cache / wheel.name)
 
 
 BUILD_SCRIPT = """
