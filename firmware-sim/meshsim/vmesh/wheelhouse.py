@@ -274,7 +274,7 @@ def build_in_emulation(requirements: list[str], arch: str, out: Path,
                          f"compiling them in an emulated {arch} container needs root")
     ref = image.ensure_image(arch=arch, log=log)
     out.mkdir(parents=True, exist_ok=True)
-    res = sh.run([*nodes.PODMAN, "run", "--rm", "--network", "host",
+    res = sh.run([*nodes.PODMAN, "run", "--rm", "--network", "host", *nodes.ULIMITS,
                   "--volume", f"{out}:/out", ref, "sh", "-c", BUILD_SCRIPT, "build",
                   *requirements], check=False, timeout=3600)
     if res.returncode != 0:
