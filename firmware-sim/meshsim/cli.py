@@ -83,6 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "others stay pending and a later run adds them)")
     sw.add_argument("--dry-run", action="store_true",
                     help="list the points and whether each would run, run nothing")
+    sw.add_argument("--spark", metavar="MASTER",
+                    help="run the simulations as tasks of this Spark cluster (e.g. "
+                         "spark://host:7077; --out must be a path every worker can write; "
+                         "docs/experiments.md); under spark-submit the default")
     sw.add_argument("--name", default="sw", metavar="RUN",
                     help="virtual-mesh run name for vmesh points (default sw)")
     return parser
@@ -181,8 +185,25 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         for line in plan_lines(spec, args.out):
             print(line)
         return 0
+    spark = args.spark
+    if spark is not None and not spark.strip():
+        raise UsageError("meshsim sweep: --spark needs a master URL (spark://HOST:PORT, "
+                         "local[N], yarn, ...)")
+    if spark is not None and args.jobs != 1:
+        raise UsageError("meshsim sweep: --jobs and --spark exclude each other (on Spark, "
+                         "the cluster's cores decide how many points run at once)")
+    if spark is None:
+        from meshsim.sweep.cluster import under_spark_submit
+
+        spark = "" if under_spark_submit() else None
+    if spark is not None:
+        try:
+            import pyspark  # noqa: F401
+        except ImportError:
+            raise UsageError("meshsim sweep: --spark needs pyspark (pip install "
+                             "'meshsub[eval]')") from None
     results = run_sweep(spec, args.out, jobs=args.jobs, only=args.only, seeds=args.seeds,
-                        vmesh_name=args.name,
+                        vmesh_name=args.name, spark=spark,
                         log=lambda m: print(m, flush=True))
     failed = [r for r in results.values() if r.status == "failed"]
     print(f"sweep {spec.name}: {len(results) - len(failed)} of {len(results)} points finished; "

@@ -41,6 +41,8 @@ class PointResult:
     digest: str
     derived: tuple[str, ...] = ()
     error: str = ""
+    attempts: int = 1
+    """Task attempts it took (a Spark task killed or failed is retried; 1 elsewhere)."""
 
 
 def rundir_of(out: Path, point: Point) -> Path:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -78,7 +79,9 @@ def check_points(spec: SweepSpec, points: Sequence[Point]) -> None:
             raise SweepError(exc.path, f"{exc.problem} (point {p.id})") from None
 
 
-def _worker(spec: SweepSpec, point: Point, out: Path) -> PointResult:
+def run_one(spec: SweepSpec, point: Point, out: Path) -> PointResult:
+    """One simulated point, its input errors as a failed result (the same in a local
+    process, a pool process or a Spark task)."""
     try:
         return run_point(spec, point, out)
     except (ScenarioError, OSError, ValueError) as exc:
@@ -104,13 +107,13 @@ def write_manifest(spec: SweepSpec, out: Path, points: Sequence[Point],
         r = results.get(p.id)
         if r is None and earlier and p.id in earlier and p.id not in {q.id for q in points}:
             rows.append({**p.as_dict(), **{k: earlier[p.id].get(k) for k in (
-                "status", "wall_s", "rundir", "digest", "derived", "error")}})
+                "status", "wall_s", "rundir", "digest", "derived", "error", "attempts")}})
             continue
         rows.append({**p.as_dict(), "status": r.status if r else "pending",
                      "wall_s": round(r.wall_s, 3) if r else None,
                      "rundir": str((out / "runs" / p.id).relative_to(out)),
                      "digest": r.digest if r else None, "derived": list(r.derived) if r else [],
-                     "error": r.error if r else ""})
+                     "error": r.error if r else "", "attempts": r.attempts if r else None})
     doc: dict[str, Any] = {
         "sweep": spec.name, "file": str(spec.path), "digest": spec.digest,
         "meshsub_version": __version__, "started": started,
@@ -135,10 +138,12 @@ def first_seeds(spec: SweepSpec, points: Sequence[Point], count: int) -> list[Po
 
 def run_sweep(spec: SweepSpec, out: Path, *, jobs: int = 1, log: Log = print,
               only: str | Sequence[str] | None = None, seeds: int | None = None,
-              vmesh_name: str = "sw") -> dict[str, PointResult]:
+              vmesh_name: str = "sw", spark: str | None = None) -> dict[str, PointResult]:
     """Run every point not already finished with the same input; return the results.
     ``only`` (the points whose id contains one of these texts) and ``seeds`` run a subset;
-    the others keep their earlier status."""
+    the others keep their earlier status. ``spark`` (a Spark master URL, or "" under
+    ``spark-submit``) runs the simulated points as tasks of that cluster instead of a
+    local process pool (``meshsim.sweep.cluster``)."""
     points = expand(spec)
     if only:
         texts = [only] if isinstance(only, str) else list(only)
@@ -152,21 +157,33 @@ def run_sweep(spec: SweepSpec, out: Path, *, jobs: int = 1, log: Log = print,
     write_manifest(spec, out, points, results, started, False, earlier)
     sim = [p for p in points if p.tier == "simulation"]
     vmesh = [p for p in points if p.tier == "vmesh"]
+    session = None
+    if spark is not None and sim:
+        from meshsim.sweep import cluster
+
+        session = cluster.session(spark or None)
+        jobs = cluster.slots(session)
     progress = Progress(len(points), max(1, jobs))
-    log(f"sweep {spec.name}: {len(points)} points ({len(sim)} simulated with {jobs} job(s), "
+    where = "Spark task slot(s)" if session is not None else "job(s)"
+    log(f"sweep {spec.name}: {len(points)} points ({len(sim)} simulated with {jobs} {where}, "
         f"{len(vmesh)} on the virtual mesh) -> {out}")
 
-    def record(result: PointResult) -> None:
-        results[result.id] = result
-        log(progress.line(result))
-        write_manifest(spec, out, points, results, started, False, earlier)
+    lock = threading.Lock()  # Spark's results arrive on the driver's threads
 
-    if jobs <= 1:
+    def record(result: PointResult) -> None:
+        with lock:
+            results[result.id] = result
+            log(progress.line(result))
+            write_manifest(spec, out, points, results, started, False, earlier)
+
+    if session is not None:
+        cluster.run_on_spark(session, spec, sim, out, record, log)
+    elif jobs <= 1:
         for p in sim:
-            record(_worker(spec, p, out))
+            record(run_one(spec, p, out))
     else:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
-            futures: list[Future[PointResult]] = [pool.submit(_worker, spec, p, out)
+            futures: list[Future[PointResult]] = [pool.submit(run_one, spec, p, out)
                                                   for p in sim]
             for fut in futures:
                 record(fut.result())
