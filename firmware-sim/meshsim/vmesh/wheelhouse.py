@@ -222,6 +222,7 @@ def _foreign_wheelhouse(host: Path, dest: Path, arch: str, log: Callable[[str], 
             shutil.copy2(wheel, dest / wheel.name)
 
 
+HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 COMPILED_CACHE = Path("/var/cache/msub-wheels")
 """Wheels compiled under emulation, by architecture: minutes each, so made once per
 version and machine (``build_in_emulation``)."""
@@ -274,7 +275,11 @@ def build_in_emulation(requirements: list[str], arch: str, out: Path,
                          f"compiling them in an emulated {arch} container needs root")
     ref = image.ensure_image(arch=arch, log=log)
     out.mkdir(parents=True, exist_ok=True)
-    res = sh.run([*nodes.PODMAN, "run", "--rm", "--network", "host", *nodes.ULIMITS,
+    # pip in the container trusts what the controller's pip trusts (a site's TLS proxy)
+    trust = ([] if not HOST_CA_BUNDLE.is_file() else
+             ["--volume", f"{HOST_CA_BUNDLE}:/etc/ssl/host-ca.crt:ro",
+              "--env", "PIP_CERT=/etc/ssl/host-ca.crt"])
+    res = sh.run([*nodes.PODMAN, "run", "--rm", "--network", "host", *nodes.ULIMITS, *trust,
                   "--volume", f"{out}:/out", ref, "sh", "-c", BUILD_SCRIPT, "build",
                   *requirements], check=False, timeout=3600)
     if res.returncode != 0:
