@@ -19,7 +19,7 @@ import pytest
 
 _TESTS = Path(__file__).parent
 for helper_dir in ("protocol", "sim", "runtime", "e2e", "telemetry", "vmesh", "ansible",
-                   "medium"):
+                   "medium", "livemap"):
     path = str(_TESTS / helper_dir)
     if path not in sys.path:
         sys.path.insert(0, path)

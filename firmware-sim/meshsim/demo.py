@@ -10,7 +10,10 @@ scenarios/demo.toml and
    waypoint mobility and simulated GPS feeding each device's gpsd;
 3. evaluates both runs with ``mesheval`` (Spark, ``local[2]``) into a report with
    tables and plots, and prints the headline table, simulator and virtual mesh side
-   by side.
+   by side;
+4. prints the command of the live map (``mesheval map``) on the last run, and starts
+   it when the demo runs in a terminal (Ctrl-C stops it; ``--no-map`` skips it): a
+   demo whose input or output is not a terminal never waits for it.
 
 Everything lands in ./runs/demo-<timestamp>/ (``sim/``, ``vmesh/``, ``report/``) or
 ``--out``. Without root (or podman) the virtual-mesh step is skipped, and says so.
@@ -139,6 +142,28 @@ def run_vmesh(scenario: Scenario, out: Path) -> str:
     ])
 
 
+MAP_PORT = 8765
+
+
+def open_map(rundir: Path, status: int, *, start: bool, port: int = MAP_PORT) -> int:
+    """Print the live map's command for ``rundir``; run it when a person is watching.
+
+    The map serves until Ctrl-C, so it starts only when both stdin and stdout are
+    terminals: a scripted or CI demo prints the command and ends.
+    """
+    print(f"\nLive map of this run (replay with a time slider):\n"
+          f"  mesheval map {rundir} --port {port}\n"
+          f"  then open http://127.0.0.1:{port}/ (docs/operations.md, \"Live map\")",
+          flush=True)
+    if not (start and sys.stdin.isatty() and sys.stdout.isatty()):
+        return status
+    from mesheval.livemap.server import map_main
+
+    print("Starting it now; Ctrl-C stops it.", flush=True)
+    map_status = map_main([str(rundir), "--port", str(port)])
+    return status or map_status
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _Parser(prog="meshsim.demo", description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", type=Path, default=None, help="scenario file "
@@ -152,6 +177,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "auto: the virtual mesh where it can run")
     parser.add_argument("--no-report", action="store_true",
                         help="skip the Spark evaluation and its report")
+    parser.add_argument("--no-map", action="store_true",
+                        help="do not start the live map at the end (its command is printed)")
+    parser.add_argument("--map-port", type=int, default=MAP_PORT, metavar="PORT",
+                        help="port of the live map (default: %(default)s; 0: any free port)")
     try:
         args = parser.parse_args(argv)
         scenario = load_scenario(args.scenario or default_scenario(), args.overrides,
@@ -172,12 +201,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             rundirs.append(out / "vmesh")
         else:
             print(f"Virtual mesh skipped: {why_not}")
-        if args.no_report:
-            return 0
-        from mesheval.cli import main as mesheval_main
+        status = 0
+        if not args.no_report:
+            from mesheval.cli import main as mesheval_main
 
-        print("\nEvaluation (mesheval, Spark local[2]):", flush=True)
-        return mesheval_main([*map(str, rundirs), "--out", str(out / "report")])
+            print("\nEvaluation (mesheval, Spark local[2]):", flush=True)
+            status = mesheval_main([*map(str, rundirs), "--out", str(out / "report")])
+        return open_map(rundirs[-1], status, start=not args.no_map, port=args.map_port)
     except UsageError as exc:
         print(exc, file=sys.stderr)
         return 2

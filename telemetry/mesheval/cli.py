@@ -3,6 +3,7 @@
     mesheval RUNDIR... --out REPORTDIR [--master URL] [--warmup S] [--window S] [--range M]
     mesheval --follow SPOOLDIR --out REPORTDIR [--once] [--master URL]
     mesheval collect --broker HOST:PORT --topic T --spool DIR
+    mesheval map RUNDIR | mesheval map --broker HOST:PORT   (docs/operations.md)
 
 Bad arguments or unusable inputs print one line and exit with status 2; a failure
 inside Spark prints one line and exits with status 1.
@@ -241,6 +242,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from mesheval.collect import collect_main
 
         return collect_main(args[1:])
+    if args and args[0] == "map":
+        from mesheval.livemap.server import map_main
+
+        return map_main(args[1:])
     return eval_main(args)
 
 

@@ -399,6 +399,109 @@ class Subscriber:
             self.proc.wait(10)
 
 
+def hear(prefix: str, names: tuple[str, ...], *pairs: tuple[str, str]) -> None:
+    """The medium of ``bridge_namespaces(prefix, names, ...)`` forwards between exactly these
+    pairs of nodes (both ways) and drops the rest; call again when the topology changes (its
+    nft table is ``<prefix>`` with ``_`` for ``-``)."""
+    table = prefix.replace("-", "_")
+    allowed = {frozenset(p) for p in pairs}
+    rules = "\n".join(f'        iifname "{prefix}-{x}0" oifname "{prefix}-{y}0" drop'
+                      for x in names for y in names
+                      if x != y and frozenset((x, y)) not in allowed)
+    sh("nft", "-f", "-", ns=f"{prefix}-m", input_text=f"""
+table bridge {table} {{
+    chain forward {{
+        type filter hook forward priority -1; policy accept;
+    }}
+}}
+flush chain bridge {table} forward
+table bridge {table} {{
+    chain forward {{
+{rules}
+    }}
+}}
+""")
+
+
+@dataclass
+class ProtocolNode(NodeProc):
+    """A node of a protocol's own small e2e mesh (``protocol_mesh``): its namespace prefix,
+    its roles and its protocol parameters, fast discovery without DNS-SD, an anonymous
+    broker."""
+
+    prefix: str = PREFIX
+    roles: tuple[str, ...] = ()
+    neighbor_timeout: int = 3
+
+    @property
+    def ns(self) -> str:
+        return f"{self.prefix}-{self.name}"
+
+    def write_config(self) -> None:
+        short = self.prefix.removeprefix("msub-")
+        lines = [
+            "[node]", f"id = {self.node_id}", f'name = "{short}-{self.name}"',
+            f"roles = {json.dumps(list(self.roles))}",
+            "[link]", f'interface = "{IFACE}"', f"port = {self.udp_port}",
+            "[discovery]", "beacon_interval = 0.5", "min_interval = 0.25",
+            f"neighbor_timeout = {self.neighbor_timeout}", "zeroconf = false",
+            "[protocol]", f'name = "{self.protocol}"',
+            "[protocol.params]", *(f"{k} = {json.dumps(v)}" for k, v in self.params.items()),
+            "[security]", "current_key = 1",
+            "[security.keys]", f'1 = "{KEY}"',
+            "[mqtt]", 'host = "127.0.0.1"', f"port = {self.mqtt_port}",
+            "[storage]", f'state_dir = "{self.state_dir}"', f'spool_dir = "{self.spool_dir}"',
+            "[log]", 'level = "info"',
+        ]
+        self.config_path.write_text("\n".join(lines) + "\n")
+
+    def proto(self) -> dict[str, Any]:
+        """The protocol's part of ``meshsubctl status`` ({} while the daemon does not answer)."""
+        status = self.try_status()
+        return {} if status is None else dict(status["protocol"])
+
+    def neighbours(self) -> list[int]:
+        try:
+            return sorted(r["node"] for r in self.ctl("neighbors"))
+        except RuntimeError:
+            return []
+
+
+@contextlib.contextmanager
+def protocol_mesh(workdir: Path, prefix: str, subnet: str, protocol: str,
+                  setup: dict[str, tuple[tuple[str, ...], dict[str, Any]]],
+                  hears: tuple[tuple[str, str], ...], *,
+                  neighbor_timeout: int = 3) -> Iterator[dict[str, ProtocolNode]]:
+    """Nodes ``setup``'s keys (name: (roles, protocol parameters)) on ``bridge_namespaces``,
+    hearing only ``hears``, each with its broker and a daemon running ``protocol``; on the
+    way out a daemon that died shows its log, and everything is removed."""
+    names = tuple(setup)
+    nodes: dict[str, ProtocolNode] = {}
+    try:
+        bridge_namespaces(prefix, names, subnet)
+        hear(prefix, names, *hears)
+        udp_port = free_port(f"{prefix}-{names[0]}")
+        for index, (name, (roles, params)) in enumerate(setup.items()):
+            (workdir / name).mkdir()
+            node = ProtocolNode(name, index, workdir / name, udp_port, protocol=protocol,
+                                params=dict(params), prefix=prefix, roles=roles,
+                                neighbor_timeout=neighbor_timeout)
+            node.mqtt_port = free_port(node.ns)
+            nodes[name] = node
+        for node in nodes.values():
+            node.start_broker()
+        for node in nodes.values():
+            node.start_daemon()
+        yield nodes
+    finally:
+        for node in nodes.values():
+            if node.daemon is not None and node.daemon.poll() is not None:
+                print(f"--- meshsubd {node.name} exited {node.daemon.returncode}:\n"
+                      f"{node.log_tail()}")
+            node.stop_all()
+        remove_namespaces(prefix, names)
+
+
 class Mesh:
     """Bring the three namespaces up and down; ``nodes`` by name."""
 

@@ -18,18 +18,12 @@ import os
 import shutil
 import signal
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from mesh import (
-    IFACE,
-    KEY,
-    NodeProc,
-    bridge_namespaces,
-    free_port,
-    remove_namespaces,
-    sh,
+    ProtocolNode,
+    protocol_mesh,
     wait_for,
 )
 
@@ -41,79 +35,22 @@ pytestmark = [
                        reason="needs mosquitto clients and nft"),
 ]
 PREFIX = "msub-dbe"
-MEDIUM = f"{PREFIX}-m"
 NAMES = ("a", "b", "c", "d")
-CUT = (("a", "c"), ("b", "d"))
+RING = (("a", "b"), ("b", "c"), ("c", "d"), ("d", "a"))  # A <-> C and B <-> D cut
 LEASE_S = 6.0
-
-
-@dataclass
-class DibsNode(NodeProc):
-    """A mesh node whose daemon runs DIBS; node A is the reference."""
-
-    @property
-    def ns(self) -> str:
-        return f"{PREFIX}-{self.name}"
-
-    def write_config(self) -> None:
-        roles = '["reference"]' if self.name == "a" else "[]"
-        lines = [
-            "[node]", f"id = {self.node_id}", f'name = "dbe-{self.name}"', f"roles = {roles}",
-            "[link]", f'interface = "{IFACE}"', f"port = {self.udp_port}",
-            "[discovery]", "beacon_interval = 0.5", "min_interval = 0.25",
-            "neighbor_timeout = 3", "zeroconf = false",
-            "[protocol]", 'name = "dibs"',
-            "[protocol.params]", "hb_period = 0.5", f"lease_s = {LEASE_S}", "k = 64",
-            "[security]", "current_key = 1",
-            "[security.keys]", f'1 = "{KEY}"',
-            "[mqtt]", 'host = "127.0.0.1"', f"port = {self.mqtt_port}",
-            "[storage]", f'state_dir = "{self.state_dir}"', f'spool_dir = "{self.spool_dir}"',
-            "[log]", 'level = "info"',
-        ]
-        self.config_path.write_text("\n".join(lines) + "\n")
-
-
-def _remove() -> None:
-    remove_namespaces(PREFIX, NAMES)
+PARAMS = {"hb_period": 0.5, "lease_s": LEASE_S, "k": 64}
 
 
 @pytest.fixture(scope="module")
-def ring(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, DibsNode]]:
-    workdir = tmp_path_factory.mktemp("dibs")
-    nodes: dict[str, DibsNode] = {}
-    try:
-        bridge_namespaces(PREFIX, NAMES, "10.97.0")
-        rules = "\n".join(f'        iifname "{PREFIX}-{x}0" oifname "{PREFIX}-{y}0" drop'
-                          for a, b in CUT for x, y in ((a, b), (b, a)))
-        sh("nft", "-f", "-", ns=MEDIUM, input_text=f"""
-table bridge msub_dbe {{
-    chain forward {{
-        type filter hook forward priority -1; policy accept;
-{rules}
-    }}
-}}
-""")
-        udp_port = free_port(f"{PREFIX}-a")
-        for index, name in enumerate(NAMES):
-            (workdir / name).mkdir()
-            node = DibsNode(name, index, workdir / name, udp_port)
-            node.mqtt_port = free_port(node.ns)
-            nodes[name] = node
-        for node in nodes.values():
-            node.start_broker()
-        for node in nodes.values():
-            node.start_daemon()
+def ring(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ProtocolNode]]:
+    """Node A is the reference."""
+    setup = {name: (("reference",) if name == "a" else (), PARAMS) for name in NAMES}
+    with protocol_mesh(tmp_path_factory.mktemp("dibs"), PREFIX, "10.97.0", "dibs",
+                       setup, RING) as nodes:
         yield nodes
-    finally:
-        for node in nodes.values():
-            if node.daemon is not None and node.daemon.poll() is not None:
-                print(f"--- meshsubd {node.name} exited {node.daemon.returncode}:\n"
-                      f"{node.log_tail()}")
-            node.stop_all()
-        _remove()
 
 
-def tree(nodes: list[DibsNode]) -> dict[int, dict[str, Any]] | None:
+def tree(nodes: list[ProtocolNode]) -> dict[int, dict[str, Any]] | None:
     """Each node's CRES state if every one is attached in one consistent tree, else None."""
     views: dict[int, dict[str, Any]] = {}
     for n in nodes:
@@ -143,7 +80,7 @@ def events(sub: Any) -> list[dict[str, Any]]:
 
 
 def test_tree_forms_delivers_and_repairs_after_a_predecessor_dies(
-        ring: dict[str, DibsNode]) -> None:
+        ring: dict[str, ProtocolNode]) -> None:
     nodes = list(ring.values())
     a, c = ring["a"], ring["c"]
     views = wait_for(lambda: tree(nodes), "one tree under the reference", guard=60.0)

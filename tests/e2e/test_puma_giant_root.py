@@ -23,19 +23,16 @@ import json
 import os
 import shutil
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 from mesh import (
-    IFACE,
-    KEY,
-    NodeProc,
-    bridge_namespaces,
-    free_port,
-    remove_namespaces,
-    sh,
+    ProtocolNode,
+    protocol_mesh,
     wait_for,
+)
+from mesh import (
+    hear as hear_only,
 )
 
 pytestmark = [
@@ -46,110 +43,27 @@ pytestmark = [
                        reason="needs mosquitto clients and nft"),
 ]
 PREFIX = "msub-pge"
-MEDIUM = f"{PREFIX}-m"
-TABLE = "msub_pge"
 NAMES = ("a", "b", "c")
-
-
-@dataclass
-class CellNode(NodeProc):
-    """A mesh node with roles and its own protocol parameters."""
-
-    roles: tuple[str, ...] = ()
-    own: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def ns(self) -> str:
-        return f"{PREFIX}-{self.name}"
-
-    def write_config(self) -> None:
-        lines = [
-            "[node]", f"id = {self.node_id}", f'name = "pge-{self.name}"',
-            f"roles = {json.dumps(list(self.roles))}",
-            "[link]", f'interface = "{IFACE}"', f"port = {self.udp_port}",
-            "[discovery]", "beacon_interval = 0.5", "min_interval = 0.25",
-            "neighbor_timeout = 2", "zeroconf = false",
-            "[protocol]", f'name = "{self.protocol}"',
-            "[protocol.params]", *(f"{k} = {json.dumps(v)}" for k, v in self.own.items()),
-            "[security]", "current_key = 1",
-            "[security.keys]", f'1 = "{KEY}"',
-            "[mqtt]", 'host = "127.0.0.1"', f"port = {self.mqtt_port}",
-            "[storage]", f'state_dir = "{self.state_dir}"', f'spool_dir = "{self.spool_dir}"',
-            "[log]", 'level = "info"',
-        ]
-        self.config_path.write_text("\n".join(lines) + "\n")
-
-    def proto(self) -> dict[str, Any]:
-        status = self.try_status()
-        return {} if status is None else dict(status["protocol"])
-
-    def neighbours(self) -> list[int]:
-        try:
-            return sorted(r["node"] for r in self.ctl("neighbors"))
-        except RuntimeError:
-            return []
-
-
-def _remove() -> None:
-    remove_namespaces(PREFIX, NAMES)
 
 
 def hear(*pairs: tuple[str, str]) -> None:
     """The medium forwards between exactly these pairs of nodes (both ways)."""
-    allowed = {frozenset(p) for p in pairs}
-    rules = "\n".join(f'        iifname "{PREFIX}-{x}0" oifname "{PREFIX}-{y}0" drop'
-                      for x in NAMES for y in NAMES
-                      if x != y and frozenset((x, y)) not in allowed)
-    sh("nft", "-f", "-", ns=MEDIUM, input_text=f"""
-table bridge {TABLE} {{
-    chain forward {{
-        type filter hook forward priority -1; policy accept;
-    }}
-}}
-flush chain bridge {TABLE} forward
-table bridge {TABLE} {{
-    chain forward {{
-{rules}
-    }}
-}}
-""")
+    hear_only(PREFIX, NAMES, *pairs)
 
 
 def _mesh(tmp: pytest.TempPathFactory, protocol: str,
           setup: dict[str, tuple[tuple[str, ...], dict[str, Any]]],
-          first: tuple[tuple[str, str], ...]) -> Iterator[dict[str, CellNode]]:
-    workdir = tmp.mktemp(protocol)
-    nodes: dict[str, CellNode] = {}
-    try:
-        bridge_namespaces(PREFIX, NAMES, "10.97.0")
-        hear(*first)
-        udp_port = free_port(f"{PREFIX}-a")
-        for index, name in enumerate(NAMES):
-            (workdir / name).mkdir()
-            roles, own = setup[name]
-            node = CellNode(name, index, workdir / name, udp_port, protocol=protocol,
-                            roles=roles, own=own)
-            node.mqtt_port = free_port(node.ns)
-            nodes[name] = node
-        for node in nodes.values():
-            node.start_broker()
-        for node in nodes.values():
-            node.start_daemon()
+          first: tuple[tuple[str, str], ...]) -> Iterator[dict[str, ProtocolNode]]:
+    with protocol_mesh(tmp.mktemp(protocol), PREFIX, "10.97.0", protocol, setup, first,
+                       neighbor_timeout=2) as nodes:
         yield nodes
-    finally:
-        for node in nodes.values():
-            if node.daemon is not None and node.daemon.poll() is not None:
-                print(f"--- meshsubd {node.name} exited {node.daemon.returncode}:\n"
-                      f"{node.log_tail()}")
-            node.stop_all()
-        _remove()
 
 
 GRID = {"cols": 2, "rows": 1, "cell_size_m": 100.0}
 
 
 @pytest.fixture
-def puma(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, CellNode]]:
+def puma(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ProtocolNode]]:
     # walk_boundary "stay": from (0, 0) the 2 x 1 walk keeps mass on both cells at every t
     walk = {**GRID, "reliable_control": True, "unit_s": 2.0, "t_max": 60,
             "walk_boundary": "stay", "th": 0.6,
@@ -162,7 +76,7 @@ def puma(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, CellNod
 
 
 @pytest.fixture
-def giant(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, CellNode]]:
+def giant(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ProtocolNode]]:
     common = {**GRID, "unit_s": 1.0, "DR": 0.9, "sweep_s": 1.0}
     yield from _mesh(tmp_path_factory, "giant", {
         "a": (("broker",), {**common, "cell_x": 0, "cell_y": 0, "adverts": ["reading"]}),
@@ -175,7 +89,7 @@ def _until(what: str, cond: Callable[[], Any], guard: float = 30.0) -> Any:
     return wait_for(cond, what, guard=guard, step=0.2)
 
 
-def test_puma_event_follows_a_client_into_the_next_cell(puma: dict[str, CellNode]) -> None:
+def test_puma_event_follows_a_client_into_the_next_cell(puma: dict[str, ProtocolNode]) -> None:
     a, b, c = puma["a"], puma["b"], puma["c"]
     assert a.proto()["role"] == "base" and b.proto()["role"] == "client"
     _until("client with station A", lambda: b.proto().get("base") == a.node_id)
@@ -200,7 +114,7 @@ def test_puma_event_follows_a_client_into_the_next_cell(puma: dict[str, CellNode
 
 
 def test_giant_ferry_carries_between_brokers_that_never_meet(
-        giant: dict[str, CellNode]) -> None:
+        giant: dict[str, ProtocolNode]) -> None:
     a, b, c = giant["a"], giant["b"], giant["c"]
     assert b.proto()["role"] == "ferry" and c.proto()["role"] == "broker"
     sub = c.mqtt_sub("meshsub/deliver/pge/#")

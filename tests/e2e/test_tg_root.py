@@ -17,18 +17,12 @@ import os
 import shutil
 import signal
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from mesh import (
-    IFACE,
-    KEY,
-    NodeProc,
-    bridge_namespaces,
-    free_port,
-    remove_namespaces,
-    sh,
+    ProtocolNode,
+    protocol_mesh,
     wait_for,
 )
 from test_tg_loopback import one_group as group_of_views
@@ -41,88 +35,30 @@ pytestmark = [
                        reason="needs mosquitto clients and nft"),
 ]
 PREFIX = "msub-tge"
-MEDIUM = f"{PREFIX}-m"
 NAMES = ("a", "b", "c", "d")
-CUT = (("a", "c"), ("b", "d"))
-
-
-@dataclass
-class TgNode(NodeProc):
-    """A mesh node whose daemon runs TG (the e2e helper's node runs flooding)."""
-
-    @property
-    def ns(self) -> str:
-        return f"{PREFIX}-{self.name}"
-
-    def write_config(self) -> None:
-        lines = [
-            "[node]", f"id = {self.node_id}", f'name = "tge-{self.name}"',
-            "[link]", f'interface = "{IFACE}"', f"port = {self.udp_port}",
-            "[discovery]", "beacon_interval = 0.5", "min_interval = 0.25",
-            "neighbor_timeout = 3", "zeroconf = false",
-            "[protocol]", 'name = "tg"',
-            "[protocol.params]", "preferred_levels = 4", "T_HELLO = 0.5", "T_DEAD = 2.0",
-            "[security]", "current_key = 1",
-            "[security.keys]", f'1 = "{KEY}"',
-            "[mqtt]", 'host = "127.0.0.1"', f"port = {self.mqtt_port}",
-            "[storage]", f'state_dir = "{self.state_dir}"', f'spool_dir = "{self.spool_dir}"',
-            "[log]", 'level = "info"',
-        ]
-        self.config_path.write_text("\n".join(lines) + "\n")
-
-
-def _remove() -> None:
-    remove_namespaces(PREFIX, NAMES)
+RING = (("a", "b"), ("b", "c"), ("c", "d"), ("d", "a"))  # A <-> C and B <-> D cut
+PARAMS = {"preferred_levels": 4, "T_HELLO": 0.5, "T_DEAD": 2.0}
 
 
 @pytest.fixture(scope="module")
-def ring(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, TgNode]]:
-    workdir = tmp_path_factory.mktemp("tg")
-    nodes: dict[str, TgNode] = {}
-    try:
-        bridge_namespaces(PREFIX, NAMES, "10.98.0")
-        rules = "\n".join(f'        iifname "{PREFIX}-{x}0" oifname "{PREFIX}-{y}0" drop'
-                          for a, b in CUT for x, y in ((a, b), (b, a)))
-        sh("nft", "-f", "-", ns=MEDIUM, input_text=f"""
-table bridge msub_tge {{
-    chain forward {{
-        type filter hook forward priority -1; policy accept;
-{rules}
-    }}
-}}
-""")
-        udp_port = free_port(f"{PREFIX}-a")
-        for index, name in enumerate(NAMES):
-            (workdir / name).mkdir()
-            node = TgNode(name, index, workdir / name, udp_port)
-            node.mqtt_port = free_port(node.ns)
-            nodes[name] = node
-        for node in nodes.values():
-            node.start_broker()
-        for node in nodes.values():
-            node.start_daemon()
+def ring(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ProtocolNode]]:
+    with protocol_mesh(tmp_path_factory.mktemp("tg"), PREFIX, "10.98.0", "tg",
+                       {name: ((), PARAMS) for name in NAMES}, RING) as nodes:
         yield nodes
-    finally:
-        for node in nodes.values():
-            if node.daemon is not None and node.daemon.poll() is not None:
-                print(f"--- meshsubd {node.name} exited {node.daemon.returncode}:\n"
-                      f"{node.log_tail()}")
-            node.stop_all()
-        _remove()
 
 
-def groups(node: TgNode) -> list[dict[str, Any]]:
+def groups(node: ProtocolNode) -> list[dict[str, Any]]:
     status = node.try_status()
     return [] if status is None else list(status["protocol"]["groups"])
 
 
-def one_group(nodes: list[TgNode]) -> dict[int, dict[str, Any]] | None:
+def one_group(nodes: list[ProtocolNode]) -> dict[int, dict[str, Any]] | None:
     """Each node's membership if all are in one anchored group and the parents form a tree
     whose chains reach the leader in ``level`` steps; else None."""
     return group_of_views({n.node_id: groups(n) for n in nodes})
 
 
-def test_group_forms_delivers_and_heals_after_a_parent_dies(ring: dict[str, TgNode]) -> None:
+def test_group_forms_delivers_and_heals_after_a_parent_dies(ring: dict[str, ProtocolNode]) -> None:
     nodes = list(ring.values())
     by = wait_for(lambda: one_group(nodes), "one group over the ring", guard=90.0)
     deep = [nid for nid, g in by.items() if g["level"] == 2]

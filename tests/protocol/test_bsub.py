@@ -204,6 +204,41 @@ def test_contact_cut_mid_session_loses_and_duplicates_nothing() -> None:
     assert net.deliveries(mid) == [(2, "s")]
 
 
+def test_a_broker_that_sees_the_link_last_still_merges_the_consumers_interest() -> None:
+    """The virtual mesh's lost delivery (vmesh-bsub-groups): consumer 4's IDENT and
+    genuine filter reached broker 7 before 7's own NeighborUp for 4 (the consumer
+    detected the link first). 7 decided with nothing to send, its pump waited for
+    the neighbour, and no ACK ever came to run it again: the merge never happened,
+    7's relay filter lacked "alerts/fire" and the producer gave it no copy."""
+    net = net_of([10], [1, 2])
+    net.subscribe(2, "s", sub())
+    net.link(2, 10, announce=[2])  # only the consumer sees the link at first
+    net.run(until=1.0)  # IDENT, FILTER and their ACKs: broker 10 has decided
+    net.feed(10, NeighborUp(net.now, NeighborInfo(2)))  # ...and now sees it too
+    net.run(until=2.0)
+    net.unlink(2, 10)
+    assert proto(net, 10).relay_filter.counter(KEY, net.now) == 50
+    mid = net.publish(1, event())
+    meet(net, 1, 10)
+    assert holds(net, 10, mid)  # the producer's copy: 10's relay filter holds the key
+    meet(net, 10, 2)
+    assert net.deliveries(mid) == [(2, "s")]
+
+
+def test_a_message_published_before_the_late_neighbor_up_is_offered_after_it() -> None:
+    """A message that appears while the session waits for the NeighborUp (so
+    ``_consider_everywhere`` skips that peer) is offered when the neighbour appears."""
+    net = net_of([10], [2])
+    net.subscribe(2, "s", sub())
+    net.link(2, 10, announce=[2])
+    net.run(until=1.0)
+    mid = net.publish(10, event())
+    net.run(until=2.0)
+    net.feed(10, NeighborUp(net.now, NeighborInfo(2)))
+    net.run(until=3.0)
+    assert net.deliveries(mid) == [(2, "s")]
+
+
 def test_lost_ack_leaves_a_duplicate_that_is_detected_by_id() -> None:
     net = net_of([10, 11], [1, 2], delay=0.05)
     net.subscribe(2, "s", sub())

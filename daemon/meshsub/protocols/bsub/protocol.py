@@ -217,8 +217,18 @@ class BSub(StoreCarryForward):
     # ------------------------------------------------------------------ contacts
 
     def on_neighbor_up(self, info: NeighborInfo) -> None:
-        if info.node not in self.contacts:  # its IDENT may have come first
+        c = self.contacts.get(info.node)
+        if c is None:
             self._start_session(info.node)
+        elif c.decided and c.merge_due:
+            # The peer saw the link first: its IDENT and filters arrived before our
+            # NeighborUp, so the session decided while the peer was not yet a
+            # neighbour and ``_pump`` held back its DATA and its merge. Without
+            # this the merge waits for an ACK that never comes (nothing to send):
+            # a broker would never learn the consumer's interest from this contact.
+            self._refresh(c)
+            self._offer(c, self._plans(c))  # what arrived meanwhile (not yet offered)
+            self._pump(c)
 
     def on_neighbor_down(self, node: NodeId) -> None:
         self.contacts.pop(node, None)
@@ -352,12 +362,16 @@ class BSub(StoreCarryForward):
         c.decided = True
         self.sweep()
         self._refresh(c)
+        self._offer(c, self._plans(c))
+        c.merge_due = True
+        self._pump(c)
+
+    def _plans(self, c: _Contact) -> list[tuple[MessageId, Mode]]:
+        """Every buffered message that goes to ``c.peer`` and how, in sending order."""
         plans = [plan for mid in list(self.buffer.summary_vector())
                  if (plan := self._plan(c, mid)) is not None]
         plans.sort(key=lambda p: p[0])
-        self._offer(c, [(mid, mode) for _, mid, mode in plans])
-        c.merge_due = True
-        self._pump(c)
+        return [(mid, mode) for _, mid, mode in plans]
 
     def _merge(self, c: _Contact) -> None:
         """Step 7 of the contact, once our forwarding (step 6) is complete.
