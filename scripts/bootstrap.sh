@@ -27,6 +27,17 @@ if [ "${#missing[@]}" -gt 0 ]; then
   need_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
   need_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+# qemu-user's binfmt handlers (arm64/armhf devices of the virtual mesh): the kernel's
+# binfmt_misc may not be mounted where systemd did not start the machine.
+if [ -d /proc/sys/fs/binfmt_misc ] && [ ! -e /proc/sys/fs/binfmt_misc/status ]; then
+  need_root mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc 2>/dev/null \
+    || log "binfmt_misc cannot be mounted here: no arm64/armhf devices (amd64 ones work)"
+fi
+if [ -e /proc/sys/fs/binfmt_misc/status ] && [ ! -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] \
+   && command -v update-binfmts >/dev/null 2>&1; then
+  need_root update-binfmts --enable qemu-aarch64 >/dev/null 2>&1 || true
+  need_root update-binfmts --enable qemu-arm >/dev/null 2>&1 || true
+fi
 # Packages whose services must not run on the host by default (tests start their own).
 for svc in mosquitto gpsd gpsd.socket; do
   if systemctl is-enabled "$svc" >/dev/null 2>&1; then

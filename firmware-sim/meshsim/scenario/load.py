@@ -212,9 +212,33 @@ def _log_distance(t: Table, base: Radio) -> Radio:
     return dataclasses.replace(radio, range_m=model.range_m)
 
 
+DEVICE_ARCHES = ("amd64", "arm64", "armhf")
+"""The virtual mesh's device architectures (``meshsim.vmesh.image.ARCHES``)."""
+
+
 def _nodes(t: Table, area: Area, meta: Meta, base_dir: Path) -> Nodes:
-    if t.has("groups"):
-        return _grouped_nodes(t, area, meta, base_dir)
+    arch = _arch(t)
+    nodes = (_grouped_nodes(t, area, meta, base_dir) if t.has("groups")
+             else _plain_nodes(t, area, meta, base_dir))
+    if len(arch) > 1 and len(arch) != len(nodes.ids):
+        raise t.err("arch", f"{len(arch)} architectures for {len(nodes.ids)} nodes: one for "
+                    "all, or one per node in id order")
+    return dataclasses.replace(nodes, arch=arch)
+
+
+def _arch(t: Table) -> tuple[str, ...]:
+    """``arch``: the devices' architecture (a string) or each node's (an array)."""
+    value = t.raw("arch", [])
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list):
+        raise t.err("arch", "expected a string or an array of strings")
+    for name in names:
+        if name not in DEVICE_ARCHES:
+            raise t.err("arch", f"must be one of {', '.join(DEVICE_ARCHES)} (got {name!r})")
+    return tuple(names)
+
+
+def _plain_nodes(t: Table, area: Area, meta: Meta, base_dir: Path) -> Nodes:
     placement = t.string("placement", choices=tuple(p for p in PLACEMENTS if p != "lattice"))
     ids, positions = members(t, placement, area, 1, id_required=False)
     dup = next((i for i in ids if ids.count(i) > 1), None)

@@ -98,6 +98,9 @@ class Nodes:
     groups: tuple[NodeGroup, ...] = ()
     """``[[nodes.groups]]``; empty: every node is one group of this table's placement and
     the top-level ``[mobility]`` (the form without groups)."""
+    arch: tuple[str, ...] = ()
+    """The virtual mesh's device architectures: one for all, or one per node in id
+    order; empty: the host's. The simulator has no use for it."""
 
     def group_of(self, node: int) -> NodeGroup | None:
         for group in self.groups:

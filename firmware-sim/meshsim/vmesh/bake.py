@@ -30,7 +30,7 @@ from meshsim.host.errors import VmeshError
 from meshsim.vmesh import deploy, image, nodes
 from meshsim.vmesh.plan import make_plan
 from meshsim.vmesh.runstate import run_dir
-from meshsim.vmesh.wheelhouse import meshsub_wheel, wheel_version, wheelhouse_digest
+from meshsim.vmesh.wheelhouse import host_arch, meshsub_wheel, wheel_version, wheelhouse_digest
 
 Log = Callable[[str], None]
 NAME = "msub-device-baked"
@@ -82,23 +82,24 @@ def bake_digest(base_ref: str, wheelhouse: Path, deploy_dir: Path = DEPLOY_DIR) 
     return h.hexdigest()
 
 
-def baked_ref(digest: str) -> str:
-    return f"localhost/{NAME}:{digest[:12]}"
+def baked_ref(digest: str, arch: str = "amd64") -> str:
+    return f"localhost/{image.arch_name(NAME, arch)}:{digest[:12]}"
 
 
 def ensure_baked(wheelhouse: Path, *, arch: str | None = None, rebuild: bool = False,
                  log: Log = print) -> str:
     """The baked image for this checkout's roles and ``wheelhouse``, baking it if missing."""
+    arch = arch or host_arch()
     base = image.ensure_image(arch=arch, log=log)
     digest = bake_digest(base, wheelhouse)
-    ref = baked_ref(digest)
+    ref = baked_ref(digest, arch)
     with image.build_lock():
         if image.image_exists(ref) and not rebuild:
             return ref
         started = time.monotonic()
         _bake(base, ref, digest, wheelhouse, log)
         log(f"baked {ref} in {time.monotonic() - started:.0f} s")
-        image.remove_stale(NAME, keep=KEEP, log=log)
+        image.remove_stale(image.arch_name(NAME, arch), keep=KEEP, log=log)
     return ref
 
 

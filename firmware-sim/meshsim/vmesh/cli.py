@@ -36,6 +36,16 @@ def add_parser(sub: argparse._SubParsersAction,  # type: ignore[type-arg]
     img.add_argument("--rebuild", action="store_true", help="build even if it exists")
     img.add_argument("--base", action="store_true",
                      help="only the base image (the operating system), not the baked one")
+    img.add_argument("--arch", choices=tuple(image.ARCHES), default=None,
+                     help="the devices' architecture (default: the host's; others run "
+                          "under qemu-user)")
+
+    wh = vsub.add_parser("wheelhouse", help="build the wheels a device of ARCH installs "
+                         "(the playbook's meshsub_wheelhouse_dir)")
+    wh.add_argument("dest", type=Path, metavar="DIR")
+    wh.add_argument("--arch", choices=tuple(image.ARCHES), default=None,
+                    help="the devices' Debian architecture (default: the host's); armhf "
+                         "compiles msgpack and mmh3 in an emulated container (root)")
 
     up = named(vsub.add_parser("up", help="start N devices and write the inventory"))
     up.add_argument("--nodes", type=int, required=True, metavar="N")
@@ -46,6 +56,9 @@ def add_parser(sub: argparse._SubParsersAction,  # type: ignore[type-arg]
                     help="baked: meshsub installed, deploy with --tags configure (default); "
                          "base: the bare system, deploy with the full site.yml")
     up.add_argument("--rebuild-image", action="store_true")
+    up.add_argument("--arch", default=None, metavar="ARCH[,ARCH...]",
+                    help="the devices' architecture (amd64, arm64, armhf; default the "
+                         "host's), or one per device, comma-separated (a mixed fleet)")
 
     down = named(vsub.add_parser("down", help="remove everything the run created"))
     down.add_argument("--purge", action="store_true",
@@ -70,20 +83,25 @@ def _log(msg: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    cmd = args.vmesh_command
+    if cmd == "wheelhouse":
+        names = build_wheelhouse(args.dest, arch=args.arch, log=_log)
+        print("\n".join(names))
+        return 0
     if os.geteuid() != 0:
         raise VmeshError("needs root (network namespaces, bridges, containers)")
-    cmd = args.vmesh_command
     if cmd == "image":
-        print(image.ensure_image(rebuild=args.rebuild, log=_log))
+        print(image.ensure_image(rebuild=args.rebuild, arch=args.arch, log=_log))
         if not args.base:
             with tempfile.TemporaryDirectory(prefix="msub-wheels-") as tmp:
-                build_wheelhouse(Path(tmp) / "wheels")
-                print(bake.ensure_baked(Path(tmp) / "wheels", rebuild=args.rebuild, log=_log))
+                build_wheelhouse(Path(tmp) / "wheels", arch=args.arch, log=_log)
+                print(bake.ensure_baked(Path(tmp) / "wheels", arch=args.arch,
+                                        rebuild=args.rebuild, log=_log))
         return 0
     if cmd == "up":
         res = lifecycle.up(args.nodes, args.name, protocol=args.protocol,
                            spacing_m=args.spacing, image_kind=args.image,
-                           rebuild_image=args.rebuild_image, log=_log)
+                           rebuild_image=args.rebuild_image, arch=args.arch, log=_log)
         verb = "already up" if res.reused else f"up in {res.seconds:.1f} s"
         print(f"run {args.name}: {len(res.plan.nodes)} devices {verb}; inventory {res.inventory}")
         return 0

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from meshsim.host import sh
 from meshsim.host.errors import VmeshError
+from meshsim.vmesh.wheelhouse import host_arch
 
 RECIPE_DIR = Path(__file__).with_name("recipe")
 RECIPE_FILES = ("recipe.toml", "customize.sh")
@@ -35,6 +36,12 @@ LOCK_PATH = Path("/run/lock/msub-image.lock")
 APT_SOURCES = (Path("/etc/apt/sources.list.d"), Path("/etc/apt/sources.list"))
 
 Log = Callable[[str], None]
+
+ARCHES = {"amd64": ("amd64", ""), "arm64": ("arm64", ""), "armhf": ("arm", "v7")}
+"""The device architectures: Debian name -> (OCI architecture, OCI variant).
+amd64 for laptops, arm64 for 64-bit Raspberry Pi OS (Pi 3/4/5, Zero 2), armhf for
+32-bit Raspberry Pi OS on ARMv7 (Pi 2/3/4). ARMv6 (Pi 1, Zero) is not supported: the
+armhf wheels are built for ARMv7."""
 
 
 @dataclass(frozen=True)
@@ -51,13 +58,14 @@ class Recipe:
 
     @property
     def ref(self) -> str:
-        """The local image reference, e.g. ``localhost/msub-device:3f2a...``."""
-        return f"localhost/{self.name}:{self.digest}"
+        """The local image reference, e.g. ``localhost/msub-device-arm64:3f2a...``."""
+        return f"localhost/{arch_name(self.name, self.arch)}:{self.digest}"
 
 
-def host_arch() -> str:
-    """The host's Debian architecture (``dpkg --print-architecture``)."""
-    return sh.out(["dpkg", "--print-architecture"]).strip()
+def arch_name(name: str, arch: str) -> str:
+    """An image name per architecture (amd64's unsuffixed): each keeps its own newest
+    tags, so building one architecture never removes another's images."""
+    return name if arch == "amd64" else f"{name}-{arch}"
 
 
 def recipe_digest(recipe_dir: Path = RECIPE_DIR, arch: str | None = None) -> str:
@@ -71,8 +79,8 @@ def recipe_digest(recipe_dir: Path = RECIPE_DIR, arch: str | None = None) -> str
 
 def load_recipe(recipe_dir: Path = RECIPE_DIR, arch: str | None = None) -> Recipe:
     arch = arch or host_arch()
-    if not re.fullmatch(r"[a-z0-9]+", arch):
-        raise VmeshError(f"bad architecture {arch!r} (a Debian one, e.g. amd64, arm64)")
+    if arch not in ARCHES:
+        raise VmeshError(f"bad architecture {arch!r} (one of {', '.join(ARCHES)})")
     try:
         data = tomllib.loads((recipe_dir / "recipe.toml").read_text())
         img = data["image"]
@@ -128,6 +136,31 @@ def host_mirror(suite: str) -> str:
     return mirror
 
 
+BINFMT_DIR = Path("/proc/sys/fs/binfmt_misc")
+QEMU_HANDLERS = {"arm64": "qemu-aarch64", "armhf": "qemu-arm"}
+
+
+def check_emulation(arch: str, binfmt_dir: Path = BINFMT_DIR) -> None:
+    """Refuse, in one line, a foreign architecture this host cannot run.
+
+    Foreign devices run their programs through qemu-user, which the kernel starts for
+    them by binfmt_misc (Debian's qemu-user-static registers the handlers, with the
+    ``F`` flag, so they work inside chroots and containers too).
+    """
+    if arch == host_arch() or arch not in QEMU_HANDLERS:
+        return
+    handler = binfmt_dir / QEMU_HANDLERS[arch]
+    try:
+        enabled = handler.read_text().splitlines()[0].strip() == "enabled"
+    except (OSError, IndexError):
+        enabled = False
+    if not enabled:
+        raise VmeshError(
+            f"cannot run {arch} programs on this {host_arch()} host: no enabled binfmt handler "
+            f"{handler} (install qemu-user-static and binfmt-support, `mount -t binfmt_misc "
+            f"binfmt_misc {binfmt_dir}` if it is empty, then `update-binfmts --enable`)")
+
+
 def image_exists(ref: str) -> bool:
     return sh.ok(["podman", "image", "exists", ref])
 
@@ -147,11 +180,12 @@ def build_lock() -> Iterator[None]:
 def ensure_image(*, rebuild: bool = False, arch: str | None = None, log: Log = print) -> str:
     """Return the base image reference for the current recipe, building it if missing."""
     recipe = load_recipe(arch=arch)
+    check_emulation(recipe.arch)
     with build_lock():
         if image_exists(recipe.ref) and not rebuild:
             return recipe.ref
         _build(recipe, log)
-        remove_stale(recipe.name, keep=2, log=log)
+        remove_stale(arch_name(recipe.name, recipe.arch), keep=2, log=log)
     return recipe.ref
 
 
@@ -176,12 +210,14 @@ def _build(recipe: Recipe, log: Log) -> None:
 
 
 def _import(rootfs: Path, recipe: Recipe) -> None:
+    oci_arch, variant = ARCHES[recipe.arch]
     tar = subprocess.Popen(["tar", "--numeric-owner", "--xattrs", "-C", str(rootfs), "-c", "."],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert tar.stdout is not None
     try:
         imp = subprocess.run(
-            ["podman", "import", "--change", f"LABEL {LABEL}={recipe.digest}",
+            ["podman", "import", "--arch", oci_arch, *(["--variant", variant] if variant else []),
+             "--change", f"LABEL {LABEL}={recipe.digest}",
              "--change", 'CMD ["/sbin/init"]', "-", recipe.ref],
             stdin=tar.stdout, capture_output=True, check=False, timeout=1200)
     finally:

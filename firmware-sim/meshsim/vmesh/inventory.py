@@ -17,13 +17,18 @@ from pathlib import Path
 from typing import Any
 
 from meshsim.vmesh.plan import DEFAULT_RUN, Plan
-from meshsim.vmesh.wheelhouse import meshsub_wheel, wheel_version
+from meshsim.vmesh.wheelhouse import host_arch, meshsub_wheel, wheel_version
 
 INVENTORY = "inventory.yml"
 KEY = "id_ed25519"
 KNOWN_HOSTS = "known_hosts"
 WHEELHOUSE = "wheelhouse"
 GPSD_UDP_PORT = 29470
+
+
+def wheelhouse_name(arch: str) -> str:
+    """The run directory's wheelhouse for devices of ``arch`` (the host's: ``wheelhouse``)."""
+    return WHEELHOUSE if arch == host_arch() else f"{WHEELHOUSE}-{arch}"
 
 
 def group_name(run: str) -> str:
@@ -69,12 +74,15 @@ def inventory_data(plan: Plan, rundir: Path, protocol: str, fleet_key: str) -> d
 def write_inventory(plan: Plan, rundir: Path, protocol: str, *, name: str = INVENTORY,
                     host_vars: dict[str, dict[str, Any]] | None = None,
                     group_vars: dict[str, Any] | None = None,
-                    writer: str = "meshsim vmesh up") -> Path:
+                    writer: str = "meshsim vmesh up",
+                    arches: dict[str, str] | None = None) -> Path:
     """Write ``RUNDIR/<name>`` (mode 0600: it holds the run's fleet key).
 
     ``host_vars`` (by hostname) and ``group_vars`` override the plan's defaults: a
     scenario run gives each device its scenario node id, position and protocol.
     The fleet key is the run's, whichever inventory of the run is written.
+    ``arches`` (by hostname): a device of another architecture than the host installs
+    from the wheelhouse built for it.
     """
     path = rundir / name
     fleet_key = _existing_fleet_key(rundir / INVENTORY) or secrets.token_hex(32)
@@ -84,6 +92,9 @@ def write_inventory(plan: Plan, rundir: Path, protocol: str, *, name: str = INVE
     if list(wheels.glob("meshsub-*.whl")):  # pin the build the devices run (or will)
         group["vars"]["meshsub_version"] = wheel_version(meshsub_wheel(wheels))
     group["vars"].update(group_vars or {})
+    for host, arch in (arches or {}).items():
+        if arch != host_arch() and host in group["hosts"]:
+            group["hosts"][host]["meshsub_wheelhouse_dir"] = str(rundir / wheelhouse_name(arch))
     for host, extra in (host_vars or {}).items():
         group["hosts"][host].update(extra)
     text = (f"# meshsim vmesh run {plan.run!r}: {len(plan.nodes)} virtual devices.\n"

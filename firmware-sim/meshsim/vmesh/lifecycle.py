@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from meshsim.host.errors import VmeshError
 from meshsim.vmesh import bake, image, inventory, net, nodes
 from meshsim.vmesh.plan import DEFAULT_RUN, DEFAULT_SPACING_M, NodePlan, Plan, make_plan
 from meshsim.vmesh.runstate import RunState, forget, load_state, run_dir
-from meshsim.vmesh.wheelhouse import build_wheelhouse
+from meshsim.vmesh.wheelhouse import build_wheelhouse, host_arch
 
 Log = Callable[[str], None]
 
@@ -40,6 +40,33 @@ class UpResult:
     """The devices asked for: all of the plan, or its first N when a larger run was reused."""
     prepare_s: float = 0.0
     """Of ``seconds``: the wheelhouse and the image (a bake, when its inputs changed)."""
+    arches: tuple[str, ...] = ()
+    """Each device's Debian architecture, in plan order."""
+
+
+def device_arches(arch: str | Sequence[str] | None, count: int) -> tuple[str, ...]:
+    """Each of ``count`` devices' architecture: one for all (``arm64``) or one each.
+
+    A string may list them comma-separated (``arm64,arm64,amd64``), as ``meshsim vmesh
+    up --arch`` takes them; ``None`` is the host's architecture.
+    """
+    if arch is None:
+        return (host_arch(),) * count
+    names = [a.strip() for a in arch.split(",")] if isinstance(arch, str) else list(arch)
+    for name in names:
+        if name not in image.ARCHES:
+            raise VmeshError(f"bad architecture {name!r} (one of {', '.join(image.ARCHES)})")
+    if len(names) == 1:
+        return (names[0],) * count
+    if len(names) != count:
+        raise VmeshError(f"{len(names)} architectures for {count} devices: give one for all "
+                         "or one per device")
+    return tuple(names)
+
+
+def image_label(refs: Sequence[str]) -> str:
+    """The run state's image: the one image, or each device's comma-separated."""
+    return refs[0] if len(set(refs)) == 1 else ",".join(refs)
 
 
 def _quiet(_: str) -> None:
@@ -48,7 +75,8 @@ def _quiet(_: str) -> None:
 
 def up(nodes_count: int, run: str = DEFAULT_RUN, *, protocol: str = "flooding",
        spacing_m: float = 50.0, image_kind: str = "baked", rebuild_image: bool = False,
-       reuse_larger: bool = False, log: Log = _quiet) -> UpResult:
+       reuse_larger: bool = False, arch: str | Sequence[str] | None = None,
+       log: Log = _quiet) -> UpResult:
     """Bring up ``nodes_count`` devices (or reuse a healthy run of that shape).
 
     ``image_kind`` ``baked`` (the default) starts the devices from the baked image
@@ -56,23 +84,34 @@ def up(nodes_count: int, run: str = DEFAULT_RUN, *, protocol: str = "flooding",
     bare operating system (the full ``site.yml`` over SSH, as on a new Pi).
     ``reuse_larger``: a healthy run with more devices is reused as it is, and the
     first ``nodes_count`` are the ones asked for (a test session's shared fleet).
+    ``arch``: the devices' architectures (``device_arches``); each architecture has
+    its own wheelhouse and image, and a foreign one runs under qemu-user.
     """
     t0 = time.monotonic()
     if image_kind not in IMAGE_KINDS:
         raise VmeshError(f"image must be one of {', '.join(IMAGE_KINDS)}, got {image_kind!r}")
     make_plan(nodes_count, run, spacing_m)  # checks the arguments before any work
+    arches = device_arches(arch, nodes_count)
+    for name in sorted(set(arches)):
+        image.check_emulation(name)
     rundir = run_dir(run)
     rundir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    log(f"building the wheelhouse in {rundir / inventory.WHEELHOUSE}")
-    build_wheelhouse(rundir / inventory.WHEELHOUSE)
-    if image_kind == "base":
-        ref = image.ensure_image(rebuild=rebuild_image, log=log)
-    else:
-        ref = bake.ensure_baked(rundir / inventory.WHEELHOUSE, rebuild=rebuild_image, log=log)
+    refs: dict[str, str] = {}
+    for name in sorted(set(arches)):
+        wheels = rundir / inventory.wheelhouse_name(name)
+        log(f"building the {name} wheelhouse in {wheels}")
+        build_wheelhouse(wheels, arch=name, log=log)
+        if image_kind == "base":
+            refs[name] = image.ensure_image(rebuild=rebuild_image, arch=name, log=log)
+        else:
+            refs[name] = bake.ensure_baked(wheels, arch=name, rebuild=rebuild_image, log=log)
+    images = [refs[a] for a in arches]
+    ref = image_label(images)
     prepared = time.monotonic() - t0
     old = load_state(rundir)
     size = nodes_count
-    if old is not None and reuse_larger and old.nodes > nodes_count:
+    if (old is not None and reuse_larger and old.nodes > nodes_count
+            and len(set(arches)) == 1):
         size = old.nodes
     plan = make_plan(size, run, spacing_m)
     if (old is not None and old.complete and old.nodes == size and old.image == ref
@@ -82,30 +121,39 @@ def up(nodes_count: int, run: str = DEFAULT_RUN, *, protocol: str = "flooding",
         if old.protocol != protocol:  # only the inventory names it: no need to restart
             old.protocol = protocol
             old.save(rundir)
-            inv = inventory.write_inventory(plan, rundir, protocol)
+            inv = inventory.write_inventory(plan, rundir, protocol,
+                                            arches=_by_host(plan, old.arches))
         return UpResult(plan, rundir, inv, time.monotonic() - t0, True, ref,
-                        plan.nodes[:nodes_count], prepared)
+                        plan.nodes[:nodes_count], prepared, arches)
     plan = make_plan(nodes_count, run, spacing_m)
     _check_subnet_free(plan)
     teardown(run, log=log)
-    inv = bring_up(plan, ref, rundir, protocol, spacing_m, log)
-    return UpResult(plan, rundir, inv, time.monotonic() - t0, False, ref, plan.nodes, prepared)
+    inv = bring_up(plan, images, rundir, protocol, spacing_m, log, arches=arches)
+    return UpResult(plan, rundir, inv, time.monotonic() - t0, False, ref, plan.nodes, prepared,
+                    arches)
 
 
-def bring_up(plan: Plan, ref: str, rundir: Path, protocol: str,
+def _by_host(plan: Plan, arches: Sequence[str]) -> dict[str, str]:
+    return {n.hostname: a for n, a in zip(plan.nodes, arches, strict=False)}
+
+
+def bring_up(plan: Plan, ref: str | Sequence[str], rundir: Path, protocol: str,
              spacing_m: float = DEFAULT_SPACING_M, log: Log = _quiet,
-             inventory_vars: dict[str, Any] | None = None) -> Path:
+             inventory_vars: dict[str, Any] | None = None,
+             arches: Sequence[str] = ()) -> Path:
     """Make the run's networks and devices from image ``ref``; write its inventory.
 
     Every object is recorded in the run's state before it is made. The devices start
     a few at a time and are ready when their sshd greets and systemd has booted.
     ``inventory_vars`` are group variables of the inventory (the bake's wheelhouse).
+    ``ref``: one image for all devices or one each; ``arches``: each one's architecture.
     """
     count = len(plan.nodes)
     remove_planned(plan, log)
     raise_host_limits(count, log)
-    state = RunState(run=plan.run, nodes=count, image=ref, spacing_m=spacing_m,
-                     protocol=protocol)
+    state = RunState(run=plan.run, nodes=count,
+                     image=ref if isinstance(ref, str) else image_label(ref),
+                     spacing_m=spacing_m, protocol=protocol, arches=list(arches))
     state.save(rundir)
     _ensure_ssh_key(rundir)
     state.remember("netns", plan.medium_netns, rundir)
@@ -130,7 +178,8 @@ def bring_up(plan: Plan, ref: str, rundir: Path, protocol: str,
     log("bring-up: " + ", ".join(f"{k} {v:.1f} s" for k, v in steps.items()))
     with contextlib.suppress(FileNotFoundError):
         (rundir / inventory.KNOWN_HOSTS).unlink()  # fresh host keys every bring-up
-    inv = inventory.write_inventory(plan, rundir, protocol, group_vars=inventory_vars)
+    inv = inventory.write_inventory(plan, rundir, protocol, group_vars=inventory_vars,
+                                    arches=_by_host(plan, arches))
     state.complete = True
     state.save(rundir)
     return inv

@@ -24,6 +24,9 @@ RUN_LABEL = "org.meshsub.vmesh.run"
 # ... ignoring", measured), so meshsubd.service would run unsandboxed and its
 # ProtectSystem=/PrivateTmp= would go untested; with it they apply as on a Pi.
 CAPS = "NET_ADMIN,NET_RAW,SYS_ADMIN"
+ULIMITS = ("--ulimit", "nofile=16384:16384", "--ulimit", "nproc=4096:4096")
+"""Explicit limits: podman's defaults (the host's hard limits) are refused here by runc
+("error setting rlimit type 7: operation not permitted")."""
 START_WORKERS = 4
 """Containers started at once; podman holds locks for much of a start, so more
 threads mostly wait (see docs/benchmarks.md for the measured bring-up)."""
@@ -55,16 +58,23 @@ def start_node(node: NodePlan, image: str, run: str, authorized_key: Path | None
             "--hostname", node.hostname, "--label", f"{RUN_LABEL}={run}",
             "--network", f"ns:/run/netns/{node.netns}",
             "--systemd", "always", "--cap-add", CAPS,
-            "--ulimit", "nofile=16384:16384", "--ulimit", "nproc=4096:4096",
+            *ULIMITS,
             "--stop-timeout", "10", "--tmpfs", "/tmp:rw,mode=1777", *key,
             image, "/sbin/init"])
 
 
-def start_nodes(nodes: Sequence[NodePlan], image: str, run: str, authorized_key: Path,
-                workers: int = START_WORKERS) -> None:
-    """Start many containers, a few at a time (podman serialises much of the work)."""
+def start_nodes(nodes: Sequence[NodePlan], image: str | Sequence[str], run: str,
+                authorized_key: Path, workers: int = START_WORKERS) -> None:
+    """Start many containers, a few at a time (podman serialises much of the work).
+
+    ``image``: one for all, or one per device (a fleet of mixed architectures).
+    """
+    images = [image] * len(nodes) if isinstance(image, str) else list(image)
+    if len(images) != len(nodes):
+        raise VmeshError(f"{len(images)} images for {len(nodes)} devices")
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(nodes)))) as pool:
-        list(pool.map(lambda n: start_node(n, image, run, authorized_key), nodes))
+        list(pool.map(lambda ni: start_node(ni[0], ni[1], run, authorized_key),
+                      zip(nodes, images, strict=True)))
 
 
 def remove_container(name: str) -> bool:

@@ -41,6 +41,8 @@ class RunState:
     containers: list[str] = field(default_factory=list)
     netns: list[str] = field(default_factory=list)
     host_links: list[str] = field(default_factory=list)
+    arches: list[str] = field(default_factory=list)
+    """Each device's Debian architecture, in plan order (empty: all the host's)."""
 
     def remember(self, kind: str, name: str, directory: Path) -> None:
         """Record ``name`` under ``kind`` and persist before the caller makes it."""
@@ -73,7 +75,8 @@ def load_state(directory: Path) -> RunState | None:
             complete=bool(data["complete"]),
             containers=[str(x) for x in data["containers"]],
             netns=[str(x) for x in data["netns"]],
-            host_links=[str(x) for x in data["host_links"]])
+            host_links=[str(x) for x in data["host_links"]],
+            arches=[str(x) for x in data.get("arches", [])])
     except (KeyError, TypeError, ValueError) as exc:
         raise VmeshError(f"bad run state {path}: {exc} (remove it to start afresh)") from exc
 

@@ -129,8 +129,12 @@ def run_on_vmesh(scenario: Scenario, opts: RunOptions) -> VmeshRunResult:
     faults = VmeshFaults({}, timeline, lambda: clock.t0)
 
     t = time.monotonic()
+    arches = scenario.nodes.arch or None
+    if arches is not None and len(arches) > 1:  # by node id: the devices in the plan's order
+        by_id = dict(zip(scenario.nodes.ids, arches, strict=True))
+        arches = tuple(by_id[sid] for sid in sorted(plan.positions))
     up = lifecycle.up(count, opts.vmesh_run, protocol=scenario.protocol.name,
-                      reuse_larger=opts.reuse_larger, log=log)
+                      reuse_larger=opts.reuse_larger, arch=arches, log=log)
     timings["prepare_s"] = up.prepare_s  # wheelhouse, image (a bake if its inputs changed)
     timings["bring_up_s"] = time.monotonic() - t - up.prepare_s
     devmap = _device_map(plan, up.devices)
@@ -260,8 +264,10 @@ def _write_inventory(scenario: Scenario, plan: Plan, up: lifecycle.UpResult,
         "meshsub_beacon_interval": BEACON_INTERVAL_S,
     }
     used = dataclasses.replace(up.plan, nodes=tuple(devmap.values()))  # only these deploy
+    arches = {n.hostname: a for n, a in zip(up.plan.nodes, up.arches, strict=False)}
     return write_inventory(used, up.rundir, scenario.protocol.name, name=SCENARIO_INVENTORY,
-                           host_vars=host_vars, group_vars=group_vars, writer="meshsim run")
+                           host_vars=host_vars, group_vars=group_vars, writer="meshsim run",
+                           arches=arches)
 
 
 def _settle(devmap: dict[int, NodePlan], expected: dict[int, set[int]], timeout_s: float,
