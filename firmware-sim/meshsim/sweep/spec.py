@@ -131,7 +131,9 @@ def load_sweep(path: str | Path) -> SweepSpec:
     except tomllib.TOMLDecodeError as exc:
         raise SweepError("", f"{path}: invalid TOML: {exc}") from None
     try:
-        return _spec(doc, path, hashlib.sha256(text.encode()).hexdigest())
+        # absolute: the sweep's scenarios and derive hook are named relative to its file,
+        # and a Spark task runs in its worker's directory, not the driver's
+        return _spec(doc, path.absolute(), hashlib.sha256(text.encode()).hexdigest())
     except ScenarioError as exc:
         if isinstance(exc, SweepError):
             raise
