@@ -170,3 +170,14 @@ def test_a_derive_hook_may_define_dataclasses(tmp_path: Path) -> None:
     point = next(p for p in expand(spec) if p.seed == 2)
     scenario, derived = resolve(spec, point)
     assert derived == ("scenario.duration_s=200.0",) and scenario.meta.duration_s == 200.0
+
+
+def test_a_sweep_named_relative_to_the_working_directory_names_its_files_absolutely(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A Spark task runs in its worker's directory: a relative sweep path would name the
+    # scenarios relative to a directory the worker does not have ('cannot read scenario').
+    write(tmp_path)
+    monkeypatch.chdir(tmp_path.parent)
+    spec = load_sweep(Path(tmp_path.name) / "sweep.toml")
+    assert spec.path.is_absolute() and spec.path == tmp_path / "sweep.toml"
+    assert all(point.scenario.is_absolute() for point in expand(spec))
