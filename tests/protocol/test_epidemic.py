@@ -358,3 +358,18 @@ def test_bad_params(values: dict[str, Any], key: str) -> None:
 def test_drop_policy_from_config_text() -> None:
     params = parse_params(EpidemicParams, {"drop_policy": "drop_expiring"})
     assert params.drop_policy is DropPolicy.DROP_EXPIRING
+
+
+@pytest.mark.parametrize("first", [1, 2])
+def test_either_end_may_see_the_link_first(first: int) -> None:
+    """B-SUB and PULL once lost a contact when the peer's frames arrived before the
+    receiver's own NeighborUp; epidemic serves a vector or request from a peer it
+    does not yet list, so the exchange completes whichever end sees the link first."""
+    net = epidemic_net([1, 2], delay=0.01)
+    net.subscribe(2, "s", SUB)
+    eid = net.publish(1, event())
+    net.link(1, 2, announce=[first])
+    net.run(until=net.now + 1.0)
+    net.feed(3 - first, NeighborUp(net.now, NeighborInfo(first)))
+    net.run(until=net.now + 2.0)
+    assert net.deliveries(eid) == [(2, "s")]

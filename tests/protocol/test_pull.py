@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from harness import Net
 
-from meshsub.core.api import FrameReceived, Message, MessageId, MsgKind
+from meshsub.core.api import FrameReceived, Message, MessageId, MsgKind, NeighborInfo, NeighborUp
 from meshsub.core.params import ParameterError, parse_params
 from meshsub.core.registry import get_protocol
 from meshsub.core.syntax import parse_event, parse_subscription
@@ -92,3 +92,19 @@ def test_malformed_frames_are_counted() -> None:
     for mtype, body in ((INTEREST, "x"), (INTEREST, [["+bad+"]]), (DATA, [1]), (77, None)):
         p.handle(FrameReceived(0.0, 2, Message(mtype, MessageId(2, 1, 1), body)))
     assert p.drops["malformed"] == 3 and p.drops["unknown_type"] == 1
+
+
+def test_a_producer_that_sees_the_link_last_still_sends_what_the_consumer_wants() -> None:
+    """The early-frame ordering that cost B-SUB a delivery in the virtual mesh: the
+    consumer detects the link first, so its INTEREST reaches the producer before the
+    producer's own NeighborUp. The offer is queued then (the peer is not yet a
+    neighbour, so nothing is sent); the NeighborUp must send it, since no ACK will."""
+    net = pull_net([1, 2])
+    net.subscribe(2, "s", SUB)
+    mid = net.publish(1, parse_event("news level=3"))
+    net.link(1, 2, announce=[2])  # only the consumer sees the link at first
+    net.run(until=net.now + 1.0)  # its INTEREST arrives and is acknowledged
+    assert net.deliveries(mid) == []
+    net.feed(1, NeighborUp(net.now, NeighborInfo(2)))  # ...and now the producer too
+    net.run(until=net.now + 1.0)
+    assert net.deliveries(mid) == [(2, "s")]

@@ -140,6 +140,9 @@ class Pull(StoreCarryForward):
         for i in range(0, len(subs), chunk):
             self.send_reliable(info.node, Message(INTEREST, self.new_message_id(),
                                                   subs[i:i + chunk], ttl=1))
+        # The peer may have seen the link first: its INTEREST arrived before this
+        # NeighborUp and queued offers that _pump held back. No ACK will run it.
+        self._pump(info.node)
 
     def on_neighbor_down(self, node: NodeId) -> None:
         self._peers.pop(node, None)
