@@ -43,6 +43,7 @@ from meshsub.core.syntax import format_alternatives, parse_alternatives, parse_e
 from meshsub.core.values import ContentError
 from meshsub.runtime import boundedjson
 from meshsub.runtime.logging import get_logger
+from meshsub.runtime.streamserver import shut_down
 
 log = get_logger("meshsub.control")
 
@@ -148,16 +149,7 @@ class ControlServer:
 
     async def stop(self) -> None:
         if self._server is not None:
-            self._server.close()
-            # closing the transports ends each handler normally (EOF); cancelling
-            # them instead makes asyncio's stream callback log a spurious error
-            for writer in list(self._writers):
-                writer.close()
-            if self._clients:
-                _done, stuck = await asyncio.wait(set(self._clients), timeout=2.0)
-                for task in stuck:
-                    task.cancel()
-            await self._server.wait_closed()
+            await shut_down(self._server, self._writers, self._clients, abort=False)
             self._server = None
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()

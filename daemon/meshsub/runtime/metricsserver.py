@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from meshsub.runtime.logging import get_logger
+from meshsub.runtime.streamserver import shut_down
 
 log = get_logger("meshsub.metrics")
 
@@ -82,14 +83,7 @@ class MetricsServer:
     async def stop(self) -> None:
         if self._server is None:
             return
-        self._server.close()
-        for writer in list(self._writers):
-            writer.transport.abort()
-        if self._clients:
-            _done, stuck = await asyncio.wait(set(self._clients), timeout=2.0)
-            for task in stuck:
-                task.cancel()
-        await self._server.wait_closed()
+        await shut_down(self._server, self._writers, self._clients, abort=True)
         self._server = None
 
     def status(self) -> dict[str, Any]:
