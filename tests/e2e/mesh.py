@@ -196,11 +196,10 @@ class NodeProc:
 
     def write_config(self) -> None:
         lines = [
-            "[node]", f"id = {self.node_id}", f'name = "e2e-{self.name}"',
+            *self.node_toml(),
             "[link]", f'interface = "{IFACE}"', f"port = {self.udp_port}",
             *(f"{k} = {json.dumps(v)}" for k, v in self.link_options.items()),
-            "[discovery]", "beacon_interval = 1.0", "min_interval = 0.5",
-            "neighbor_timeout = 5", "zeroconf = true",
+            *self.discovery_toml(),
             "[protocol]", f'name = "{self.protocol}"',
             "[protocol.params]", *(f"{k} = {json.dumps(v)}" for k, v in self.params.items()),
             "[security]", "current_key = 1",
@@ -208,11 +207,21 @@ class NodeProc:
             "[mqtt]", 'host = "127.0.0.1"', f"port = {self.mqtt_port}",
             *self.mqtt_login_toml(),
             "[storage]", f'state_dir = "{self.state_dir}"', f'spool_dir = "{self.spool_dir}"',
-            "[telemetry]", "roll_seconds = 5.0",
+            *self.telemetry_toml(),
             "[log]", 'level = "info"',
+            *self.location_toml(),
         ]
-        lines += self.location_toml()
         self.config_path.write_text("\n".join(lines) + "\n")
+
+    def node_toml(self) -> list[str]:
+        return ["[node]", f"id = {self.node_id}", f'name = "e2e-{self.name}"']
+
+    def discovery_toml(self) -> list[str]:
+        return ["[discovery]", "beacon_interval = 1.0", "min_interval = 0.5",
+                "neighbor_timeout = 5", "zeroconf = true"]
+
+    def telemetry_toml(self) -> list[str]:
+        return ["[telemetry]", "roll_seconds = 5.0"]
 
     def mqtt_login_toml(self) -> list[str]:
         if self.broker is None or not self.broker.passwords:
@@ -437,23 +446,17 @@ class ProtocolNode(NodeProc):
     def ns(self) -> str:
         return f"{self.prefix}-{self.name}"
 
-    def write_config(self) -> None:
+    def node_toml(self) -> list[str]:
         short = self.prefix.removeprefix("msub-")
-        lines = [
-            "[node]", f"id = {self.node_id}", f'name = "{short}-{self.name}"',
-            f"roles = {json.dumps(list(self.roles))}",
-            "[link]", f'interface = "{IFACE}"', f"port = {self.udp_port}",
-            "[discovery]", "beacon_interval = 0.5", "min_interval = 0.25",
-            f"neighbor_timeout = {self.neighbor_timeout}", "zeroconf = false",
-            "[protocol]", f'name = "{self.protocol}"',
-            "[protocol.params]", *(f"{k} = {json.dumps(v)}" for k, v in self.params.items()),
-            "[security]", "current_key = 1",
-            "[security.keys]", f'1 = "{KEY}"',
-            "[mqtt]", 'host = "127.0.0.1"', f"port = {self.mqtt_port}",
-            "[storage]", f'state_dir = "{self.state_dir}"', f'spool_dir = "{self.spool_dir}"',
-            "[log]", 'level = "info"',
-        ]
-        self.config_path.write_text("\n".join(lines) + "\n")
+        return ["[node]", f"id = {self.node_id}", f'name = "{short}-{self.name}"',
+                f"roles = {json.dumps(list(self.roles))}"]
+
+    def discovery_toml(self) -> list[str]:
+        return ["[discovery]", "beacon_interval = 0.5", "min_interval = 0.25",
+                f"neighbor_timeout = {self.neighbor_timeout}", "zeroconf = false"]
+
+    def telemetry_toml(self) -> list[str]:
+        return []
 
     def proto(self) -> dict[str, Any]:
         """The protocol's part of ``meshsubctl status`` ({} while the daemon does not answer)."""
