@@ -494,3 +494,39 @@ def test_a_demoted_broker_hands_its_relay_messages_to_a_broker() -> None:
     assert [(tx.src, tx.dst, tx.message.body[0]) for tx in data_txs(net, Mode.HANDOFF)] \
         == [(10, 11, Mode.HANDOFF)]
     assert holds(net, 11, mid) and not holds(net, 10, mid)
+
+
+
+class CountingStore(MemoryStore):
+    """A store that, like SQLite, keeps the bodies out of the index; counts reads."""
+
+    resident = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    def get(self, key: MessageId) -> Any:
+        self.reads += 1
+        return super().get(key)
+
+
+def test_status_counts_own_and_relay_copies_without_reading_bodies_again() -> None:
+    """``status`` (a Prometheus scrape a second) counts own and relay entries from the
+    keys and the decoded-item cache; it used to read every carried body back from the
+    store on each call."""
+    net = net_of([], [1, 2])
+    store = CountingStore()
+    net.nodes[10] = BSub(10, params=params(role_mode="pinned_broker"), store=store)
+    net.subscribe(2, "s", sub())
+    meet(net, 2, 10)  # the broker learns the consumer's interest
+    mids = [net.publish(1, event()) for _ in range(2)]
+    meet(net, 1, 10)  # the producer gives the broker a copy of each
+    assert all(holds(net, 10, mid) for mid in mids)
+    producer, broker = proto(net, 1), proto(net, 10)
+    assert (producer.status()["own"], producer.status()["relay"]) == (2, 0)
+    assert (broker.status()["own"], broker.status()["relay"]) == (0, 2)
+    before = store.reads
+    for _ in range(3):
+        assert broker.status()["relay"] == 2
+    assert store.reads == before

@@ -443,6 +443,15 @@ class BSub(StoreCarryForward):
             item = self._items[mid] = Carried.from_message(stored)
         return item
 
+    def _kind(self, mid: MessageId) -> Kind | None:
+        item = self._items.get(mid)
+        if item is None:
+            stored = self.buffer.get(mid)
+            if stored is None:
+                return None
+            item = self._item(mid, stored)
+        return item.kind
+
     def _positions(self, item: Carried) -> frozenset[int]:
         key = item.key
         pos = self._pos_cache.get(key)
@@ -691,7 +700,9 @@ class BSub(StoreCarryForward):
 
     def status(self) -> dict[str, Any]:
         self.relay_filter.apply_decay(self.now)
-        own = sum(1 for m in self.buffer if m.body[0] == Kind.OWN)
+        # Keys and the decoded-item cache only: iterating the buffer would read every
+        # carried body back from the SQLite store on each status (a scrape a second).
+        own = sum(1 for mid in self.buffer.summary_vector() if self._kind(mid) is Kind.OWN)
         return {**super().status(), "role": "broker" if self.broker else "user",
                 "DF_per_s": self.df, "relay_fill_ratio": self.relay_filter.fill_ratio(),
                 "relay_keys_estimate": self.relay_filter.estimated_keys(),
