@@ -10,20 +10,28 @@ Flooding on a random connected 1000-node unit-disk network with a workload of
   line patterns, ``rx`` batches);
 - ``engine only``: into a null sink.
 
+Then the engine and writer of ``--before`` (a git revision: by default main before
+this session's speed-up of the engine and the protocols' hot paths) against this
+checkout's, each with files and engine only, in fresh processes taking turns
+(``--rounds``, best of each), on the same scenario and core.
+
 The issue's target: >= 200,000 node-events/s with telemetry files (63,265 before,
 on an idle machine). ``--hesper8000`` adds the 8000-node HESPER configuration
 (``hesper-8000-tr100.toml``, target <= 60 s; about 76 s before). Run it under
 ``flock -x /tmp/msub-locks/cpu.lock``; it prints ``uptime`` beside the figures.
 
-    python bench/bench_sim.py [--nodes 1000] [--events 50] [--hesper8000]
+    python bench/bench_sim.py [--nodes 1000] [--events 50] [--before REV|none]
+                              [--rounds 2] [--hesper8000]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterable, Mapping
@@ -38,7 +46,10 @@ from meshsim.scenario.plan import Plan
 from meshsim.telemetry_files import RunWriter
 from meshsub.core.api import TelemetryValue
 
-SCENARIOS = Path(__file__).resolve().parents[1] / "firmware-sim" / "meshsim" / "scenarios"
+REPO = Path(__file__).resolve().parents[1]
+SCENARIOS = REPO / "firmware-sim" / "meshsim" / "scenarios"
+BEFORE = "53aa005"
+"""main before issue 16's second round (the simulator's own clock, the hot paths)."""
 
 SCENARIO = """
 [scenario]
@@ -111,20 +122,106 @@ def with_files(scenario: Scenario, plan: Plan, out: Path, name: str, **kwargs: A
     return st.node_events_per_s
 
 
+def bench_scenario(nodes: int, events: int) -> tuple[Scenario, float]:
+    """The flooding scenario; keep the mean degree about 12 whatever the node count:
+    n * pi * r^2 / A = 12."""
+    side = math.sqrt(nodes * math.pi * 100.0**2 / 12.0)
+    return loads_scenario(SCENARIO.format(side=round(side, 1), nodes=nodes,
+                                          events=events)), side
+
+
+def measure(nodes: int, events: int) -> None:
+    """One measurement (with files, then engine only) as a JSON line: the code is
+    whichever ``meshsub``/``meshsim`` this process imports."""
+    scenario, _ = bench_scenario(nodes, events)
+    plan = make_plan(scenario)
+    with tempfile.TemporaryDirectory() as tmp:
+        files = run_scenario(scenario, Path(tmp) / "run", plan=plan).stats
+    engine = Simulation(scenario, plan=plan).run()
+    tot = totals(outcomes(plan, files))
+    print(json.dumps({"files": files.node_events_per_s, "engine": engine.node_events_per_s,
+                      "node_events": files.node_events, "records": files.records,
+                      "delivered": tot.delivered, "expected": tot.expected}))
+
+
+def export(rev: str, into: Path) -> Path:
+    """The ``daemon`` and ``firmware-sim`` trees of ``rev`` (git archive) under ``into``."""
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "daemon", "firmware-sim"],
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
+def measure_hesper() -> None:
+    """The 8000-node HESPER configuration with files, timed, as a JSON line."""
+    hesper = load_scenario(SCENARIOS / "hesper-8000-tr100.toml")
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.perf_counter()
+        st = run_scenario(hesper, Path(tmp) / "run").stats
+        took = time.perf_counter() - started
+    print(json.dumps({"took": took, "wall_s": st.wall_s, "node_events": st.node_events,
+                      "records": st.records, "deliveries": len(st.deliveries)}))
+
+
+def measured(tree: Path | None, nodes: int, events: int, *,
+             hesper: bool = False) -> dict[str, Any]:
+    """A measurement in a fresh process, of ``tree``'s code (None: this checkout's)."""
+    env = dict(os.environ)
+    if tree is not None:
+        env["PYTHONPATH"] = f"{tree / 'daemon'}{os.pathsep}{tree / 'firmware-sim'}"
+    what = ["--measure-hesper"] if hesper else ["--measure", "--nodes", str(nodes),
+                                                 "--events", str(events)]
+    out = subprocess.run([sys.executable, __file__, *what], env=env, capture_output=True,
+                         text=True, check=True).stdout
+    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
+def against(rev: str, rounds: int, nodes: int, events: int) -> None:
+    """``rev``'s engine against this checkout's, in turns, best of ``rounds`` each."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = export(rev, Path(tmp))
+        runs: dict[str, list[dict[str, Any]]] = {rev: [], "this checkout": []}
+        for _ in range(rounds):
+            runs[rev].append(measured(tree, nodes, events))
+            runs["this checkout"].append(measured(None, nodes, events))
+    best = {}
+    for name, results in runs.items():
+        files = max(r["files"] for r in results)
+        engine = max(r["engine"] for r in results)
+        last = results[-1]
+        best[name] = (files, engine)
+        print(f"{name}: with telemetry files {files:,.0f} node-events/s, engine only "
+              f"{engine:,.0f} (best of {rounds}; {last['node_events']:,} node-events, "
+              f"{last['records']:,} records, delivered {last['delivered']}/"
+              f"{last['expected']})")
+    (f0, e0), (f1, e1) = best[rev], best["this checkout"]
+    print(f"speed-up over {rev} in this run: {f1 / f0:.2f}x with telemetry files, "
+          f"{e1 / e0:.2f}x engine only")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--events", type=int, default=50)
+    parser.add_argument("--before", default=BEFORE,
+                        help=f"git revision to compare with (default {BEFORE}; none: skip)")
+    parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--hesper8000", action="store_true",
                         help="also time the 8000-node HESPER configuration (minutes)")
+    parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--measure-hesper", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.measure_hesper:
+        measure_hesper()
+        return
+    if args.measure:
+        measure(args.nodes, args.events)
+        return
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core
     print(f"load before: {load()}")
-    # Keep the mean degree about 12 whatever the node count: n * pi * r^2 / A = 12.
-    side = math.sqrt(args.nodes * math.pi * 100.0**2 / 12.0)
-    scenario = loads_scenario(SCENARIO.format(side=round(side, 1), nodes=args.nodes,
-                                              events=args.events))
+    scenario, side = bench_scenario(args.nodes, args.events)
     started = time.perf_counter()
     plan = make_plan(scenario)
     print(f"plan: {args.nodes} nodes on {side:.0f} m x {side:.0f} m (connected placement), "
@@ -145,17 +242,21 @@ def main() -> None:
           f"target >= 200,000 node-events/s: {'met' if now >= 200_000 else 'not met'} "
           f"({now:,.0f})")
 
+    if args.before != "none":
+        against(args.before, args.rounds, args.nodes, args.events)
+
     if args.hesper8000:
-        hesper = load_scenario(SCENARIOS / "hesper-8000-tr100.toml")
-        with tempfile.TemporaryDirectory() as tmp:
-            started = time.perf_counter()
-            result = run_scenario(hesper, Path(tmp) / "run")
-            took = time.perf_counter() - started
-        st = result.stats
-        print(f"hesper-8000-tr100: {took:.1f} s with telemetry files (simulation "
-              f"{st.wall_s:.1f} s), {st.node_events:,} node-events, {st.records:,} records, "
-              f"{len(st.deliveries):,} deliveries; target <= 60 s: "
-              f"{'met' if took <= 60 else 'not met'}")
+        if args.before != "none":
+            with tempfile.TemporaryDirectory() as tmp:
+                old = measured(export(args.before, Path(tmp)), 0, 0, hesper=True)
+            print(f"hesper-8000-tr100 at {args.before}: {old['took']:.1f} s with telemetry "
+                  f"files, {old['node_events']:,} node-events, {old['records']:,} records, "
+                  f"{old['deliveries']:,} deliveries")
+        new = measured(None, 0, 0, hesper=True)
+        print(f"hesper-8000-tr100: {new['took']:.1f} s with telemetry files (simulation "
+              f"{new['wall_s']:.1f} s), {new['node_events']:,} node-events, "
+              f"{new['records']:,} records, {new['deliveries']:,} deliveries; target <= 60 s: "
+              f"{'met' if new['took'] <= 60 else 'not met'}")
     print(f"load after: {load()}")
 
 

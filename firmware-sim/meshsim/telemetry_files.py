@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -24,6 +25,11 @@ FLUSH_LINES = 50_000
 
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 """``meshsub.core.telemetry.dump_line`` without building an encoder per line (tested equal)."""
+_encode_str: Any = getattr(json.encoder, "c_encode_basestring", None) or \
+    json.encoder.py_encode_basestring
+"""A JSON string as ``_encode`` writes it (``ensure_ascii=False``)."""
+_NEW = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+_APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND
 
 
 _WRITER_FIELDS = frozenset({"run", "node", "protocol", "ts_ns", "event", "rec", "epoch"})
@@ -125,7 +131,7 @@ class RunWriter:
             return "}"
         if not _WRITER_FIELDS.isdisjoint(set_attrs):
             return None
-        return "," + _encode(set_attrs)[1:]
+        return _flat_tail(set_attrs)
 
     def _slow_record(self, node: int, ts_ns: int, event: str,
                      attrs: Mapping[str, TelemetryValue]) -> None:
@@ -149,14 +155,21 @@ class RunWriter:
         return self.run_dir / (node_file(node) + ".tmp")
 
     def flush(self) -> None:
+        """Append every node's pending lines to its file (one open, write, close each:
+        plain descriptor calls, as building a text file object per node cost more than
+        the writing)."""
+        started = self._started
         for node, lines in self._pending.items():
             if not lines:
                 continue
-            mode = "a" if node in self._started else "w"
-            with self._tmp(node).open(mode, encoding="utf-8") as fh:
-                fh.write("\n".join(lines))
-                fh.write("\n")
-            self._started.add(node)
+            data = memoryview(("\n".join(lines) + "\n").encode("utf-8"))
+            fd = os.open(self._tmp(node), _APPEND if node in started else _NEW, 0o666)
+            try:
+                while data:
+                    data = data[os.write(fd, data):]
+            finally:
+                os.close(fd)
+            started.add(node)
         self._pending = {}
         self._pending_count = 0
 
@@ -173,6 +186,29 @@ class RunWriter:
         atomic_write_text(self.run_dir / MANIFEST,
                           json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n")
         self.closed = True
+
+
+def _flat_tail(attrs: Mapping[str, TelemetryValue]) -> str:
+    """``"," + _encode(attrs)[1:]`` for attributes that are all set: strings, ints,
+    bools and finite floats encoded here, one join instead of the encoder's
+    machinery; anything else (a non-finite float, another type) through ``_encode``,
+    which also raises as it always did (tested equal)."""
+    parts = []
+    for key, value in attrs.items():
+        if type(key) is not str:
+            return "," + _encode(dict(attrs))[1:]
+        if type(value) is str:
+            text = _encode_str(value)
+        elif type(value) is int:
+            text = int.__repr__(value)
+        elif type(value) is bool:
+            text = "true" if value else "false"
+        elif type(value) is float and math.isfinite(value):
+            text = float.__repr__(value)
+        else:
+            return "," + _encode(dict(attrs))[1:]
+        parts.append(f"{_encode_str(key)}:{text}")
+    return "," + ",".join(parts) + "}"
 
 
 def base_manifest(*, run: str, scenario_name: str, seed: int, protocol: str,

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
 
 from meshsim.telemetry_files import RunDirError, RunWriter, base_manifest
+from meshsub.core.api import CoreType, MsgKind, TelemetryValue
 from meshsub.core.telemetry import dump_line, make_record, parse_line
 
 
@@ -59,6 +61,27 @@ def test_one_record_for_many_nodes_and_attributes_named_like_fields(tmp_path: Pa
     assert read(3) == [line(3, 0, 10, "rx", rx)]
     assert read(2) == [line(2, 0, 10, "rx", rx),
                        line(2, 1, 11, "drop", {"reason": "x", "epoch": 9})]
+
+
+def test_attribute_values_of_every_kind_are_the_schema_functions_bytes(tmp_path: Path) -> None:
+    """The writer encodes plain strings, ints, bools and floats itself; the rest (enum
+    members, non-finite floats) as the JSON encoder does, refusals included."""
+    cases: list[dict[str, TelemetryValue]] = [
+        {"s": "é\u2028\"\\\n\x00\ud7ff", "i": -3, "big": 2**70, "t": True, "f": False},
+        {"x": 1e-7, "y": 0.1 + 0.2, "z": -0.0, "w": 1e300, "n": 0},
+        {"kind": MsgKind.DATA, "type": CoreType.ACK, "ratio": 2.5},
+    ]
+    writer = RunWriter(tmp_path / "run", "r", "flooding")
+    for i, attrs in enumerate(cases):
+        writer.record(1, i, "state", attrs)
+    with pytest.raises(ValueError):
+        writer.record(1, 9, "state", {"x": math.nan})
+    writer.close(base_manifest(run="r", scenario_name="s", seed=1, protocol="flooding",
+                               params={}, warmup_s=0.0, nodes=1, scenario={}))
+    lines = (tmp_path / "run" / "node-1.jsonl").read_text(encoding="utf-8").split("\n")
+    assert lines == [dump_line(make_record(run="r", node=1, protocol="flooding", ts_ns=i,
+                                           event="state", attrs={"rec": i, "epoch": 1, **a}))
+                     for i, a in enumerate(cases)] + [""]
 
 
 def test_used_or_unusable_run_dirs_are_refused(tmp_path: Path) -> None:

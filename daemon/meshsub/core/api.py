@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from meshsub.core.content import Event, Subscription
@@ -78,8 +78,11 @@ class Message:
     reliable_id: int | None = None
 
     def forwarded(self) -> Message:
-        """The copy a relay transmits: one more hop, one less TTL."""
-        return replace(self, hop=self.hop + 1, ttl=self.ttl - 1, reliable_id=None)
+        """The copy a relay transmits: one more hop, one less TTL (no reliable id).
+
+        Built directly, not with ``dataclasses.replace``: relays call this for
+        every copy they forward."""
+        return Message(self.type, self.id, self.body, self.hop + 1, self.ttl - 1, self.flags)
 
 
 LINK_PROTOCOL_ID = 0

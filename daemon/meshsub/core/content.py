@@ -35,7 +35,7 @@ __all__ = ["Attrs", "ContentError", "Event", "Op", "Predicate", "Subscription", 
 class Attrs(Mapping[str, Value]):
     """An immutable, hashable attribute mapping, ordered by name, with type-aware equality."""
 
-    __slots__ = ("_dict", "_typed")
+    __slots__ = ("_dict", "_typed_cache")
 
     def __init__(self, attrs: Mapping[str, Value] | Iterable[tuple[str, Value]] = ()) -> None:
         pairs = attrs.items() if isinstance(attrs, Mapping) else attrs
@@ -48,7 +48,15 @@ class Attrs(Mapping[str, Value]):
             if len(checked) > MAX_ATTRS:
                 raise ContentError(f"more than {MAX_ATTRS} attributes")
         self._dict = {name: checked[name] for name in sorted(checked)}
-        self._typed = tuple((name, typed(v)) for name, v in self._dict.items())
+        self._typed_cache: tuple[tuple[str, tuple[str, Value]], ...] | None = None
+
+    @property
+    def _typed(self) -> tuple[tuple[str, tuple[str, Value]], ...]:
+        """The type-exact identity, made when first compared or hashed (a relay that
+        only matches an event never needs it)."""
+        if self._typed_cache is None:
+            self._typed_cache = tuple((name, typed(v)) for name, v in self._dict.items())
+        return self._typed_cache
 
     def __getitem__(self, name: str) -> Value:
         return self._dict[name]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 
 
 class DuplicateCache:
@@ -21,6 +21,8 @@ class DuplicateCache:
         self.capacity = capacity
         self._seen: OrderedDict[Hashable, None] = OrderedDict()
         self.evicted = 0
+        self.seen: Callable[[Hashable], bool] = self._seen.__contains__
+        """``key in cache`` without a Python-level call: for per-frame hot paths."""
 
     def __len__(self) -> int:
         return len(self._seen)

@@ -66,6 +66,8 @@ from meshsub.core.reliable import (
 )
 from meshsub.core.syntax import format_event, format_subscription
 
+_ACK = int(CoreType.ACK)
+"""``CoreType.ACK`` as a plain int: the hot path compares every frame's type with it."""
 STATE_TIMER = "state:report"
 DROP_SUMMARY_TIMER = "drops:summary"
 DROP_SUMMARY_S = 10.0
@@ -172,7 +174,20 @@ class Protocol:
                 self.set_timer(STATE_TIMER, self.state_every_s)
             self.on_start()
         if type(inp) is FrameReceived:  # by far the most frequent input: no pattern matching
-            self._on_frame_core(inp.sender, inp.message)
+            message = inp.message
+            if message.reliable_id is None and message.type != _ACK:
+                self.on_frame(inp.sender, message)  # what _on_frame_core does with it
+            else:
+                self._on_frame_core(inp.sender, message)
+            actions, self._actions = self._actions, []
+            return actions
+        if type(inp) is TimerFired:  # the next most frequent: rebroadcasts, retransmissions
+            name = inp.name
+            core = self._core_timer(name)
+            if core is not None:
+                core(name)
+            else:
+                self.on_timer(name)
             actions, self._actions = self._actions, []
             return actions
         match inp:

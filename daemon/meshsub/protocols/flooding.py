@@ -89,7 +89,7 @@ class Flooding(Protocol):
         if message.type != DATA:
             self.drop("unknown_type", message, peer=sender)
             return
-        if message.id in self.dedup:
+        if self.dedup.seen(message.id):
             self.drop("duplicate", message, peer=sender)
             return
         try:

@@ -1,9 +1,9 @@
 """The discrete-event driver: N protocol state machines over a radio model, in virtual time.
 
-SimPy's ``Environment`` is the clock and the event heap; every scheduled thing
-(a frame arrival, a timer, a workload input, a mobility tick, a contact) is a
-``Timeout`` with one callback, so there are no generator processes and ties
-break by scheduling order: the same scenario and seed always give the same run.
+``meshsim.des.clock.Clock`` is the clock and the event heap; every scheduled thing
+(a frame arrival, a timer, a workload input, a mobility tick, a contact) is one
+callback at a time, so there are no generator processes and ties break by
+scheduling order: the same scenario and seed always give the same run.
 
 Model, deliberately simple (docs/scenarios.md): links from the radio model (or
 from contact events), independent loss per receiver and per frame, arrival
@@ -25,8 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from typing import Protocol as TypingProtocol
 
-import simpy
-
+from meshsim.des.clock import Clock
 from meshsim.des.codec import Sizer, make_sizer
 from meshsim.des.energy import Batteries
 from meshsim.des.stats import Delivery, Published, SimStats
@@ -137,7 +136,9 @@ class Simulation:
         self.sink: TelemetrySink = sink if sink is not None else NullSink()
         self._record_many: Callable[[Sequence[int], int, str, Mapping[str, TelemetryValue]],
                                     None] = getattr(self.sink, "record_many", self._each)
-        self.env = simpy.Environment()
+        self.env = Clock()
+        self._at: Callable[..., None] = self.env.at
+        """Schedule ``fn(*args)`` at absolute virtual time ``t`` (FIFO among equals)."""
         self.rng = random.Random(f"{scenario.meta.seed}:radio")
         self.model = make_model(scenario.radio)
         self.pair_delay = pair_delays(scenario.radio.links)
@@ -161,6 +162,8 @@ class Simulation:
         self._deferred: dict[int, list[Callable[[], None]]] = {}
         """Application requests to a crashed node, fed when it recovers (the broker's queue)."""
         self._contacts_up: dict[frozenset[int], float] = {}
+        self._link_epoch = 0
+        """Counts link ups and downs: a frame sent since the last one needs no link check."""
         self.links: Links = {node: {} for node in self.nodes}
         self.trajectories: Trajectories = self.plan.trajectories
         self.gps = (GpsView(scenario.gps, scenario.meta.seed, self.nodes)
@@ -192,12 +195,12 @@ class Simulation:
         gc.set_threshold(GC_THRESHOLD, *threshold[1:])
         try:
             if progress is None:
-                self.env.run(until=end)
+                self.env.run(end)
             else:
                 for step in range(1, steps + 1):
                     until = end if step == steps else end * step / steps
                     if until > self.env.now:
-                        self.env.run(until=until)
+                        self.env.run(until)
                     progress(self.env.now)
         finally:
             gc.set_threshold(*threshold)
@@ -217,11 +220,6 @@ class Simulation:
         if store is not None:
             kwargs["store"] = store
         return self.cls(node, **kwargs)
-
-    def _at(self, t: float, fn: Callable[..., None], *args: Any) -> None:
-        """Schedule ``fn(*args)`` at absolute virtual time ``t`` (FIFO among equals)."""
-        ev = self.env.timeout(max(0.0, t - self.env.now))
-        ev.callbacks.append(lambda _ev: fn(*args))
 
     def _start(self) -> None:
         for node, st in self.nodes.items():
@@ -382,8 +380,10 @@ class Simulation:
                 receivers.append(dest)
         if not receivers:
             return
+        epoch = self._link_epoch
         if not self.pair_delay:
-            self._at(self.env.now + delay, self._arrive, node, receivers, message, nbytes, kind)
+            self._at(self.env.now + delay, self._arrive, node, receivers, message, nbytes, kind,
+                     epoch)
             return
         by_delay: dict[float, list[int]] = {}
         for dest in receivers:  # per-pair overrides replace radio.delay_s for their pair
@@ -391,7 +391,8 @@ class Simulation:
             hop = delay if pair is None else pair + serial
             by_delay.setdefault(hop, []).append(dest)
         for hop, group in sorted(by_delay.items()):
-            self._at(self.env.now + hop, self._arrive, node, group, message, nbytes, kind)
+            self._at(self.env.now + hop, self._arrive, node, group, message, nbytes, kind,
+                     epoch)
 
     def _count_tx(self, node: int, kind: str, nbytes: int, nframes: int,
                   attrs: Mapping[str, TelemetryValue]) -> None:
@@ -401,37 +402,53 @@ class Simulation:
         self._record(node, "tx", attrs)
 
     def _arrive(self, sender: int, receivers: list[int], message: Message, nbytes: int,
-                kind: str) -> None:
+                kind: str, link_epoch: int) -> None:
         """One frame reaches its receivers: every ``rx`` record in one batch (one line
         pattern for all), then each receiver's protocol in turn. Per node, the order
         of records is the same as one receiver at a time: handling a frame changes
-        no link and writes records only for the node that handles it."""
+        no link and writes records only for the node that handles it.
+
+        ``link_epoch``: ``_link_epoch`` when the frame was sent; unchanged, every
+        receiver still has its link to the sender."""
         now = self.env.now
-        stats, links, nodes = self.stats, self.links, self.nodes
-        heard = [dest for dest in receivers if sender in links[dest]]
-        stats.lost += len(receivers) - len(heard)  # links that went down in flight
-        if not heard:
-            return
+        stats, nodes = self.stats, self.nodes
+        if link_epoch == self._link_epoch:
+            heard = receivers
+        else:
+            links = self.links
+            heard = [dest for dest in receivers if sender in links[dest]]
+            stats.lost += len(receivers) - len(heard)  # links that went down in flight
+            if not heard:
+                return
         count = len(heard)
         stats.rx[kind] += count
+        attrs = frame_attrs(message, kind, nbytes, sender)
         if kind == "data":
-            event_id = str(message.id)
+            event_id = str(attrs["event_id"])  # str(message.id), already made
             copies = stats.rx_copies
+            seen = copies.get
             for dest in heard:
-                copies[(event_id, dest)] += 1
+                key = (event_id, dest)
+                copies[key] = seen(key, 0) + 1
         stats.records += count
-        self._record_many(heard, round(now * 1e9), "rx",
-                          frame_attrs(message, kind, nbytes, sender))
+        self._record_many(heard, round(now * 1e9), "rx", attrs)
         batteries = self.batteries
         inp = FrameReceived(now, sender, message)
         stats.node_events += count
+        apply = self._apply
+        if batteries is None:
+            for dest in heard:
+                st = nodes[dest]
+                actions = st.proto.handle(inp)
+                if actions:
+                    apply(dest, st, actions)
+            return
         for dest in heard:
-            if batteries is not None:
-                batteries.charge_rx(dest, nbytes)
+            batteries.charge_rx(dest, nbytes)
             st = nodes[dest]
             actions = st.proto.handle(inp)
             if actions:
-                self._apply(dest, st, actions)
+                apply(dest, st, actions)
 
     # ------------------------------------------------------------------- energy
 
@@ -495,12 +512,14 @@ class Simulation:
 
     def _link_up(self, a: int, b: int, loss: float) -> None:
         self.links[a][b] = loss
+        self._link_epoch += 1
         self.stats.neighbor_changes += 1
         self._record(a, "neighbor_up", {"peer": b})
         self._handle(a, NeighborUp(self.env.now, self._info(b, loss)))
 
     def _link_down(self, a: int, b: int) -> None:
         del self.links[a][b]
+        self._link_epoch += 1
         self.stats.neighbor_changes += 1
         self._record(a, "neighbor_down", {"peer": b})
         self._handle(a, NeighborDown(self.env.now, b))
