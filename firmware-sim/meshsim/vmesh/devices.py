@@ -96,6 +96,7 @@ def write_known_hosts(devices: Sequence[NodePlan], path: Path) -> None:
         return f"{dev.mgmt_ip} {key[0]} {key[1]}\n"
 
     path.write_text("".join(each(devices, line)))
+    path.chmod(0o600)
 
 
 def reset(container: str) -> None:
