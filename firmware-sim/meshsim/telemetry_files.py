@@ -125,13 +125,33 @@ class RunWriter:
     @staticmethod
     def _tail(attrs: Mapping[str, TelemetryValue]) -> str | None:
         """The attributes as the end of a JSON object (``}`` when none is set), or None
-        if one of them would replace a field the writer adds itself."""
-        set_attrs = {k: v for k, v in attrs.items() if v is not None}
-        if not set_attrs:
+        if one of them would replace a field the writer adds itself.
+
+        ``"," + _encode(set attributes)[1:]``, in one pass: strings, ints, bools and
+        finite floats encoded here; anything else (a non-finite float, another type)
+        through ``_encode``, which also raises as it always did (tested equal)."""
+        parts = []
+        for key, value in attrs.items():
+            if value is None:
+                continue
+            if key in _WRITER_FIELDS:
+                return None
+            if type(value) is str:
+                text = _encode_str(value)
+            elif type(value) is int:
+                text = int.__repr__(value)
+            elif type(value) is bool:
+                text = "true" if value else "false"
+            elif type(value) is float and math.isfinite(value):
+                text = float.__repr__(value)
+            else:
+                return _encoded_tail(attrs)
+            if type(key) is not str:
+                return _encoded_tail(attrs)
+            parts.append(f"{_encode_str(key)}:{text}")
+        if not parts:
             return "}"
-        if not _WRITER_FIELDS.isdisjoint(set_attrs):
-            return None
-        return _flat_tail(set_attrs)
+        return "," + ",".join(parts) + "}"
 
     def _slow_record(self, node: int, ts_ns: int, event: str,
                      attrs: Mapping[str, TelemetryValue]) -> None:
@@ -188,27 +208,12 @@ class RunWriter:
         self.closed = True
 
 
-def _flat_tail(attrs: Mapping[str, TelemetryValue]) -> str:
-    """``"," + _encode(attrs)[1:]`` for attributes that are all set: strings, ints,
-    bools and finite floats encoded here, one join instead of the encoder's
-    machinery; anything else (a non-finite float, another type) through ``_encode``,
-    which also raises as it always did (tested equal)."""
-    parts = []
-    for key, value in attrs.items():
-        if type(key) is not str:
-            return "," + _encode(dict(attrs))[1:]
-        if type(value) is str:
-            text = _encode_str(value)
-        elif type(value) is int:
-            text = int.__repr__(value)
-        elif type(value) is bool:
-            text = "true" if value else "false"
-        elif type(value) is float and math.isfinite(value):
-            text = float.__repr__(value)
-        else:
-            return "," + _encode(dict(attrs))[1:]
-        parts.append(f"{_encode_str(key)}:{text}")
-    return "," + ",".join(parts) + "}"
+def _encoded_tail(attrs: Mapping[str, TelemetryValue]) -> str | None:
+    """``RunWriter._tail`` through the JSON encoder (values it does not encode itself)."""
+    set_attrs = {k: v for k, v in attrs.items() if v is not None}
+    if not _WRITER_FIELDS.isdisjoint(set_attrs):
+        return None
+    return "," + _encode(set_attrs)[1:]
 
 
 def base_manifest(*, run: str, scenario_name: str, seed: int, protocol: str,
