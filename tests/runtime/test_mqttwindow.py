@@ -14,7 +14,7 @@ from mosquitto import Mosquitto, have_mosquitto
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from meshsub.runtime.mqttwindow import publish_window
+from meshsub.runtime.mqttwindow import PackedProperties, publish_window
 
 pytestmark = pytest.mark.skipif(not have_mosquitto(), reason="mosquitto not installed")
 
@@ -79,5 +79,41 @@ async def test_without_pubacks_the_window_reports_an_error_and_nothing_acknowled
             assert isinstance(error, aiomqtt.MqttError)
             assert acked == [False] * 5  # all of them go back to the bridge's queue
             assert not bridge._pending_publishes
+    finally:
+        broker.stop()
+
+
+@pytest.mark.parametrize("user", [
+    [("meshsub-origin", "1"), ("meshsub-node", "2"), ("meshsub-event-id", "1-7-42")],
+    [],
+    [("k\u00e9y", "v" * 300), ("", "")],  # non-ASCII, a length above 255, empty strings
+])
+def test_packed_properties_are_the_bytes_paho_packs(user: list[tuple[str, str]]) -> None:
+    reference = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+    reference.ContentType = "application/json"
+    if user:
+        reference.UserProperty = user
+    packed = PackedProperties("application/json", user)
+    assert packed.pack() == reference.pack()
+    assert str(packed) == str(reference) or not user  # paho omits an empty list
+    with pytest.raises(AttributeError):
+        packed.ContentType = "text/plain"
+
+
+async def test_packed_properties_reach_a_subscriber(tmp_path: Path) -> None:
+    broker = Mosquitto(tmp_path)
+    await asyncio.to_thread(broker.start)
+    try:
+        async with client(broker, "app") as app, client(broker, "bridge") as bridge:
+            await app.subscribe("p/#", qos=1)
+            user = [("meshsub-origin", "3"), ("meshsub-event-id", "3-1-9")]
+            window = [Item("p/1", b"{}", 1, PackedProperties("application/json", user))]
+            acked = [False]
+            assert await publish_window(bridge, window, acked, 30.0) is None and acked[0]
+            async with asyncio.timeout(30):
+                message = await anext(aiter(app.messages))
+            assert message.properties is not None
+            assert message.properties.ContentType == "application/json"
+            assert message.properties.UserProperty == user
     finally:
         broker.stop()

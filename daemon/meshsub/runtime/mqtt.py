@@ -72,7 +72,7 @@ from meshsub.core.topics import validate_topic
 from meshsub.core.values import ContentError
 from meshsub.runtime import boundedjson
 from meshsub.runtime.logging import get_logger
-from meshsub.runtime.mqttwindow import publish_window
+from meshsub.runtime.mqttwindow import PackedProperties, publish_window
 from meshsub.runtime.store import Ingress, LocalPublisher, OutboxFullError, Store, StoreError
 
 log = get_logger("meshsub.mqtt")
@@ -248,13 +248,10 @@ def delivery_payload(
 
 def provenance(node: NodeId, origin: NodeId, event_id: MessageId | None) -> Properties:
     """PUBLISH properties saying which daemon (and which origin) a message came from."""
-    props = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
     user = [(PROP_ORIGIN, str(origin)), (PROP_NODE, str(node))]
     if event_id is not None:
         user.append((PROP_EVENT_ID, str(event_id)))
-    props.UserProperty = user
-    props.ContentType = "application/json"
-    return props
+    return PackedProperties("application/json", user)  # packed once, not per PUBLISH
 
 
 def hasprovenance(properties: Properties | None) -> bool:

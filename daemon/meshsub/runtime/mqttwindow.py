@@ -16,12 +16,18 @@ the bridge already switches paho's manual acknowledgement on the same way.)
 from __future__ import annotations
 
 import asyncio
+import struct
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 import aiomqtt
 from paho.mqtt.client import MQTT_ERR_SUCCESS
+from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
+
+_CONTENT_TYPE = 0x03
+_USER_PROPERTY = 0x26
+"""MQTT 5.0 property identifiers (OASIS MQTT 5.0, section 2.2.2.2)."""
 
 
 class Publication(Protocol):
@@ -29,6 +35,66 @@ class Publication(Protocol):
     payload: bytes
     qos: int
     properties: Properties
+
+
+def _utf8(text: str) -> bytes:
+    data = text.encode()
+    if len(data) > 0xFFFF:
+        raise ValueError("an MQTT string is at most 65535 bytes")
+    return struct.pack("!H", len(data)) + data
+
+
+def _varint(value: int) -> bytes:
+    """An MQTT Variable Byte Integer (OASIS MQTT 5.0, section 1.5.5)."""
+    out = bytearray()
+    while True:
+        value, digit = divmod(value, 128)
+        out.append(digit | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+class PackedProperties(Properties):
+    """PUBLISH properties (a content type and user properties) packed once, by hand.
+
+    paho's ``Properties`` builds its name tables in ``__init__`` and walks
+    them again in ``pack()``, which paho calls for every PUBLISH: about
+    120 us per delivery, more than the rest of a delivery's path (issue 12).
+    This packs the same bytes as paho (content type first, then the user
+    properties in order; a test compares them) when it is made. It is
+    read-only: the attributes are set once, and ``pack`` returns the bytes.
+    """
+
+    ContentType: str
+    UserProperty: list[tuple[str, str]]
+    _packed: bytes
+
+    def __init__(self, content_type: str, user: Sequence[tuple[str, str]]) -> None:
+        # not Properties.__init__: its tables are what this avoids
+        body = bytes([_CONTENT_TYPE]) + _utf8(content_type) + b"".join(
+            bytes([_USER_PROPERTY]) + _utf8(key) + _utf8(value) for key, value in user)
+        packed = _varint(len(body)) + body
+        object.__setattr__(self, "packetType", PacketTypes.PUBLISH)
+        object.__setattr__(self, "ContentType", content_type)
+        object.__setattr__(self, "UserProperty", list(user))
+        object.__setattr__(self, "_packed", packed)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("PackedProperties are read-only")
+
+    def pack(self) -> bytes:
+        return self._packed
+
+    def isEmpty(self) -> bool:  # paho's name
+        return False
+
+    def json(self) -> dict[str, Any]:
+        return {"ContentType": self.ContentType, "UserProperty": self.UserProperty}
+
+    def __str__(self) -> str:  # paho's debug log prints the properties of a PUBLISH
+        return f"[ContentType : {self.ContentType}, UserProperty : {self.UserProperty}]"
+
+    __repr__ = __str__
 
 
 class _Window:
