@@ -290,7 +290,8 @@ def main(argv: list[str] | None = None) -> int:
         udp.close()
         mqtt_port = free_tcp_port()
         (work / "mosquitto.conf").write_text(f"listener {mqtt_port} 127.0.0.1\n"
-                                             "allow_anonymous true\n")
+                                             "allow_anonymous true\n"
+                                             "max_inflight_messages 256\n")  # as the role
         broker = subprocess.Popen([mosquitto, "-c", str(work / "mosquitto.conf")],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         config = write_config(work, port, [a.getsockname()[1], c.getsockname()[1]], mqtt_port,

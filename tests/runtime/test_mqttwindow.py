@@ -14,7 +14,13 @@ from mosquitto import Mosquitto, have_mosquitto
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from meshsub.runtime.mqttwindow import PackedProperties, publish_window
+from meshsub.runtime.mqttwindow import (
+    INFLIGHT_MAX,
+    PackedProperties,
+    follow_receive_maximum,
+    inflight_limit,
+    publish_window,
+)
 
 pytestmark = pytest.mark.skipif(not have_mosquitto(), reason="mosquitto not installed")
 
@@ -115,5 +121,29 @@ async def test_packed_properties_reach_a_subscriber(tmp_path: Path) -> None:
             assert message.properties is not None
             assert message.properties.ContentType == "application/json"
             assert message.properties.UserProperty == user
+    finally:
+        broker.stop()
+
+
+@pytest.mark.parametrize(("broker_limit", "expected"), [
+    ("", 20), ("max_inflight_messages 256\n", 256), ("max_inflight_messages 5\n", 5)])
+async def test_in_flight_deliveries_follow_the_brokers_receive_maximum(
+        tmp_path: Path, broker_limit: str, expected: int) -> None:
+    """paho keeps 20 publications in flight whatever the broker allows, and ignores the
+    Receive Maximum of its CONNACK: the bridge asks for INFLIGHT_MAX and takes the
+    broker's limit (mosquitto's ``max_inflight_messages``, 20 by default)."""
+    broker = Mosquitto(tmp_path, extra=broker_limit)
+    await asyncio.to_thread(broker.start)
+    try:
+        bridge = aiomqtt.Client("127.0.0.1", broker.port, identifier="bridge",
+                                protocol=aiomqtt.ProtocolVersion.V5,
+                                max_inflight_messages=INFLIGHT_MAX)
+        follow_receive_maximum(bridge)
+        async with client(broker, "app") as app, bridge:
+            assert inflight_limit(bridge) == expected
+            await app.subscribe("w/#", qos=1)
+            window = items(300)
+            acked = [False] * len(window)
+            assert await publish_window(bridge, window, acked, 30.0) is None and all(acked)
     finally:
         broker.stop()
