@@ -1,0 +1,87 @@
+"""Real protocol messages for the dissector's named fields (tests/unit/test_wireshark_dissector.py).
+
+Every body is made by its protocol's own encoder (``to_wire``/``encode``/``encode_*``) and
+read back by its own decoder, so a layout in scripts/wireshark_fields.py that does not
+match the code fails the test. PULL and DF build their bodies inline in the protocol (no
+encoder function): their lists are built as the protocol builds them and checked by the
+protocol's decoder.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from meshsub.core.cluster.ids import GroupId
+from meshsub.core.content import Event, Subscription
+from meshsub.core.georouting import GeoHeader
+from meshsub.core.grid import Cell
+from meshsub.core.tags import Scope
+from meshsub.protocols import df, dr, epidemic, flooding, pull
+from meshsub.protocols.hesper import messages as hm
+from meshsub.protocols.tg import messages as tgm
+
+EVENT = Event.from_wire(["field/t1", "unit", "C", "v", 7])
+SUB = Subscription.from_wire(["field/#"])
+K = 16  # DR's key bits
+
+
+def _hesper(out: list[tuple[str, int, str, Any]]) -> None:
+    geo = GeoHeader()
+    payloads: list[tuple[int, str, Any]] = [
+        (hm.SUBSCRIBE, "SUBSCRIBE", hm.Subscribe.from_wire(
+            ["s1", SUB.to_wire(), 5, None, "II", 3, [[1, 2], [2, 2]], 9, False])),
+        (hm.REPLY, "REPLY", hm.Reply.from_wire(
+            ["s1", 6, [2, 2], hm.KIND_PHB, 1, 4, [[1, 2]], 0, 9, 2])),
+        (hm.CONFIRM, "CONFIRM", hm.Confirm.from_wire(["s1", [[1, 2]], [2, 2], 0, SUB.to_wire()])),
+        (hm.EVENT, "EVENT", hm.EventMsg.from_wire([EVENT.to_wire(), [3, 4], 5, 12.5, False])),
+        (hm.UNSUBSCRIBE, "UNSUBSCRIBE", hm.Unsubscribe.from_wire(["s1", SUB.to_wire(),
+                                                                  [0, 1, 2]])),
+        (hm.BROKER_UPDATE, "BROKER_UPDATE", hm.BrokerUpdate.from_wire(
+            [[1, 2], 5, 6, 30.5, 40.25, 3])),
+    ]
+    for mtype, name, payload in payloads:
+        env = hm.Envelope(Cell(1, 2), "field/t1", 6, 1, geo, payload.to_wire(), hm.STAGE_BROKER)
+        body = env.to_wire()
+        assert hm.Envelope.from_wire(body).payload == payload.to_wire()
+        out.append(("hesper", mtype, name, body))
+    transfer = hm.StateTransfer.from_wire(["field/t1", [1, 2], [], 4])
+    out.append(("hesper", hm.STATE_TRANSFER, "STATE_TRANSFER", transfer.to_wire()))
+    beacon = hm.Beacon.from_wire([10.5, 20.25, [1, 2], 0.75, False, ["field/t1"]])
+    out.append(("hesper", hm.BEACON, "BEACON", beacon.to_wire()))
+
+
+def protocol_messages() -> list[tuple[str, int, str, Any]]:
+    """(protocol name, message type, its NAME, body) for every layout the dissector has."""
+    out: list[tuple[str, int, str, Any]] = []
+    body: Any = flooding.encode_body(EVENT, 12.5)
+    assert flooding.decode_body(body) == (EVENT, 12.5)
+    out.append(("flooding", flooding.DATA, "DATA", body))
+    body = epidemic.encode_data(EVENT.to_wire(), 12.5, 30.0)
+    assert epidemic.decode_data(body) == (EVENT, 12.5, 30.0)
+    out.append(("epidemic", epidemic.DATA, "DATA", body))
+    body = [EVENT.to_wire(), 12.5, 30.0]  # Pull.on_publish's body
+    assert pull.decode_data(body) == (EVENT, 12.5, 30.0)
+    out.append(("pull", pull.DATA, "DATA", body))
+    _hesper(out)
+    geo = GeoHeader().to_wire()
+    for mtype, name, body in [(df.SUBSCRIBE, "SUBSCRIBE", ["s1", SUB.to_wire(), geo]),
+                              (df.EVENT, "EVENT", [EVENT.to_wire(), [3, 4], 12.5, df.TO_REGION,
+                                                   geo]),
+                              (df.UNSUBSCRIBE, "UNSUBSCRIBE", ["s1"])]:
+        df._items(body, len(body))
+        if mtype != df.UNSUBSCRIBE:
+            df._geo(body[-1])
+        out.append(("df", mtype, name, body))
+    query = dr.LineQuery(5, "s1", 10.0, 20.0, 3, 900, 60.0, SUB)
+    assert dr.LineQuery.decode(query.encode(K), K) == query
+    out.append(("dr", dr.SUBSCRIBE, "SUBSCRIBE", query.encode(K)))
+    line = dr.LinePublish(15.0, 77, EVENT, 12.5)
+    assert dr.LinePublish.decode(line.encode(K), K) == line
+    out.append(("dr", dr.PUBLISH, "PUBLISH", line.encode(K)))
+    notify = dr.GeoNotify(5, 10.0, 20.0, ("s1", "s2"), EVENT, 12.5)
+    assert dr.GeoNotify.decode(notify.encode()) == notify
+    out.append(("dr", dr.NOTIFY, "NOTIFY", notify.encode()))
+    publish = tgm.Publish(GroupId(3, 1, 2), Scope.GLOBAL, 2, (GroupId(4, 1, 1),), EVENT, 12.5)
+    assert tgm.Publish.decode(publish.encode()) == publish
+    out.append(("tg", tgm.PUBLISH, "PUBLISH", publish.encode()))
+    return out
