@@ -8,16 +8,22 @@ Only the part between ``-- messages:begin`` and ``-- messages:end`` is written. 
 type names come from the code: every registered protocol's ``message_kinds`` and the
 upper-case constants of its modules with those values (so a new or renumbered message
 type shows up here, and ``--check`` fails until the table is regenerated). Body field
-names are the positional layouts of the protocols' encoders (``BODY_FIELDS`` below, as in
-docs/protocols/NAME.md, "Messages"); tests/unit/test_wireshark_dissector.py encodes real
+names are the positional layouts of the protocols' encoders: the field names of the message
+dataclasses whose ``encode`` lists their fields in order (``CLASS_LAYOUTS``, checked here),
+and hand-written layouts where a body is built otherwise (``BODY_FIELDS``, as in
+docs/protocols/NAME.md, "Messages"). tests/unit/test_wireshark_dissector.py encodes real
 messages with each protocol's own encoder and checks every named field tshark prints.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import dataclasses
 import importlib
+import inspect
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +79,37 @@ BODY_FIELDS: dict[str, dict[str, Layout]] = {
 }
 
 
+#: protocols whose messages are dataclasses encoded field by field, in order: the layout
+#: is the class's field names (checked against its encoder's list below)
+CLASS_LAYOUTS: dict[str, tuple[str, dict[str, str]]] = {
+    "bsub": ("meshsub.protocols.bsub.wire", {
+        "IDENT": "Ident", "DESIGNATE": "Designate", "FILTER": "FilterMsg", "DATA": "Data",
+        "OFFER": "Offer", "REQUEST": "Request", "ROLE": "RoleMsg"}),
+    "st": ("meshsub.protocols.st.messages", {"SUBS": "Subs", "PUBLISH": "Publish"}),
+}
+
+
+def _class_layout(module: str, name: str) -> Layout:
+    """A dataclass's field names, if its ``encode`` returns one list of exactly those."""
+    cls = getattr(importlib.import_module(module), name)
+    names = [f.name for f in dataclasses.fields(cls)]
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls.encode)))
+    returns = [n.value for n in ast.walk(tree) if isinstance(n, ast.Return)]
+    if len(returns) != 1 or not isinstance(returns[0], ast.List) \
+            or len(returns[0].elts) != len(names):
+        raise SystemExit(f"wireshark_fields: {module}.{name}.encode is not its fields in order")
+    return names
+
+
+def body_fields() -> dict[str, dict[str, Layout]]:
+    """Every layout: the hand-written ones and those of the message classes."""
+    out = {proto: dict(layouts) for proto, layouts in BODY_FIELDS.items()}
+    for proto, (module, classes) in CLASS_LAYOUTS.items():
+        out.setdefault(proto, {}).update(
+            {const: _class_layout(module, cls) for const, cls in classes.items()})
+    return out
+
+
 def _modules(cls: type) -> list[Any]:
     """The modules that may name ``cls``'s message types, nearest first: the modules of
     its classes (MRO) and the ``messages``/``wire`` modules of their packages."""
@@ -121,7 +158,8 @@ def _lua_layout(layout: Layout) -> str:
 def render() -> str:
     """The generated Lua block, markers included."""
     names = message_names()
-    unknown = set(BODY_FIELDS) - {n for n, _ in names.values()}
+    layouts = body_fields()
+    unknown = set(layouts) - {n for n, _ in names.values()}
     if unknown:
         raise SystemExit(f"wireshark_fields: BODY_FIELDS names unknown protocols {unknown}")
     lines = [BEGIN,
@@ -129,7 +167,7 @@ def render() -> str:
              "-- [protocol id] = { name, { [message type] = { NAME, body layout or nil } } }",
              "local MESSAGES = {"]
     for pid, (name, types) in names.items():
-        bodies = BODY_FIELDS.get(name, {})
+        bodies = layouts.get(name, {})
         for type_name in set(bodies) - set(types.values()):
             raise SystemExit(f"wireshark_fields: {name} has no message type {type_name}")
         lines.append(f'    [{pid}] = {{ "{name}", {{')

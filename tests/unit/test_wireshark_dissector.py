@@ -71,7 +71,7 @@ def _abbrevs(prefix: str, layout: list[Any]) -> list[str]:
 
 
 NAMED_FIELDS = ["meshsub.message", *(
-    abbrev for proto, layouts in wireshark_fields.BODY_FIELDS.items()
+    abbrev for proto, layouts in wireshark_fields.body_fields().items()
     for mtype, layout in layouts.items()
     for abbrev in _abbrevs(f"meshsub.{proto}.{mtype.lower()}", layout))]
 FIELDS += NAMED_FIELDS
@@ -251,7 +251,7 @@ def test_protocol_messages_show_named_fields(dissected: Dissected) -> None:
         assert layers["meshsub.type"] == [str(mtype)]
         assert layers["meshsub.message"] == [f"{proto}.{name}"]
         prefix = f"meshsub.{proto}.{name.lower()}"
-        want = _named_values(prefix, wireshark_fields.BODY_FIELDS[proto][name], body)
+        want = _named_values(prefix, wireshark_fields.body_fields()[proto][name], body)
         got = {k: v for k, v in layers.items() if k.startswith(prefix + ".")}
         assert got == {k: [v] for k, v in want.items()}, (proto, name, frame.hex())
     # e.g. a user's filter: the cell of a HESPER subscription's envelope, its sub id
@@ -261,7 +261,7 @@ def test_protocol_messages_show_named_fields(dissected: Dissected) -> None:
 
 
 def test_every_layout_is_exercised_by_a_real_message() -> None:
-    layouts = {(p, n) for p, ls in wireshark_fields.BODY_FIELDS.items() for n in ls}
+    layouts = {(p, n) for p, ls in wireshark_fields.body_fields().items() for n in ls}
     assert layouts == {(p, n) for p, _, n, _ in protocol_messages()}
 
 

@@ -17,7 +17,9 @@ from meshsub.core.georouting import GeoHeader
 from meshsub.core.grid import Cell
 from meshsub.core.tags import Scope
 from meshsub.protocols import df, dr, epidemic, flooding, pull
+from meshsub.protocols.bsub import wire as bw
 from meshsub.protocols.hesper import messages as hm
+from meshsub.protocols.st import messages as stm
 from meshsub.protocols.tg import messages as tgm
 
 EVENT = Event.from_wire(["field/t1", "unit", "C", "v", 7])
@@ -81,6 +83,23 @@ def protocol_messages() -> list[tuple[str, int, str, Any]]:
     notify = dr.GeoNotify(5, 10.0, 20.0, ("s1", "s2"), EVENT, 12.5)
     assert dr.GeoNotify.decode(notify.encode()) == notify
     out.append(("dr", dr.NOTIFY, "NOTIFY", notify.encode()))
+    for mtype, name, cls, wire in [
+            (bw.IDENT, "IDENT", bw.Ident, [7, 3, 4, 99]),
+            (bw.DESIGNATE, "DESIGNATE", bw.Designate, [7, 1]),
+            (bw.FILTER, "FILTER", bw.FilterMsg, [7, b"\x01\x02"]),
+            (bw.DATA, "DATA", bw.Data, [1, EVENT.to_wire(), 12.5, 30.0, [2, 3]]),
+            (bw.OFFER, "OFFER", bw.Offer, [4, [[1, 2, 3, 1]]]),
+            (bw.REQUEST, "REQUEST", bw.Request, [4, [[1, 2, 3]]]),
+            (bw.ROLE, "ROLE", bw.RoleMsg, [7, 0])]:
+        message = cls.decode(wire)
+        assert cls.decode(message.encode()) == message
+        out.append(("bsub", mtype, name, message.encode()))
+    st_publish = stm.Publish(EVENT, 12.5)
+    assert stm.Publish.decode(st_publish.encode()) == st_publish
+    out.append(("st", stm.PUBLISH, "PUBLISH", st_publish.encode()))
+    subs = stm.Subs.decode([3, 0, 0, 1, [SUB.to_wire()], []])
+    assert stm.Subs.decode(subs.encode()) == subs
+    out.append(("st", stm.SUBS, "SUBS", subs.encode()))
     publish = tgm.Publish(GroupId(3, 1, 2), Scope.GLOBAL, 2, (GroupId(4, 1, 1),), EVENT, 12.5)
     assert tgm.Publish.decode(publish.encode()) == publish
     out.append(("tg", tgm.PUBLISH, "PUBLISH", publish.encode()))
