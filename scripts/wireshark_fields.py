@@ -87,6 +87,15 @@ CLASS_LAYOUTS: dict[str, tuple[str, dict[str, str]]] = {
         "OFFER": "Offer", "REQUEST": "Request", "ROLE": "RoleMsg"}),
     "st": ("meshsub.protocols.st.messages", {"SUBS": "Subs", "PUBLISH": "Publish"}),
 }
+#: the group-tree messages TG and ST share (meshsub.core.cluster.messages, Liu 2011, §3)
+_CLUSTER = ("meshsub.core.cluster.messages", {
+    "HELLO": "Hello", "JOIN_QUERY": "JoinQuery", "JOIN_REPLY": "JoinReply",
+    "JOIN_SELECT": "JoinSelect", "JOIN_CONFIRM": "JoinConfirm", "JOIN_REJECT": "JoinReject",
+    "LEADER_ANNOUNCE": "LeaderAnnounce", "REPORT": "Report", "GROUP_INFO": "GroupInfo",
+    "GATEWAY_STATUS": "GatewayStatus", "MERGE_REQUEST": "MergeRequest",
+    "MERGE_REPLY": "MergeReply", "REROOT": "Reroot", "DETACH": "Detach", "LEAVE": "Leave"})
+SHARED_LAYOUTS: dict[str, list[tuple[str, dict[str, str]]]] = {"tg": [_CLUSTER],
+                                                                "st": [_CLUSTER]}
 
 
 def _class_layout(module: str, name: str) -> Layout:
@@ -104,7 +113,9 @@ def _class_layout(module: str, name: str) -> Layout:
 def body_fields() -> dict[str, dict[str, Layout]]:
     """Every layout: the hand-written ones and those of the message classes."""
     out = {proto: dict(layouts) for proto, layouts in BODY_FIELDS.items()}
-    for proto, (module, classes) in CLASS_LAYOUTS.items():
+    sources = [(proto, spec) for proto, spec in CLASS_LAYOUTS.items()]
+    sources += [(proto, spec) for proto, specs in SHARED_LAYOUTS.items() for spec in specs]
+    for proto, (module, classes) in sources:
         out.setdefault(proto, {}).update(
             {const: _class_layout(module, cls) for const, cls in classes.items()})
     return out

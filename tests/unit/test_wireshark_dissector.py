@@ -246,12 +246,13 @@ def test_malformed_frames_are_expert_info_not_lua_errors(dissected: Dissected) -
 
 def test_protocol_messages_show_named_fields(dissected: Dissected) -> None:
     named = dissected[2]
+    layouts = wireshark_fields.body_fields()
     for (frame, (proto, mtype, name, body)), layers in named:
         assert "_ws.expert.message" not in layers, (proto, name, layers)
         assert layers["meshsub.type"] == [str(mtype)]
         assert layers["meshsub.message"] == [f"{proto}.{name}"]
         prefix = f"meshsub.{proto}.{name.lower()}"
-        want = _named_values(prefix, wireshark_fields.body_fields()[proto][name], body)
+        want = _named_values(prefix, layouts[proto][name], body)
         got = {k: v for k, v in layers.items() if k.startswith(prefix + ".")}
         assert got == {k: [v] for k, v in want.items()}, (proto, name, frame.hex())
     # e.g. a user's filter: the cell of a HESPER subscription's envelope, its sub id

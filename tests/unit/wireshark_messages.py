@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from meshsub.core.cluster import messages as cm
 from meshsub.core.cluster.ids import GroupId
 from meshsub.core.content import Event, Subscription
 from meshsub.core.georouting import GeoHeader
@@ -100,6 +101,30 @@ def protocol_messages() -> list[tuple[str, int, str, Any]]:
     subs = stm.Subs.decode([3, 0, 0, 1, [SUB.to_wire()], []])
     assert stm.Subs.decode(subs.encode()) == subs
     out.append(("st", stm.SUBS, "SUBS", subs.encode()))
+    g1, g2 = [3, 1, 2], [4, 1, 1]
+    hello_group = [g1, 1, 3, True, True, 5, 2, [g2], [6, 7]]
+    record = [3, g1, 1, g2, 2, True]
+    for mtype, name, cls, wire in [
+            (cm.HELLO, "HELLO", cm.Hello, [True, [hello_group]]),
+            (cm.JOIN_QUERY, "JOIN_QUERY", cm.JoinQuery, [0, 11, [[g2, 1]], None, 2, 5]),
+            (cm.JOIN_REPLY, "JOIN_REPLY", cm.JoinReply, [11, g1, [3, 5], b"\x0f", 5, 2]),
+            (cm.JOIN_SELECT, "JOIN_SELECT", cm.JoinSelect, [11, g1, 0, [], 1]),
+            (cm.JOIN_CONFIRM, "JOIN_CONFIRM", cm.JoinConfirm, [11, g1, [3, 5], 5, 2]),
+            (cm.JOIN_REJECT, "JOIN_REJECT", cm.JoinReject, [11, "full"]),
+            (cm.LEADER_ANNOUNCE, "LEADER_ANNOUNCE", cm.LeaderAnnounce, [g1, b"\x0f"]),
+            (cm.REPORT, "REPORT", cm.Report, [g1, 4, b"\x0f", 2, [record], False]),
+            (cm.GROUP_INFO, "GROUP_INFO", cm.GroupInfo, [g2, g1, [3, 5], True, 5, 2, 9]),
+            (cm.GATEWAY_STATUS, "GATEWAY_STATUS", cm.GatewayStatus, [g1, 6, g2, 0, 2]),
+            (cm.MERGE_REQUEST, "MERGE_REQUEST", cm.MergeRequest,
+             [g1, 0, g2, g1, 1, 2, 3, 6, 21, [6, 3]]),
+            (cm.MERGE_REPLY, "MERGE_REPLY", cm.MergeReply, [g1, 21, 6, True, [6, 3]]),
+            (cm.REROOT, "REROOT", cm.Reroot, [g2, g1, [6, 3], 5, 2, 9]),
+            (cm.DETACH, "DETACH", cm.Detach, [g1, 1, 9]),
+            (cm.LEAVE, "LEAVE", cm.Leave, [g1, "loop"])]:
+        message = cls.decode(wire)
+        assert cls.decode(message.encode()) == message
+        for proto in ("tg", "st"):
+            out.append((proto, mtype, name, message.encode()))
     publish = tgm.Publish(GroupId(3, 1, 2), Scope.GLOBAL, 2, (GroupId(4, 1, 1),), EVENT, 12.5)
     assert tgm.Publish.decode(publish.encode()) == publish
     out.append(("tg", tgm.PUBLISH, "PUBLISH", publish.encode()))
