@@ -76,6 +76,7 @@ BODY_FIELDS: dict[str, dict[str, Layout]] = {
            "PUBLISH": ["y0", "key", "event", "published_at"],
            "NOTIFY": ["sub_node", "x", "y", "sub_ids", "event", "published_at"]},
     "tg": {"PUBLISH": ["gid", "scope", "group_ttl", "visited", "event", "published_at"]},
+    "dibs": {"ATTACH_NAK": ["reason"], "DETACH": ["slot"]},
 }
 
 
@@ -86,6 +87,9 @@ CLASS_LAYOUTS: dict[str, tuple[str, dict[str, str]]] = {
         "IDENT": "Ident", "DESIGNATE": "Designate", "FILTER": "FilterMsg", "DATA": "Data",
         "OFFER": "Offer", "REQUEST": "Request", "ROLE": "RoleMsg"}),
     "st": ("meshsub.protocols.st.messages", {"SUBS": "Subs", "PUBLISH": "Publish"}),
+    "dibs": ("meshsub.protocols.dibs.messages", {
+        "HEARTBEAT": "Heartbeat", "ATTACH_REQ": "AttachReq", "ATTACH_ACK": "AttachAck",
+        "SUBSCRIBE": "Query", "PUBLISH": "Publish", "NOTIFY": "Notify"}),
 }
 #: the group-tree messages TG and ST share (meshsub.core.cluster.messages, Liu 2011, §3)
 _CLUSTER = ("meshsub.core.cluster.messages", {

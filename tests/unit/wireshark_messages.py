@@ -19,6 +19,7 @@ from meshsub.core.grid import Cell
 from meshsub.core.tags import Scope
 from meshsub.protocols import df, dr, epidemic, flooding, pull
 from meshsub.protocols.bsub import wire as bw
+from meshsub.protocols.dibs import messages as dm
 from meshsub.protocols.hesper import messages as hm
 from meshsub.protocols.st import messages as stm
 from meshsub.protocols.tg import messages as tgm
@@ -51,6 +52,30 @@ def _hesper(out: list[tuple[str, int, str, Any]]) -> None:
     out.append(("hesper", hm.STATE_TRANSFER, "STATE_TRANSFER", transfer.to_wire()))
     beacon = hm.Beacon.from_wire([10.5, 20.25, [1, 2], 0.75, False, ["field/t1"]])
     out.append(("hesper", hm.BEACON, "BEACON", beacon.to_wire()))
+
+
+def _dibs(out: list[tuple[str, int, str, Any]]) -> None:
+    k = 16
+    heartbeat = dm.Heartbeat(True, "01", 3, None, 1, False, (dm.DistEntry(3, 1, None, 2),),
+                             ((6, 1),), 5.0)
+    req = dm.AttachReq(dm.Reason(0), None, None)
+    ack = dm.AttachAck(1, "01", 3)
+    query = dm.Query(5, "s1", 5, 1, 3, 900, 3, "01", 60.0, SUB)
+    publish = dm.Publish(3, 77, EVENT, 12.5)
+    notify = dm.Notify(3, "01", 5, ("s1",), EVENT, 12.5, 2, 6)
+    for mtype, name, message, body, back in [
+            (dm.HEARTBEAT, "HEARTBEAT", heartbeat, heartbeat.encode(), dm.Heartbeat.decode),
+            (dm.ATTACH_REQ, "ATTACH_REQ", req, req.encode(), dm.AttachReq.decode),
+            (dm.ATTACH_ACK, "ATTACH_ACK", ack, ack.encode(), dm.AttachAck.decode),
+            (dm.SUBSCRIBE, "SUBSCRIBE", query, query.encode(k),
+             lambda body: dm.Query.decode(body, k)),
+            (dm.PUBLISH, "PUBLISH", publish, publish.encode(k),
+             lambda body: dm.Publish.decode(body, k)),
+            (dm.NOTIFY, "NOTIFY", notify, notify.encode(), dm.Notify.decode)]:
+        assert back(body) == message
+        out.append(("dibs", mtype, name, body))
+    out.append(("dibs", dm.ATTACH_NAK, "ATTACH_NAK", [1]))  # cres.py: [refuse]
+    out.append(("dibs", dm.DETACH, "DETACH", [2]))  # cres.py: [slot]
 
 
 def protocol_messages() -> list[tuple[str, int, str, Any]]:
@@ -101,6 +126,7 @@ def protocol_messages() -> list[tuple[str, int, str, Any]]:
     subs = stm.Subs.decode([3, 0, 0, 1, [SUB.to_wire()], []])
     assert stm.Subs.decode(subs.encode()) == subs
     out.append(("st", stm.SUBS, "SUBS", subs.encode()))
+    _dibs(out)
     g1, g2 = [3, 1, 2], [4, 1, 1]
     hello_group = [g1, 1, 3, True, True, 5, 2, [g2], [6, 7]]
     record = [3, g1, 1, g2, 2, True]
