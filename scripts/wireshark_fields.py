@@ -87,6 +87,8 @@ CLASS_LAYOUTS: dict[str, tuple[str, dict[str, str]]] = {
         "IDENT": "Ident", "DESIGNATE": "Designate", "FILTER": "FilterMsg", "DATA": "Data",
         "OFFER": "Offer", "REQUEST": "Request", "ROLE": "RoleMsg"}),
     "st": ("meshsub.protocols.st.messages", {"SUBS": "Subs", "PUBLISH": "Publish"}),
+    "giant": ("meshsub.protocols.giant.messages", {
+        "HELLO": "Hello", "ADV": "Adv", "BUNDLE": "Bundle"}),
     "dibs": ("meshsub.protocols.dibs.messages", {
         "HEARTBEAT": "Heartbeat", "ATTACH_REQ": "AttachReq", "ATTACH_ACK": "AttachAck",
         "SUBSCRIBE": "Query", "PUBLISH": "Publish", "NOTIFY": "Notify"}),

@@ -126,9 +126,9 @@ local MESSAGES = {
         [29] = { "PAGE" },
     } },
     [9] = { "giant", {
-        [16] = { "HELLO" },
-        [17] = { "BUNDLE" },
-        [18] = { "ADV" },
+        [16] = { "HELLO", { "ferry", "cell", "advs" } },
+        [17] = { "BUNDLE", { "kind", "receiver", "sender", "prob", "remaining_s", "item" } },
+        [18] = { "ADV", { "topic", "phb", "senders", "remaining_s" } },
     } },
     [10] = { "brvst", {
         [16] = { "ANNOUNCE" },

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from meshsub.core.api import MessageId
 from meshsub.core.cluster import messages as cm
 from meshsub.core.cluster.ids import GroupId
 from meshsub.core.content import Event, Subscription
@@ -20,6 +21,7 @@ from meshsub.core.tags import Scope
 from meshsub.protocols import df, dr, epidemic, flooding, pull
 from meshsub.protocols.bsub import wire as bw
 from meshsub.protocols.dibs import messages as dm
+from meshsub.protocols.giant import messages as gm
 from meshsub.protocols.hesper import messages as hm
 from meshsub.protocols.st import messages as stm
 from meshsub.protocols.tg import messages as tgm
@@ -78,6 +80,18 @@ def _dibs(out: list[tuple[str, int, str, Any]]) -> None:
     out.append(("dibs", dm.DETACH, "DETACH", [2]))  # cres.py: [slot]
 
 
+def _giant(out: list[tuple[str, int, str, Any]]) -> None:
+    hello = gm.Hello(True, Cell(1, 2), (MessageId(5, 1, 9),))
+    adv = gm.Adv("field/t1", Cell(3, 4), (gm.SenderRecord(Cell(1, 2), 2, 3, 1, True),), 30.0)
+    item = gm.EventItem(MessageId(5, 1, 9), Cell(3, 4), "field/t1", EVENT, 12.5)
+    bundle = gm.Bundle(gm.Kind.EVENT, Cell(3, 4), Cell(1, 2), 0.5, 30.0, item)
+    for mtype, name, message, back in [(gm.HELLO, "HELLO", hello, gm.Hello.decode),
+                                       (gm.ADV, "ADV", adv, gm.Adv.decode),
+                                       (gm.BUNDLE, "BUNDLE", bundle, gm.Bundle.decode)]:
+        assert back(message.encode()) == message
+        out.append(("giant", mtype, name, message.encode()))
+
+
 def protocol_messages() -> list[tuple[str, int, str, Any]]:
     """(protocol name, message type, its NAME, body) for every layout the dissector has."""
     out: list[tuple[str, int, str, Any]] = []
@@ -127,6 +141,7 @@ def protocol_messages() -> list[tuple[str, int, str, Any]]:
     assert stm.Subs.decode(subs.encode()) == subs
     out.append(("st", stm.SUBS, "SUBS", subs.encode()))
     _dibs(out)
+    _giant(out)
     g1, g2 = [3, 1, 2], [4, 1, 1]
     hello_group = [g1, 1, 3, True, True, 5, 2, [g2], [6, 7]]
     record = [3, g1, 1, g2, 2, True]
