@@ -33,6 +33,10 @@ SQL_SETTINGS = {
     # job's explicit broadcast hints (a run's static positions) stay.
     "spark.sql.autoBroadcastJoinThreshold": "-1",
     "spark.sql.adaptive.autoBroadcastJoinThreshold": "10m",
+    # The Parquet cache is partitioned by run, protocol and event: with concurrent writers
+    # a task writes its ~15 partitions as rows come instead of sorting all its rows by
+    # partition first (the sort was half of the JSON -> Parquet conversion)
+    "spark.sql.maxConcurrentOutputFileWriters": "32",
 }
 
 
