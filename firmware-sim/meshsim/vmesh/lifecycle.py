@@ -17,7 +17,7 @@ from typing import Any
 
 from meshsim.host import sh
 from meshsim.host.errors import VmeshError
-from meshsim.vmesh import bake, image, inventory, net, nodes
+from meshsim.vmesh import bake, devices, image, inventory, net, nodes
 from meshsim.vmesh.plan import DEFAULT_RUN, DEFAULT_SPACING_M, NodePlan, Plan, make_plan
 from meshsim.vmesh.runstate import RunState, forget, load_state, run_dir
 from meshsim.vmesh.wheelhouse import build_wheelhouse, host_arch
@@ -176,8 +176,7 @@ def bring_up(plan: Plan, ref: str | Sequence[str], rundir: Path, protocol: str,
     nodes.wait_all_booted(plan.nodes)
     steps["boot"] = time.monotonic() - t - sum(steps.values())
     log("bring-up: " + ", ".join(f"{k} {v:.1f} s" for k, v in steps.items()))
-    with contextlib.suppress(FileNotFoundError):
-        (rundir / inventory.KNOWN_HOSTS).unlink()  # fresh host keys every bring-up
+    devices.write_known_hosts(plan.nodes, rundir / inventory.KNOWN_HOSTS)
     inv = inventory.write_inventory(plan, rundir, protocol, group_vars=inventory_vars,
                                     arches=_by_host(plan, arches))
     state.complete = True
