@@ -12,6 +12,8 @@ pip from this checkout (no root; the dependencies come from pip's cache or index
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import tomllib
 import zipfile
 from pathlib import Path
@@ -90,3 +92,47 @@ def test_the_vmesh_wheelhouse_adds_the_workload_agent_alone(built: tuple[Path, P
     requires = [ln.split(":", 1)[1].strip() for ln in _metadata(agent, "METADATA").splitlines()
                 if ln.startswith("Requires-Dist:")]
     assert [re.match(r"[A-Za-z0-9_.-]+", r).group(0) for r in requires] == ["aiomqtt"]  # type: ignore[union-attr]
+
+
+DAEMON_IMPORTS = ["aiomqtt", "ifaddr", "mmh3", "msgpack", "paho", "pynmea2", "zeroconf"]
+"""The third-party modules the daemon imports, as docs/deploy.md states them."""
+
+_IMPORT_ALL = """
+import importlib, pkgutil, sys
+import meshsub
+for mod in pkgutil.walk_packages(meshsub.__path__, "meshsub."):
+    importlib.import_module(mod.name)
+found = {n.split(".")[0] for n in sys.modules} - set(sys.stdlib_module_names)
+print(" ".join(sorted(n for n in found if n != "meshsub" and not n.startswith("_"))))
+"""
+
+
+def test_a_field_venv_runs_the_daemon_without_the_workstation(
+        built: tuple[Path, Path], tmp_path: Path) -> None:
+    """Installed as the role installs it: every daemon module imports, the commands answer."""
+    field, _ = built
+    venv = tmp_path / "meshsub"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True,
+                   timeout=120)
+    # the host venv's pip installs into the device-like venv (the devices' own pip does
+    # the same from the same wheels); --no-index: nothing but the wheelhouse
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"),
+                    "install", "--quiet", "--isolated", "--disable-pip-version-check",
+                    "--no-index", "--find-links", str(field), "meshsub"], check=True,
+                   timeout=300)
+    py = str(venv / "bin" / "python")
+    missing = subprocess.run([py, "-c", "import meshsim"], capture_output=True, text=True,
+                             timeout=60, check=False)
+    assert "No module named 'meshsim'" in missing.stderr
+    out = subprocess.run([py, "-I", "-c", _IMPORT_ALL], capture_output=True, text=True,
+                         timeout=300, check=True).stdout.split()
+    # cython_runtime: zeroconf's compiled modules; sitecustomize: Debian's python3
+    assert [m for m in out if m not in ("cython_runtime", "sitecustomize")] == DAEMON_IMPORTS
+    documented = (wheelhouse.REPO_ROOT / "docs" / "deploy.md").read_text()
+    assert all(f"`{m}`" in documented for m in DAEMON_IMPORTS)
+    for command in ("meshsubd", "meshsubctl"):
+        res = subprocess.run([str(venv / "bin" / command), "--help"], capture_output=True,
+                             text=True, timeout=60, check=False)
+        assert res.returncode == 0 and res.stdout.startswith(f"usage: {command}"), res.stderr
+    assert sorted(p.name for p in (venv / "bin").iterdir() if p.name.startswith("mesh")) \
+        == ["meshsubctl", "meshsubd"]
