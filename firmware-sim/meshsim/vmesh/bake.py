@@ -101,7 +101,7 @@ def ensure_baked(wheelhouse: Path, *, arch: str | None = None, rebuild: bool = F
     base = image.ensure_image(arch=arch, log=log)
     digest = bake_digest(base, wheelhouse)
     ref = baked_ref(digest, arch)
-    with image.build_lock():
+    with image.build_lock(arch):
         if image.image_exists(ref) and not rebuild:
             return ref
         started = time.monotonic()
