@@ -62,7 +62,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Refuse to run grouped tests apart: two fleets or media of the same names would
     tear each other down. pytest 9.2 silently stopped pytest-xdist's grouping
     (pytest-xdist issue #1386; pyproject.toml pins pytest below it)."""
-    _prebuild_emulated_images(session.items)
+    if not session.config.option.collectonly:
+        _prebuild_emulated_images(session.items)
     if not session.config.getoption("loadgroup", default=False):
         return
     apart = [i.nodeid for i in session.items
