@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from meshsub.core.api import Message, MessageId
 from meshsub.core.bodies import BodyError
-from meshsub.core.buffer import DropPolicy
+from meshsub.core.buffer import DropPolicy, MemoryStore
 from meshsub.core.grid import Cell, manhattan
 from meshsub.core.lattice import Boundary, Lattice, walk_distribution
 from meshsub.core.leases import Upsert, VersionedLeases
@@ -122,6 +122,37 @@ def test_ferry_store_is_bounded_and_keeps_one_copy_per_receiver(
             for r in range(3) for _m, b in store.bundles_for(Cell(r, 0))]
     assert len(keys) == len(set(keys)) == len(store)
     assert len(store) <= added - dropped  # every copy that is gone was dropped or removed
+    for r in range(3):  # the receiver index answers what a scan of every body would
+        scanned = [msg.id for msg in store.buffer
+                   if gm.Bundle.decode(msg.body).receiver == Cell(r, 0)]
+        assert [msg.id for msg, _b in store.bundles_for(Cell(r, 0))] == scanned
+
+
+class _BodiesOutOfIndex(MemoryStore):
+    """Like the daemon's SQLite store: the buffer's index keeps no bodies; reads counted."""
+
+    resident = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    def get(self, key: MessageId) -> Any:
+        self.reads += 1
+        return super().get(key)
+
+
+def test_a_brokers_bundles_are_found_without_reading_the_other_bodies() -> None:
+    """On each HELLO the ferry looks up the broker's bundles; it used to read every
+    carried body back from the store to find them."""
+    backing = _BodiesOutOfIndex()
+    store = FerryStore(50, DropPolicy.DROP_OLDEST, backing, max_lifetime=1000.0)
+    for seq in range(10):
+        store.add(_bundle(seq, Cell(seq % 5, 0)), 0.0, 100.0)
+    backing.reads = 0
+    assert [b.item.event_id.seq for _m, b in store.bundles_for(Cell(1, 0))] == [1, 6]
+    assert backing.reads == 2
+    assert store.advertisements() == [] and backing.reads == 2
 
 
 @SETTINGS

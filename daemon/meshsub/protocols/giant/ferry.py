@@ -27,6 +27,15 @@ class FerryStore:
         self.buffer = ScfBuffer(capacity, policy, store, max_lifetime=max_lifetime)
         self._carried: dict[tuple[int, str, Cell], MessageId] = {}
         """(kind, item key, receiver) -> bundle id: one copy of an item per receiver."""
+        self._keys: dict[MessageId, tuple[int, str, Cell]] = {}
+        """The reverse of ``_carried``."""
+        self._by_receiver: dict[Cell, dict[MessageId, None]] = {}
+        """Receiver -> its bundles' ids, oldest first (the buffer's order). With the
+        daemon's SQLite store the buffer's index holds no bodies: finding a broker's
+        bundles or the advertisements by reading every body back would cost the whole
+        store on each HELLO."""
+        self._adverts: dict[MessageId, None] = {}
+        """Advertisement ids, oldest first."""
         self.corrupt = self.buffer.corrupt
         for message in list(self.buffer):
             self._index(message)
@@ -42,6 +51,8 @@ class FerryStore:
         return bundle.kind, key, bundle.receiver
 
     def _index(self, message: Message) -> None:
+        if message.type == m.ADV:
+            self._adverts[message.id] = None
         if message.type != m.BUNDLE:
             return
         try:
@@ -50,7 +61,10 @@ class FerryStore:
             self.buffer.discard(message.id)
             self.corrupt += 1
             return
-        self._carried[self._item_key(bundle)] = message.id
+        key = self._item_key(bundle)
+        self._carried[key] = message.id
+        self._keys[message.id] = key
+        self._by_receiver.setdefault(bundle.receiver, {})[message.id] = None
 
     def carries(self, bundle: m.Bundle) -> bool:
         return self._item_key(bundle) in self._carried
@@ -59,6 +73,7 @@ class FerryStore:
         """Store a bundle or an advertisement (a newer advertisement replaces the held one)."""
         if message.type == m.ADV and message.id in self.buffer:
             self.buffer.discard(message.id)
+            self._adverts.pop(message.id, None)
         held, dropped = self.buffer.add(message, now, expires_at)
         if held:
             self._index(message)
@@ -68,16 +83,24 @@ class FerryStore:
 
     def remove(self, key: MessageId) -> None:
         """A bundle was delivered (its receiver acknowledged it)."""
-        message = self.buffer.get(key)
-        if message is not None and self.buffer.discard(key):
-            self._unindex(message)
+        if self.buffer.discard(key):
+            self._forget(key)
 
     def _unindex(self, message: Message) -> None:
-        if message.type != m.BUNDLE:
+        self._forget(message.id)
+
+    def _forget(self, mid: MessageId) -> None:
+        self._adverts.pop(mid, None)
+        key = self._keys.pop(mid, None)
+        if key is None:
             return
-        for k, v in list(self._carried.items()):
-            if v == message.id:
-                del self._carried[k]
+        if self._carried.get(key) == mid:
+            del self._carried[key]
+        ids = self._by_receiver.get(key[2])
+        if ids is not None:
+            ids.pop(mid, None)
+            if not ids:
+                del self._by_receiver[key[2]]
 
     def expire(self, now: float) -> list[Dropped]:
         dropped = self.buffer.expire(now)
@@ -86,15 +109,23 @@ class FerryStore:
         return dropped
 
     def bundles_for(self, receiver: Cell) -> Iterator[tuple[Message, m.Bundle]]:
-        for message in self.buffer:
-            if message.type != m.BUNDLE:
+        """The bundles for ``receiver``, oldest first; only their bodies are read."""
+        for mid in list(self._by_receiver.get(receiver, ())):
+            message = self.buffer.get(mid)
+            if message is None:  # unreadable in the store: the buffer forgot it
+                self._forget(mid)
                 continue
-            bundle = m.Bundle.decode(message.body)
-            if bundle.receiver == receiver:
-                yield message, bundle
+            yield message, m.Bundle.decode(message.body)
 
     def advertisements(self) -> list[Message]:
-        return [msg for msg in self.buffer if msg.type == m.ADV]
+        out = []
+        for mid in list(self._adverts):
+            message = self.buffer.get(mid)
+            if message is None:
+                self._forget(mid)
+            else:
+                out.append(message)
+        return out
 
     def remaining(self, key: MessageId, now: float) -> float:
         entry = self.buffer.entry(key)
