@@ -95,13 +95,14 @@ def _prebuild_emulated_images(items: list[pytest.Item]) -> None:
     import shutil
     import subprocess
 
+    from meshsim.host.errors import VmeshError
     from meshsim.vmesh import image
 
     for arch in arches:
         try:
             image.check_emulation(arch)
             ref = image.load_recipe(arch=arch).ref
-        except Exception:  # the test itself reports it, in one line
+        except VmeshError:  # the test itself reports it, in one line
             continue
         if shutil.which("podman") is None or image.image_exists(ref):
             continue

@@ -119,7 +119,8 @@ def test_playbook_deploys_onto_an_arm64_device(
          f"{status.get('mqtt')}, {status.get('location')})", ready)
     installed = dexec(container, "/opt/meshsub/bin/pip", "list", "--format=json").stdout
     names = sorted(p["name"].lower() for p in json.loads(installed))
-    log(f"packages in the device venv: {names}")
+    size = dexec(container, "du", "-sk", "/opt/meshsub").stdout.split()[0]
+    log(f"packages in the device venv ({size} KiB): {names}")
     assert "simpy" not in names and "setuptools" not in names
     assert "meshsub-tools" not in names  # the device has the daemon's distribution only
     assert "No module named 'meshsim'" in dexec(container, "/opt/meshsub/bin/python", "-c",
