@@ -58,6 +58,9 @@ stamp=.venv/.meshsub-installed
 want="$(cat pyproject.toml daemon/pyproject.toml workload/pyproject.toml | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   log "installing meshsub, meshsub-workload and meshsub-tools (editable) with dev extras"
+  # the single distribution of earlier checkouts left its metadata at the top level,
+  # where `python` run from here would find a second, stale `meshsub` before the venv's
+  rm -rf meshsub.egg-info
   # pip's warnings (one per package for every configured index) would bury the test
   # output in a CI log: keep them in a file and show it only if the install fails
   if ! { .venv/bin/python -m pip install -q --upgrade pip \
