@@ -13,7 +13,7 @@ import io
 import json
 import socket
 import tarfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from meshsim.host import sh
 from meshsim.host.errors import VmeshError
 from meshsim.vmesh import nodes
+from meshsim.vmesh.plan import NodePlan
 
 VENV_PYTHON = "/opt/meshsub/bin/python"
 CTL = "/opt/meshsub/bin/meshsubctl"
@@ -75,6 +76,27 @@ def each(items: Iterable[T], fn: Callable[[T], R], workers: int = nodes.EXEC_WOR
         return []
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(todo)))) as pool:
         return list(pool.map(fn, todo))
+
+
+HOST_KEY = "/etc/ssh/ssh_host_ed25519_key.pub"
+"""Made by the device at its first boot (the image carries no host key)."""
+
+
+def write_known_hosts(devices: Sequence[NodePlan], path: Path) -> None:
+    """The devices' host keys, read through podman (not over SSH), as ``path``.
+
+    With them, SSH checks every device's key strictly from the first connection
+    instead of trusting whatever answers first on the management address; Mitogen's
+    strategy (docs/vmesh.md) needs that too, as it enforces host keys itself.
+    """
+    def line(dev: NodePlan) -> str:
+        key = nodes.exec_in(dev.container, ["cat", HOST_KEY]).split()
+        if len(key) < 2 or not key[0].startswith("ssh-"):
+            raise VmeshError(f"{dev.container}: no SSH host key in {HOST_KEY}")
+        return f"{dev.mgmt_ip} {key[0]} {key[1]}\n"
+
+    path.write_text("".join(each(devices, line)))
+    path.chmod(0o600)
 
 
 def reset(container: str) -> None:

@@ -46,7 +46,7 @@ def inventory_data(plan: Plan, rundir: Path, protocol: str, fleet_key: str) -> d
             "meshsub_ip_allow": [n.mesh_addr],  # the unit's IP filter: the mesh subnet
         } for n in plan.nodes}
     ssh_args = (f"-o UserKnownHostsFile={rundir / KNOWN_HOSTS} "
-                "-o StrictHostKeyChecking=accept-new -o ControlMaster=auto "
+                "-o StrictHostKeyChecking=yes -o ControlMaster=auto "
                 "-o ControlPersist=120s -o ConnectTimeout=20")
     group_vars: dict[str, Any] = {
         "ansible_user": "root",

@@ -11,14 +11,13 @@ import contextlib
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from meshsim.host import sh
 from meshsim.host.errors import VmeshError
-from meshsim.vmesh import bake, image, inventory, net, nodes
+from meshsim.vmesh import bake, devices, image, inventory, net, nodes
 from meshsim.vmesh.plan import DEFAULT_RUN, DEFAULT_SPACING_M, NodePlan, Plan, make_plan
 from meshsim.vmesh.runstate import RunState, forget, load_state, run_dir
 from meshsim.vmesh.wheelhouse import build_wheelhouse, host_arch
@@ -177,34 +176,12 @@ def bring_up(plan: Plan, ref: str | Sequence[str], rundir: Path, protocol: str,
     nodes.wait_all_booted(plan.nodes)
     steps["boot"] = time.monotonic() - t - sum(steps.values())
     log("bring-up: " + ", ".join(f"{k} {v:.1f} s" for k, v in steps.items()))
-    write_known_hosts(plan.nodes, rundir / inventory.KNOWN_HOSTS)  # fresh keys every bring-up
+    devices.write_known_hosts(plan.nodes, rundir / inventory.KNOWN_HOSTS)
     inv = inventory.write_inventory(plan, rundir, protocol, group_vars=inventory_vars,
                                     arches=_by_host(plan, arches))
     state.complete = True
     state.save(rundir)
     return inv
-
-
-def write_known_hosts(devices: Sequence[NodePlan], path: Path) -> None:
-    """The devices' SSH host keys, read through podman, as the run's ``known_hosts``.
-
-    Every bring-up makes new host keys. Read from the container (a channel the host
-    trusts) rather than accepted at first contact, the playbook's SSH can check them
-    strictly whatever its connection plugin passes: Mitogen's SSH puts ``-o
-    StrictHostKeyChecking yes`` before the inventory's own options, and OpenSSH keeps
-    the first value, so a key not yet known refused every fresh device.
-    """
-    def entry(node: NodePlan) -> str:
-        key = nodes.exec_in(node.container, ["cat", "/etc/ssh/ssh_host_ed25519_key.pub"],
-                            timeout=60).split()
-        if len(key) < 2:
-            raise VmeshError(f"{node.hostname}: no SSH host key in the device")
-        return f"{node.mgmt_ip} {key[0]} {key[1]}"
-
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        lines = list(pool.map(entry, devices))
-    path.write_text("".join(line + "\n" for line in lines))
-    path.chmod(0o600)
 
 
 def remove_planned(plan: Plan, log: Log = _quiet) -> int:
