@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 source scripts/bootstrap.sh
 echo "== ruff"; ruff check .
-echo "== mypy"; mypy daemon/meshsub firmware-sim/meshsim telemetry/mesheval
+echo "== mypy"; mypy daemon/meshsub workload/meshsub_workload firmware-sim/meshsim telemetry/mesheval
 # unbuffered, so a CI log shows the test that was running; stdin closed, so no child
 # process can wait on a terminal that is not there
 export PYTHONUNBUFFERED=1

@@ -87,6 +87,54 @@ def baseline_us(events: int = 20000) -> float:
     return (time.process_time() - start) / events * 1e6
 
 
+FLOOR_RELAY = """
+import asyncio, hmac, random, socket, sys
+import msgpack
+key, port, peers, jitter, factory = (bytes.fromhex(sys.argv[1]), int(sys.argv[2]),
+                                     [("127.0.0.1", int(p)) for p in sys.argv[3].split(",")],
+                                     float(sys.argv[4]), sys.argv[5])
+seen = {}
+async def main():
+    loop = asyncio.get_running_loop()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", port))
+    sock.setblocking(False)
+    sent = [0]
+    def forward(fields):
+        sent[0] += 1
+        fields[1], fields[3], fields[9], fields[10] = 2, sent[0], fields[9] + 1, fields[10] - 1
+        out = bytes([1, 0, 1]) + msgpack.packb(fields, use_bin_type=True)
+        out += hmac.digest(key, out, "sha256")[:16]
+        for peer in peers:
+            sock.sendto(out, peer)
+    def readable():
+        while True:
+            try:
+                data, _ = sock.recvfrom(2048)
+            except BlockingIOError:
+                return
+            hmac.compare_digest(hmac.digest(key, data[:-16], "sha256")[:16], data[-16:])
+            fields = msgpack.unpackb(data[3:-16], strict_map_key=False)
+            ident = (fields[6], fields[7], fields[8])  # the message id (origin, epoch, seq)
+            if ident in seen:
+                continue
+            seen[ident] = True
+            if len(seen) > 4096:
+                del seen[next(iter(seen))]
+            loop.call_later(random.uniform(0.0, jitter), forward, fields)
+    loop.add_reader(sock.fileno(), readable)
+    await asyncio.Event().wait()
+if factory == "uvloop":
+    import uvloop
+    asyncio.run(main(), loop_factory=uvloop.new_event_loop)
+else:
+    asyncio.run(main())
+"""
+"""The event-loop floor: a bare asyncio relay doing a relay's wake-ups, syscalls and
+cryptographic/msgpack work per frame (read both copies, verify and unpack each, drop
+the duplicate, one jitter timer, encode, tag, send two copies) and nothing else."""
+
+
 def write_config(workdir: Path, port: int, peers: list[int], mqtt_port: int,
                  jitter: float = 0.005, telemetry: bool = True) -> Path:
     config = workdir / "meshsub.toml"
@@ -190,6 +238,33 @@ def run_load(pid: int, target: tuple[str, int], a: socket.socket, c: socket.sock
     return n, got // 2, cpu_seconds(pid) - cpu0
 
 
+def floor_run(rates: list[float], args: argparse.Namespace, a: socket.socket,
+              c: socket.socket, seq: int) -> None:
+    """The same loads against the bare asyncio relay (``FLOOR_RELAY``), same run."""
+    from meshsub.runtime.node import loop_factory
+    udp = free_udp("127.0.0.1")
+    port = udp.getsockname()[1]
+    udp.close()
+    loop = "uvloop" if loop_factory() is not None else "asyncio"
+    peers = f"{a.getsockname()[1]},{c.getsockname()[1]}"
+    floor = subprocess.Popen([sys.executable, "-c", FLOOR_RELAY, KEY, str(port), peers,
+                              str(args.jitter), loop])
+    try:
+        time.sleep(1.0)
+        print(f"  event-loop floor (a bare {loop} relay: the same wake-ups, syscalls and "
+              f"msgpack+HMAC work per frame, nothing else; same run):")
+        for run, rate in enumerate(rates, start=100):
+            events, forwarded, cpu = run_load(floor.pid, ("127.0.0.1", port), a, c, rate,
+                                              args.seconds, seq, run)
+            seq += events
+            if forwarded:
+                print(f"  {rate:>6g} events/s: forwarded {forwarded}/{events}; CPU per "
+                      f"forwarded frame {cpu / forwarded * 1e6:.0f} us gross")
+    finally:
+        floor.terminate()
+        floor.wait(10)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rates", default="100,1000", help="events per second, comma-separated")
@@ -197,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle", type=float, default=10.0, help="idle measurement (s)")
     parser.add_argument("--jitter", type=float, default=0.005,
                         help="flooding's rebroadcast jitter (s); 0: no timer per frame")
+    parser.add_argument("--no-floor", action="store_true",
+                        help="skip the bare asyncio relay run (the event-loop floor baseline)")
     parser.add_argument("--no-telemetry", action="store_true", help="telemetry off")
     parser.add_argument("--deliver", action="store_true",
                         help="also subscribe on the relay over MQTT (mosquitto_sub) and report "
@@ -213,7 +290,8 @@ def main(argv: list[str] | None = None) -> int:
         udp.close()
         mqtt_port = free_tcp_port()
         (work / "mosquitto.conf").write_text(f"listener {mqtt_port} 127.0.0.1\n"
-                                             "allow_anonymous true\n")
+                                             "allow_anonymous true\n"
+                                             "max_inflight_messages 256\n")  # as the role
         broker = subprocess.Popen([mosquitto, "-c", str(work / "mosquitto.conf")],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         config = write_config(work, port, [a.getsockname()[1], c.getsockname()[1]], mqtt_port,
@@ -261,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
                           f"the last {drained:.2f} s after the load ended; the relay's MQTT "
                           f"bridge: {mqtt_status(work)}")
             print(f"  RSS after the load {rss_kib(pid) / 1024:.1f} MiB")
+            if not args.no_floor:
+                floor_run(rates, args, a, c, seq)
         finally:
             if args.deliver and "listener" in locals() and listener is not None:
                 listener.terminate()

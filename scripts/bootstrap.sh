@@ -45,20 +45,26 @@ for svc in mosquitto gpsd gpsd.socket; do
   fi
 done
 
-# 2. The venv with the package in editable mode and the dev extras.
+# 2. The venv with the three distributions of this checkout in editable mode: the
+# field daemon (daemon/: `meshsub`, all a device installs), the virtual devices'
+# workload agent (workload/: `meshsub-workload`) and the workstation's tools with the
+# dev extras (simulator, virtual mesh, evaluation, test tools: `meshsub-tools`).
 PY="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
   log "creating .venv"
   "$PY" -m venv .venv
 fi
 stamp=.venv/.meshsub-installed
-want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+want="$(cat pyproject.toml daemon/pyproject.toml workload/pyproject.toml | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  log "installing meshsub (editable) with dev extras"
+  log "installing meshsub, meshsub-workload and meshsub-tools (editable) with dev extras"
+  # the single distribution of earlier checkouts left its metadata at the top level,
+  # where `python` run from here would find a second, stale `meshsub` before the venv's
+  rm -rf meshsub.egg-info
   # pip's warnings (one per package for every configured index) would bury the test
   # output in a CI log: keep them in a file and show it only if the install fails
   if ! { .venv/bin/python -m pip install -q --upgrade pip \
-         && .venv/bin/python -m pip install -q -e '.[dev]'; } >.venv/pip.log 2>&1; then
+         && .venv/bin/python -m pip install -q -e ./daemon -e ./workload -e '.[dev]'; } >.venv/pip.log 2>&1; then
     cat .venv/pip.log >&2; log "pip install failed (log: .venv/pip.log)"; exit 1
   fi
   echo "$want" > "$stamp"

@@ -37,11 +37,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     the rest of the suite runs beside them.
     """
     for item in items:
-        if "root" in item.keywords:  # the fleet's tests apart from the namespaces' ones
+        if item.get_closest_marker("emulated_device") is not None:  # see below
+            item.add_marker(pytest.mark.xdist_group("arm64"))
+        elif "root" in item.keywords:  # the fleet's tests apart from the namespaces' ones
             vmesh = _TESTS / "vmesh" in Path(item.path).parents
             item.add_marker(pytest.mark.xdist_group("vmesh" if vmesh else "root"))
         elif _TESTS / "telemetry" in Path(item.path).parents:  # mesheval: Spark in-process
             item.add_marker(pytest.mark.xdist_group("spark"))
+    # The emulated arm64 device's test (tests/vmesh/test_arch_root.py) waits for an
+    # image built under qemu: last in the queue, so the first worker out of other work
+    # takes it while the fleet's worker still runs (the image is built meanwhile by
+    # ``pytest_collection_finish``), and a run of its own (names and subnets of its own).
+    items.sort(key=lambda item: item.get_closest_marker("emulated_device") is not None)
     if os.geteuid() == 0:
         return
     skip = pytest.mark.skip(reason="needs root (network namespaces, nftables, containers)")
@@ -55,6 +62,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Refuse to run grouped tests apart: two fleets or media of the same names would
     tear each other down. pytest 9.2 silently stopped pytest-xdist's grouping
     (pytest-xdist issue #1386; pyproject.toml pins pytest below it)."""
+    if not session.config.option.collectonly:
+        _prebuild_emulated_images(session.items)
     if not session.config.getoption("loadgroup", default=False):
         return
     apart = [i.nodeid for i in session.items
@@ -64,6 +73,46 @@ def pytest_collection_finish(session: pytest.Session) -> None:
                    "install pytest<9.2 or run with -n 0")
         print(message, file=sys.stderr)  # a worker's UsageError reaches the log as a crash
         raise pytest.UsageError(message)
+
+
+PREBUILD_LOG = Path("/var/tmp/msub-prebuild-{arch}.log")
+
+
+def _prebuild_emulated_images(items: list[pytest.Item]) -> None:
+    """Start building the base image of each emulated architecture a selected test needs.
+
+    An arm64 image is debootstrapped under qemu-user: many minutes on a clean machine
+    (docs/vmesh.md, "Tests and figures"). Started at collection, niced, it uses the
+    CPU the rest of the suite leaves idle (the fleet's tests mostly wait on real time)
+    instead of the test's own time. Detached: ``meshsim vmesh image --base`` takes the
+    image's build lock, so the test (``ensure_image``) waits for it or finds the image
+    made; ``flock -n`` keeps a second worker from starting a second one.
+    """
+    arches = sorted({str(m.args[0]) for item in items
+                     for m in item.iter_markers("emulated_device") if m.args})
+    if os.geteuid() != 0 or not arches:
+        return
+    import shutil
+    import subprocess
+
+    from meshsim.host.errors import VmeshError
+    from meshsim.vmesh import image
+
+    for arch in arches:
+        try:
+            image.check_emulation(arch)
+            ref = image.load_recipe(arch=arch).ref
+        except VmeshError:  # the test itself reports it, in one line
+            continue
+        if shutil.which("podman") is None or image.image_exists(ref):
+            continue
+        log = Path(str(PREBUILD_LOG).format(arch=arch))
+        with log.open("ab") as out:
+            subprocess.Popen(
+                ["flock", "-n", f"/run/lock/msub-prebuild-{arch}.lock", "nice", "-n", "19",
+                 sys.executable, "-m", "meshsim.cli", "vmesh", "image", "--base",
+                 "--arch", arch], stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                start_new_session=True)
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,9 @@ import shutil
 import sys
 import tempfile
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 
 from pyspark.sql import SparkSession
 
@@ -23,6 +25,18 @@ SQL_SETTINGS = {
     "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.adaptive.enabled": "true",
+    # No broadcast join chosen from the planner's size *estimate*: the estimate of a
+    # Parquet-backed frame is its compressed file size, far below its size in memory, and
+    # on the HESPER sweep (2.2 GB of telemetry) a table chosen that way outgrew a 2 GB
+    # driver ("Not enough memory to build and broadcast the table"). Adaptive execution
+    # still broadcasts a side whose *measured* shuffle output is under 10 MB, and the
+    # job's explicit broadcast hints (a run's static positions) stay.
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
+    "spark.sql.adaptive.autoBroadcastJoinThreshold": "10m",
+    # The Parquet cache is partitioned by run, protocol and event: with concurrent writers
+    # a task writes its ~15 partitions as rows come instead of sorting all its rows by
+    # partition first (the sort was half of the JSON -> Parquet conversion)
+    "spark.sql.maxConcurrentOutputFileWriters": "32",
 }
 
 
@@ -79,9 +93,23 @@ def ship_packages(spark: SparkSession) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="mesheval-pyfiles-"))
     atexit.register(shutil.rmtree, tmp, True)
     archive = tmp / "mesheval-packages.zip"
-    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
-        for package in (meshsub, mesheval):
-            root = Path(package.__file__ or ".").resolve().parent
-            for path in root.rglob("*.py"):
-                zf.write(path, path.relative_to(root.parent).as_posix())
+    package_zip(archive, [meshsub, mesheval])
     spark.sparkContext.addPyFile(str(archive))
+
+
+def package_zip(archive: Path, packages: Sequence[ModuleType]) -> None:
+    """Zip ``packages`` (their ``.py`` and ``.toml`` files) for ``zipimport`` on a worker.
+
+    zipimport cannot import a namespace package (a folder without ``__init__.py``, such
+    as ``meshsub/core/cluster``): each one gets an empty ``__init__.py`` in the archive.
+    """
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+        for package in packages:
+            root = Path(package.__file__ or ".").resolve().parent
+            files = [p for p in sorted(root.rglob("*")) if p.is_file()
+                     and p.suffix in (".py", ".toml") and "__pycache__" not in p.parts]
+            for path in files:
+                zf.write(path, path.relative_to(root.parent).as_posix())
+            for folder in sorted({p.parent for p in files if p.suffix == ".py"}):
+                if not (folder / "__init__.py").is_file():
+                    zf.writestr((folder / "__init__.py").relative_to(root.parent).as_posix(), "")

@@ -260,7 +260,8 @@ class NodeProc:
             conf.write_text(
                 f"listener {self.mqtt_port} 127.0.0.1\nallow_anonymous true\n"
                 f"persistence true\npersistence_location {self.workdir}/\n"
-                f"max_queued_messages 100000\nuser {getpass.getuser()}\n")
+                f"max_queued_messages 100000\nmax_inflight_messages 256\n"
+                f"user {getpass.getuser()}\n")
         self.mosquitto = subprocess.Popen(
             ["ip", "netns", "exec", self.ns, "/usr/sbin/mosquitto", "-c", str(conf)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -6,11 +6,15 @@ Chromium is Debian's (scripts/apt-packages.txt), driven by Playwright for Python
 
 from __future__ import annotations
 
+import contextlib
 import os
+import queue
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,24 +37,66 @@ def artefact_dir(tmp_path: Path, name: str) -> Path:
     return out
 
 
+#: how long ``mesheval map`` may take to print its start line (a hang guard, not a timing
+#: assertion: it prints it before it serves, on a loaded machine within seconds)
+START_TIMEOUT_S = 60.0
+
+
 @contextmanager
-def map_server(*args: str) -> Iterator[str]:
-    """``mesheval map ARGS --port 0``; yields the URL it prints, stops it afterwards."""
-    proc = subprocess.Popen([sys.executable, "-m", "mesheval.cli", "map", *args, "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        match = re.search(r"open (http://\S+)", line)
-        assert match, f"mesheval map did not start: {line}{proc.stdout.read()}"
-        yield match.group(1)
-    finally:
-        proc.terminate()
+def map_server(*args: str, start_timeout: float = START_TIMEOUT_S) -> Iterator[str]:
+    """``mesheval map ARGS --port 0``; yields the URL it prints, stops it afterwards.
+
+    Only stdout is read, line by line by a thread, and waited for with a deadline: the
+    map's log (stderr, a file here) can never stand in for its start line, and a map that
+    never prints one fails the test with its log instead of blocking it.
+    """
+    with tempfile.TemporaryFile("w+") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "mesheval.cli", "map", *args,
+                                 "--port", "0"],
+                                stdout=subprocess.PIPE, stderr=log, text=True)
         try:
+            yield _start_url(proc, log, start_timeout)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _start_url(proc: subprocess.Popen[str], log: Any, timeout: float) -> str:
+    """The URL of the map's start line, or a failed test naming what the map said."""
+    assert proc.stdout is not None
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump(stream: Any) -> None:
+        for line in stream:
+            lines.put(line)
+        lines.put(None)  # end of file: the map exited
+
+    threading.Thread(target=pump, args=(proc.stdout,), daemon=True).start()
+    seen: list[str] = []
+    line: str | None = ""
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = lines.get(timeout=left)
+        except queue.Empty:
+            break
+        if line is None:
+            break
+        seen.append(line)
+        if match := re.search(r"open (http://\S+)", line):
+            return match.group(1)
+    if line is None:  # its stdout closed: it is exiting, wait for its status
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    log.seek(0)
+    code = proc.poll()
+    state = f"exited {code}" if code is not None else f"no start line in {timeout:.0f} s"
+    pytest.fail(f"mesheval map did not start ({state}); stdout: {''.join(seen)!r}; "
+                f"stderr: {log.read()[-2000:]!r}", pytrace=False)
 
 
 @contextmanager

@@ -19,9 +19,7 @@ from maphelpers import STATUS_ROWS, artefact_dir, chromium_page, map_server
 from mosquitto import Mosquitto, have_mosquitto
 from test_live_path import Daemon, free_udp_port, subscribe_retained, wait_for
 
-# long tier: once (stop 31's last suite) `mesheval map --broker` never printed its start line and
-# the test waited out pytest's 600 s timeout reading it; not understood yet
-pytestmark = [pytest.mark.slow, pytest.mark.long,
+pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not have_mosquitto(), reason="mosquitto is not installed")]
 
 POSITIONS = {1: (10.0, 20.0), 2: (60.0, -15.0)}

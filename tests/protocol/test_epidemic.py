@@ -373,3 +373,32 @@ def test_either_end_may_see_the_link_first(first: int) -> None:
     net.feed(3 - first, NeighborUp(net.now, NeighborInfo(first)))
     net.run(until=net.now + 2.0)
     assert net.deliveries(eid) == [(2, "s")]
+
+
+def test_contacts_share_one_summary_vector_in_memory() -> None:
+    """Issue 25 item 10: an insider's 256 made-up neighbours (the table's cap) meeting a
+    node that carries 300 messages. Each contact's pending VECTOR messages reuse the same
+    id lists while the buffer is unchanged, instead of a private copy per contact (about
+    140 bytes per id per contact, ~10 MB here, whose freed memory stayed resident in the
+    daemon); the bound is on the heap the pending sends keep, in bytes."""
+    import tracemalloc
+
+    proto = Epidemic(1, params=EpidemicParams())
+    for n in range(300):
+        proto.handle(LocalPublish(0.0, event(n % 5 + 1), proto.new_message_id()))
+    proto.handle(NeighborUp(0.0, NeighborInfo(2)))  # the first contact builds the chunks
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        for node in range(0x10000, 0x10000 + 255):
+            proto.handle(NeighborUp(0.1, NeighborInfo(node)))
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    sent: dict[int, list[list[int]]] = {}
+    for pending in proto.reliable.pending.values():
+        if pending.message.type == VECTOR:
+            sent.setdefault(pending.node, []).extend(pending.message.body)
+    held = sorted([m.origin, m.epoch, m.seq] for m in proto.buffer.summary_vector())
+    assert len(sent) == 256 and all(sorted(ids) == held for ids in sent.values())
+    assert kept < 2_000_000, f"255 contacts keep {kept} bytes"

@@ -166,3 +166,26 @@ def test_bad_arguments() -> None:
     with pytest.raises(ValueError):
         Link(interface="", port=0, mode="mesh", on_datagram=lambda d, a: None)
     assert issubclass(LinkError, RuntimeError)
+
+
+def test_ids_from_one_address_share_its_tuple_in_the_address_map() -> None:
+    """Issue 25 item 10: an insider's 4096 made-up ids from one address (each frame's
+    address a fresh tuple from ``recvfrom``) keep one address object, not 4096."""
+    import tracemalloc
+
+    link = loopback_link("127.0.0.1", [])
+    def fresh() -> tuple[str, int]:  # what recvfrom returns: a new tuple and string
+        return (".".join(["10", "99", "0", str(2)]), 5000)
+
+    link.learn(1, fresh())
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        for node in range(2, 4097):
+            link.learn(node, fresh())
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < 400_000, f"4096 ids keep {kept} bytes"  # dict and int keys: ~270 kB
+    assert len({id(addr) for addr in link.addresses.values()}) == 1
+    assert link.address_of(4096) == ("10.99.0.2", 5000)

@@ -219,3 +219,33 @@ def test_from_config(tmp_path: Path) -> None:
     cfg = TelemetryConfig(max_spool_bytes=2_000_000, roll_bytes=10_000, roll_seconds=5.0)
     s = TelemetrySpool.from_config(cfg, tmp_path, node=1, epoch=2, protocol="flooding")
     assert (s.max_file_bytes, s.max_file_age_s, s.max_total_bytes) == (10_000, 5.0, 2_000_000)
+
+
+async def test_deferred_records_are_the_lines_emit_writes_in_order(tmp_path: Path) -> None:
+    """The daemon's per-frame records are encoded at the flush: the same bytes as
+    ``emit_attrs``, in emission order among other records, the caller's mapping copied;
+    one outside the schema is counted invalid then and leaves a gap in ``rec``."""
+    now = spool(tmp_path / "now")
+    later = spool(tmp_path / "later")
+    await now.start()
+    await later.start()
+    attrs: dict[str, object] = {"msg_kind": "data", "msg_type": 16, "event_id": "1-2-3",
+                                "hop": 1, "bytes": 57, "peer": 4}
+    for s in (now, later):
+        assert s.write(record(0))
+    assert now.emit_attrs("rx", 1_000, attrs)
+    later.emit_deferred("rx", 1_000, attrs)
+    attrs["hop"] = 9  # reused by the caller afterwards: the deferred record keeps 1
+    assert now.emit("neighbor_up", 2_000, peer=4)
+    later.emit_deferred("neighbor_up", 2_000, {"peer": 4})
+    later.emit_deferred("rx", 3_000, {"colour": "red"})  # invalid: found at the flush
+    assert later.counters["invalid"] == 0 and later.status()["buffered"] == 4
+    later.emit_deferred("tx", 4_000, {"msg_kind": "beacon", "bytes": 40})
+    await now.stop()
+    await later.stop()
+    written_now = (tmp_path / "now" / "5-3-1.jsonl").read_text().splitlines()
+    written_later = (tmp_path / "later" / "5-3-1.jsonl").read_text().splitlines()
+    assert written_later[:3] == written_now
+    # the first line is a ready-made record (its own rec 0); the spool numbers from 0
+    assert [r["rec"] for r in lines(tmp_path / "later" / "5-3-1.jsonl")] == [0, 0, 1, 3]
+    assert later.counters["invalid"] == 1 and later.counters["records"] == 4

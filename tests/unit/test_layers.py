@@ -51,12 +51,15 @@ VIOLATIONS = [
     ("simulator-pure", "meshsim/des/stats.py", "import meshsim.vmesh.plan"),
     ("simulator-pure", "meshsim/scenario/reader.py", "import meshsub.runtime.mqtt"),
     ("host-layers", "meshsim/medium/nft.py", "import meshsim.vmesh.plan"),
+    ("workload-agent-light", "meshsub_workload/agent.py", "import meshsub.core.api"),
+    ("workload-agent-light", "meshsub_workload/agent.py", "import meshsim.scenario"),
 ]
 
 
 @pytest.mark.parametrize(("contract", "path", "line"), VIOLATIONS)
 def test_a_broken_rule_fails(tmp_path: Path, contract: str, path: str, line: str) -> None:
-    for package in ("daemon/meshsub", "firmware-sim/meshsim", "telemetry/mesheval"):
+    for package in ("daemon/meshsub", "firmware-sim/meshsim", "telemetry/mesheval",
+                    "workload/meshsub_workload"):
         shutil.copytree(ROOT / package, tmp_path / Path(package).name,
                         ignore=shutil.ignore_patterns("__pycache__"))
     target = tmp_path / path
@@ -86,7 +89,7 @@ def test_device_dependencies_are_what_the_daemon_imports() -> None:
     third_party = {m for m in external if m not in sys.stdlib_module_names
                    and m != "__future__"}
     dists = packages_distributions()
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    project = tomllib.loads((ROOT / "daemon" / "pyproject.toml").read_text())["project"]
 
     def names(reqs: list[str]) -> set[str]:
         return {_normal(re.match(r"[A-Za-z0-9_.-]+", d).group(0))  # type: ignore[union-attr]

@@ -5,10 +5,16 @@ bodies of every msgpack type the protocols use), written to one pcap, and dissec
 ``tshark -X lua_script:`` run: every header field and every body leaf tshark prints must be
 what the codec put in. Malformed frames (truncated, bad version, unknown flags, wrong array,
 bad msgpack, stray bytes) must come out as Malformed expert info, not as a Lua error.
+The same run dissects real messages of the protocols (tests/unit/wireshark_messages.py):
+every frame is named ``meshsub.message`` = "PROTOCOL.TYPE" from the code's constants, and
+every body layout of scripts/wireshark_fields.py shows each element under its name
+(``meshsub.hesper.subscribe.payload.sub_id``). The Lua table must be what the generator
+makes from the code today.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import struct
@@ -19,6 +25,7 @@ from typing import Any
 import pytest
 
 from meshsub.core.api import Message, MessageId
+from meshsub.core.registry import get_protocol
 from meshsub.wire import FrameCodec, KeyRing
 from meshsub.wire.frame import packb, seal
 
@@ -28,12 +35,46 @@ PORT = 4790
 KEYS = KeyRing.single(bytes(range(16)), key_id=3)
 
 PROTOCOL_IDS = range(0, 15)
+Dissected = tuple[list[Any], list[Any], list[Any]]
 FIELDS = [
     *(f"meshsub.{n}" for n in ("protocol", "transmitter", "tx_epoch", "tx_seq", "type")),
     *(f"meshsub.{n}" for n in ("msg_flags", "origin", "origin_epoch", "seq", "hop", "ttl")),
     *(f"meshsub.{n}" for n in ("reliable_id", "body.leaf", "fragment.count", "key_id")),
     "_ws.expert.message",
 ]
+
+
+def _load(name: str, path: Path) -> Any:
+    """A module by path: the generator is a script, the builders sit beside this test
+    (``--import-mode=importlib`` puts neither on sys.path)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+wireshark_fields = _load("wireshark_fields", ROOT / "scripts" / "wireshark_fields.py")
+protocol_messages = _load("wireshark_messages",
+                          Path(__file__).with_name("wireshark_messages.py")).protocol_messages
+
+
+def _abbrevs(prefix: str, layout: list[Any]) -> list[str]:
+    """Every field name a layout registers, nested ones included."""
+    out = []
+    for item in layout:
+        name = item[0] if isinstance(item, tuple) else item
+        out.append(f"{prefix}.{name}")
+        if isinstance(item, tuple):
+            out += _abbrevs(f"{prefix}.{name}", item[1])
+    return out
+
+
+NAMED_FIELDS = ["meshsub.message", *(
+    abbrev for proto, layouts in wireshark_fields.body_fields().items()
+    for mtype, layout in layouts.items()
+    for abbrev in _abbrevs(f"meshsub.{proto}.{mtype.lower()}", layout))]
+FIELDS += NAMED_FIELDS
 BODIES: list[Any] = [
     None,
     [1, 2.5, "topic/a", b"\x00\xff", True, False, None, -3, -200, 2**40, 2**64 - 1],
@@ -94,6 +135,37 @@ def _good_frames() -> list[tuple[bytes, dict[str, Any]]]:
     return made
 
 
+def _named_frames() -> list[tuple[bytes, tuple[str, int, str, Any]]]:
+    """Whole frames of real protocol messages, one per body layout."""
+    codec = FrameCodec(9, 1_700_000_001, KEYS, payload_size=1400)
+    made = []
+    for seq, (proto, mtype, name, body) in enumerate(protocol_messages(), 1):
+        msg = Message(type=mtype, id=MessageId(origin=5, epoch=1, seq=seq), body=body)
+        (frame,) = codec.encode(get_protocol(proto).protocol_id, msg)
+        made.append((frame, (proto, mtype, name, body)))
+    return made
+
+
+def _render(value: Any) -> str:
+    """The compact text the dissector gives a named element (its ``render``)."""
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_render(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_render(k)}: {_render(v)}" for k, v in value.items()) + "}"
+    return _leaves(value)[0][1:]  # "=text" with an empty path
+
+
+def _named_values(prefix: str, layout: list[Any], body: list[Any]) -> dict[str, str]:
+    assert len(layout) == len(body), (prefix, layout, body)  # the layout is the code's
+    out = {}
+    for item, value in zip(layout, body, strict=True):
+        name = item[0] if isinstance(item, tuple) else item
+        out[f"{prefix}.{name}"] = _render(value)
+        if isinstance(item, tuple):
+            out.update(_named_values(f"{prefix}.{name}", item[1], value))
+    return out
+
+
 def _malformed() -> list[tuple[bytes, str]]:
     whole = packb([1, 7, 1, 1, 16, 0, 7, 1, 1, 0, 5, None, [1, 2]])
     return [
@@ -110,13 +182,14 @@ def _malformed() -> list[tuple[bytes, str]]:
 
 
 @pytest.fixture(scope="module")
-def dissected(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Any], list[Any]]:
+def dissected(tmp_path_factory: pytest.TempPathFactory) -> Dissected:
     tshark = shutil.which("tshark")
     assert tshark, "tshark is missing: scripts/bootstrap.sh installs it (scripts/apt-packages.txt)"
     good = _good_frames()
     bad = _malformed()
+    named = _named_frames()
     cap = tmp_path_factory.mktemp("ws") / "frames.pcap"
-    cap.write_bytes(_pcap([f for f, _ in good] + [f for f, _ in bad]))
+    cap.write_bytes(_pcap([f for f, _ in good] + [f for f, _ in bad] + [f for f, _ in named]))
     fields = [arg for name in FIELDS for arg in ("-e", name)]
     run = subprocess.run(
         [tshark, "-n", "-X", f"lua_script:{PLUGIN}", "-r", str(cap), "-T", "json", *fields],
@@ -125,13 +198,15 @@ def dissected(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Any], list
     assert run.returncode == 0, run.stderr
     assert "Lua" not in run.stderr, run.stderr
     packets = [p["_source"]["layers"] for p in json.loads(run.stdout)]
-    assert len(packets) == len(good) + len(bad)
-    n = len(good)
-    return list(zip(good, packets[:n], strict=True)), list(zip(bad, packets[n:], strict=True))
+    assert len(packets) == len(good) + len(bad) + len(named)
+    n, m = len(good), len(good) + len(bad)
+    return (list(zip(good, packets[:n], strict=True)), list(zip(bad, packets[n:m], strict=True)),
+            list(zip(named, packets[m:], strict=True)))
 
 
-def test_header_and_body_fields_match_the_codec(dissected: tuple[list[Any], list[Any]]) -> None:
-    good, _ = dissected
+def test_header_and_body_fields_match_the_codec(dissected: Dissected) -> None:
+    good = dissected[0]
+    names = wireshark_fields.message_names()
     fragments = 0
     for (frame, meta), layers in good:
         msg: Message = meta["msg"]
@@ -145,6 +220,9 @@ def test_header_and_body_fields_match_the_codec(dissected: tuple[list[Any], list
             assert layers["meshsub.fragment.count"] == [str(meta["fragments"])]
             continue
         assert layers["meshsub.type"] == [str(msg.type)]
+        proto, types = names.get(meta["pid"], ("link", {}))
+        want = [f"{proto}.{types[msg.type]}"] if msg.type in types else None
+        assert layers.get("meshsub.message") == want, (meta["pid"], msg.type)
         assert int(layers["meshsub.msg_flags"][0], 16) == msg.flags
         assert layers["meshsub.origin"] == [str(msg.id.origin)]
         assert layers["meshsub.origin_epoch"] == [str(msg.id.epoch)]
@@ -159,11 +237,36 @@ def test_header_and_body_fields_match_the_codec(dissected: tuple[list[Any], list
     assert seqs == list(range(1, len(good) + 1))
 
 
-Dissected = tuple[list[Any], list[Any]]
-
-
 def test_malformed_frames_are_expert_info_not_lua_errors(dissected: Dissected) -> None:
-    _, bad = dissected
+    bad = dissected[1]
     for (frame, reason), layers in bad:
         messages = " ".join(layers.get("_ws.expert.message", []))
         assert reason in messages, (reason, layers, frame.hex())
+
+
+def test_protocol_messages_show_named_fields(dissected: Dissected) -> None:
+    named = dissected[2]
+    layouts = wireshark_fields.body_fields()
+    for (frame, (proto, mtype, name, body)), layers in named:
+        assert "_ws.expert.message" not in layers, (proto, name, layers)
+        assert layers["meshsub.type"] == [str(mtype)]
+        assert layers["meshsub.message"] == [f"{proto}.{name}"]
+        prefix = f"meshsub.{proto}.{name.lower()}"
+        want = _named_values(prefix, layouts[proto][name], body)
+        got = {k: v for k, v in layers.items() if k.startswith(prefix + ".")}
+        assert got == {k: [v] for k, v in want.items()}, (proto, name, frame.hex())
+    # e.g. a user's filter: the cell of a HESPER subscription's envelope, its sub id
+    subscribe = next(layers for (_, m), layers in named if m[:3] == ("hesper", 16, "SUBSCRIBE"))
+    assert subscribe["meshsub.hesper.subscribe.cell_x"] == ["1"]
+    assert subscribe["meshsub.hesper.subscribe.payload.sub_id"] == ["s1"]
+
+
+def test_every_layout_is_exercised_by_a_real_message() -> None:
+    layouts = {(p, n) for p, ls in wireshark_fields.body_fields().items() for n in ls}
+    assert layouts == {(p, n) for p, _, n, _ in protocol_messages()}
+
+
+def test_the_lua_tables_are_generated_from_the_code() -> None:
+    text = PLUGIN.read_text()
+    assert wireshark_fields.replace_block(text, wireshark_fields.render()) == text, \
+        "deploy/wireshark/meshsub.lua is stale: run scripts/wireshark_fields.py"

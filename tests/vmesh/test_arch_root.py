@@ -1,20 +1,23 @@
-"""Raspberry Pi architectures on the virtual mesh, under qemu-user (root, long tier).
+"""Raspberry Pi architectures on the virtual mesh, under qemu-user (root).
 
-``test_playbook_deploys_onto_an_arm64_device``: one arm64 device from the bare
-operating system image (debootstrap --arch=arm64), the whole ``site.yml`` over SSH
-from an arm64 wheelhouse, as onto a new Pi; meshsubd active, ``meshsubctl status``
-(on the PATH) with the link up, MQTT connected and a fix, a publish/subscribe round
-trip through the device's own broker, and a second run that changes nothing.
-``test_mixed_fleet_exchanges_events``: ``vmesh-mixed-arch`` (two arm64 devices, one
-amd64) over the radio medium, every event delivered.
+``test_playbook_deploys_onto_an_arm64_device`` (default run): one arm64 device from
+the bare operating system image (debootstrap --arch=arm64), the whole ``site.yml``
+over SSH from an arm64 wheelhouse, as onto a new Pi; meshsubd active, ``meshsubctl
+status`` (on the PATH) with the link up, MQTT connected and a fix, a
+publish/subscribe round trip through the device's own broker, and a device venv
+without the simulator. Its base image, built under emulation on a clean machine, is
+started from the session's start by ``tests/conftest.py`` (marker
+``emulated_device``), niced, and the test is scheduled last on a worker of its own
+(xdist group ``arm64``), beside the fleet's tests; with the image cached it costs the
+deployment alone (docs/vmesh.md, "Tests and figures").
 
-Both are in the long tier (``./test.sh -m long tests/vmesh/test_arch_root.py``):
-without cached images a clean machine debootstraps and bakes the arm64 image under
-emulation first (measured in docs/vmesh.md, "Device architectures"), far beyond the
-default run's budget. ``MSUB_TEST_ARCH=armhf`` runs the deploy test on a 32-bit armhf
-device instead (its wheelhouse compiles msgpack and mmh3 in an emulated container).
+Long tier (``./test.sh -m long tests/vmesh/test_arch_root.py``):
+``test_second_run_on_the_arm64_device_changes_nothing`` and
+``test_mixed_fleet_exchanges_events`` (``vmesh-mixed-arch``: two arm64 devices, one
+amd64, over the radio medium, every event delivered; it bakes the arm64 image).
+``MSUB_TEST_ARCH=armhf`` runs the deploy test on a 32-bit armhf device instead (its
+wheelhouse compiles msgpack and mmh3 in an emulated container).
 """
-
 from __future__ import annotations
 
 import json
@@ -40,7 +43,6 @@ from meshsim.vmesh.wheelhouse import MACHINES
 pytestmark = [
     pytest.mark.root,
     pytest.mark.slow,
-    pytest.mark.long,
     pytest.mark.timeout(5400),
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces, containers)"),
     pytest.mark.skipif(shutil.which("podman") is None or shutil.which("debootstrap") is None,
@@ -91,6 +93,7 @@ def pi() -> Iterator[tuple[str, subprocess.CompletedProcess[str], float]]:
         lifecycle.teardown(RUN, purge=True)
 
 
+@pytest.mark.emulated_device(ARCH)
 def test_playbook_deploys_onto_an_arm64_device(
         pi: tuple[str, subprocess.CompletedProcess[str], float]) -> None:
     container, first, _ = pi
@@ -116,8 +119,15 @@ def test_playbook_deploys_onto_an_arm64_device(
          f"{status.get('mqtt')}, {status.get('location')})", ready)
     installed = dexec(container, "/opt/meshsub/bin/pip", "list", "--format=json").stdout
     names = sorted(p["name"].lower() for p in json.loads(installed))
-    log(f"packages in the device venv: {names}")
+    size = dexec(container, "du", "-sk", "/opt/meshsub").stdout.split()[0]
+    log(f"packages in the device venv ({size} KiB): {names}")
     assert "simpy" not in names and "setuptools" not in names
+    assert "meshsub-tools" not in names  # the device has the daemon's distribution only
+    assert "No module named 'meshsim'" in dexec(container, "/opt/meshsub/bin/python", "-c",
+                                                 "import meshsim").stderr
+    for command in ("meshsubd", "meshsubctl"):
+        helped = dexec(container, "sh", "-lc", f"{command} --help")
+        assert helped.returncode == 0 and helped.stdout.startswith(f"usage: {command}"), helped
 
     made = dexec(container, *as_app("mosquitto_pub", "-V", "5", "-q", "1", "-r", "-t",
                                     f"meshsub/sub/{AGENT_USER}/pi", "-m", "pitest/# v>=1"))
@@ -152,6 +162,7 @@ def test_playbook_deploys_onto_an_arm64_device(
     assert delivery["sub_id"] == f"{AGENT_USER}/pi" and delivery["topic"] == "pitest/x"
 
 
+@pytest.mark.long
 def test_second_run_on_the_arm64_device_changes_nothing(
         pi: tuple[str, subprocess.CompletedProcess[str], float]) -> None:
     from meshsim.vmesh.runstate import run_dir
@@ -163,6 +174,7 @@ def test_second_run_on_the_arm64_device_changes_nothing(
     assert all(s["changed"] == 0 for s in recap(again.stdout).values()), again.stdout[-3000:]
 
 
+@pytest.mark.long
 def test_mixed_fleet_exchanges_events(tmp_path: Path) -> None:
     scenario = load_scenario(SCENARIOS / "vmesh-mixed-arch.toml")
     t = time.monotonic()

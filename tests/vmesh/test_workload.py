@@ -18,8 +18,8 @@ import pytest
 from mosquitto import Mosquitto, have_mosquitto
 
 from meshsim.scenario import load_scenario, make_plan
-from meshsim.workload.agent import ScheduleError, load_schedule
 from meshsim.workload.schedule import schedules
+from meshsub_workload.agent import ScheduleError, load_schedule
 
 SCENARIO = """
 [scenario]
@@ -105,7 +105,7 @@ def test_agent_plays_the_schedule_and_records_deliveries(tmp_path: Path) -> None
         sched = schedules(_plan(tmp_path), t0=time.time() + 0.5, end_s=2.5)
         (tmp_path / "s2.json").write_text(sched[2].to_json())
         (tmp_path / "s1.json").write_text(sched[1].to_json())
-        procs = [subprocess.Popen([sys.executable, "-m", "meshsim.workload.agent",
+        procs = [subprocess.Popen([sys.executable, "-m", "meshsub_workload.agent",
                                    "--schedule", str(tmp_path / f"s{n}.json"),
                                    "--out", str(tmp_path / f"r{n}.json"),
                                    "--port", str(broker.port)]) for n in (1, 2)]
@@ -136,7 +136,7 @@ def test_agent_without_a_broker_records_every_action_as_not_done(tmp_path: Path)
 
     sched = schedules(_plan(tmp_path), t0=time.time(), end_s=1.0)
     (tmp_path / "s.json").write_text(sched[1].to_json())
-    rc = subprocess.run([sys.executable, "-m", "meshsim.workload.agent",
+    rc = subprocess.run([sys.executable, "-m", "meshsub_workload.agent",
                          "--schedule", str(tmp_path / "s.json"), "--out",
                          str(tmp_path / "r.json"), "--port", str(free_port())],
                         timeout=60, check=False).returncode
@@ -148,7 +148,7 @@ def test_agent_without_a_broker_records_every_action_as_not_done(tmp_path: Path)
 
 def test_agent_refuses_a_bad_schedule_with_one_line(tmp_path: Path) -> None:
     (tmp_path / "s.json").write_text("{}")
-    res = subprocess.run([sys.executable, "-m", "meshsim.workload.agent", "--schedule",
+    res = subprocess.run([sys.executable, "-m", "meshsub_workload.agent", "--schedule",
                           str(tmp_path / "s.json"), "--out", str(tmp_path / "r.json")],
                          capture_output=True, text=True, timeout=60, check=False)
     assert res.returncode == 2

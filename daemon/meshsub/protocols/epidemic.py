@@ -173,6 +173,8 @@ class Epidemic(StoreCarryForward):
         self._requested: dict[MessageId, tuple[NodeId, float]] = {}
         """Ids asked for and not yet received: from whom, when (one supplier at a time)."""
         self._request_timer_at: float | None = None
+        self._contact_vector: tuple[frozenset[MessageId], list[list[list[int]]]] | None = None
+        """The held ids and their chunks as last sent at a contact (see ``_contact_chunks``)."""
 
     # ------------------------------------------------------------------ hooks
 
@@ -187,9 +189,8 @@ class Epidemic(StoreCarryForward):
     def on_neighbor_up(self, info: NeighborInfo) -> None:
         self._peers.setdefault(info.node, _Peer())  # its vector may have come first
         self.sweep()
-        ids = [message_id_to_obj(mid) for mid in self.buffer.summary_vector()]
-        ids.sort()
-        self._send_ids(info.node, VECTOR, ids)
+        for chunk in self._contact_chunks():
+            self.send_reliable(info.node, Message(VECTOR, self.new_message_id(), chunk, ttl=1))
 
     def on_neighbor_down(self, node: NodeId) -> None:
         self._peers.pop(node, None)
@@ -320,18 +321,41 @@ class Epidemic(StoreCarryForward):
 
     def _send_ids(self, node: NodeId, mtype: int, ids: list[list[int]]) -> None:
         """Send ``ids`` in chunks of at most ``vector_chunk`` ids and ``vector_bytes`` bytes."""
+        for chunk in self._chunk_ids(ids):
+            self.send_reliable(node, Message(mtype, self.new_message_id(), chunk, ttl=1))
+
+    def _chunk_ids(self, ids: list[list[int]]) -> list[list[list[int]]]:
+        """``ids`` cut into chunks of at most ``vector_chunk`` ids and ``vector_bytes`` bytes."""
+        chunks: list[list[list[int]]] = []
         chunk: list[list[int]] = []
         size = 0
         for obj in ids:
             cost = len(msgpack.packb(obj))
             if chunk and (len(chunk) >= self.params.vector_chunk
                           or size + cost > self.params.vector_bytes):
-                self.send_reliable(node, Message(mtype, self.new_message_id(), chunk, ttl=1))
+                chunks.append(chunk)
                 chunk, size = [], 0
             chunk.append(obj)
             size += cost
         if chunk:
-            self.send_reliable(node, Message(mtype, self.new_message_id(), chunk, ttl=1))
+            chunks.append(chunk)
+        return chunks
+
+    def _contact_chunks(self) -> list[list[list[int]]]:
+        """The summary vector sent at a contact, in chunks, built once per buffer content.
+
+        Every contact while the buffer holds the same ids shares these lists (message
+        bodies are never modified), so a pending vector costs a neighbour one message
+        object, not its own copy of every id: an insider beaconing from hundreds of new
+        ids (each one a contact until the neighbour table is full) while the node carries
+        hundreds of messages would otherwise pin ~10 MB of id lists in pending reliable
+        sends (issue 25: ~140 bytes per id per contact).
+        """
+        held = self.buffer.summary_vector()
+        if self._contact_vector is None or self._contact_vector[0] != held:
+            ids = sorted(message_id_to_obj(mid) for mid in held)
+            self._contact_vector = (held, self._chunk_ids(ids))
+        return self._contact_vector[1]
 
     # ------------------------------------------------------------------ sending
 

@@ -72,7 +72,12 @@ from meshsub.core.topics import validate_topic
 from meshsub.core.values import ContentError
 from meshsub.runtime import boundedjson
 from meshsub.runtime.logging import get_logger
-from meshsub.runtime.mqttwindow import publish_window
+from meshsub.runtime.mqttwindow import (
+    INFLIGHT_MAX,
+    PackedProperties,
+    follow_receive_maximum,
+    publish_window,
+)
 from meshsub.runtime.store import Ingress, LocalPublisher, OutboxFullError, Store, StoreError
 
 log = get_logger("meshsub.mqtt")
@@ -84,7 +89,8 @@ PROP_EVENT_ID = "meshsub-event-id"
 PROP_NODE = "meshsub-node"
 """User property: the node whose daemon published this MQTT message."""
 
-_WINDOW = 32
+_WINDOW = INFLIGHT_MAX
+"""Deliveries handed to paho at once (it keeps as many in flight as the broker allows)."""
 """Deliveries in flight to the broker at once (QoS 1 acknowledgements awaited together)."""
 MAX_PAYLOAD_DEPTH = 2
 """An event is one JSON object of plain values: deeper nesting is refused before parsing."""
@@ -248,13 +254,10 @@ def delivery_payload(
 
 def provenance(node: NodeId, origin: NodeId, event_id: MessageId | None) -> Properties:
     """PUBLISH properties saying which daemon (and which origin) a message came from."""
-    props = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
     user = [(PROP_ORIGIN, str(origin)), (PROP_NODE, str(node))]
     if event_id is not None:
         user.append((PROP_EVENT_ID, str(event_id)))
-    props.UserProperty = user
-    props.ContentType = "application/json"
-    return props
+    return PackedProperties("application/json", user)  # packed once, not per PUBLISH
 
 
 def hasprovenance(properties: Properties | None) -> bool:
@@ -478,7 +481,9 @@ class MqttBridge:
             properties=props,
             keepalive=s.keepalive,
             timeout=s.timeout_s,
+            max_inflight_messages=INFLIGHT_MAX,
         )
+        follow_receive_maximum(client)  # at most what the broker's CONNACK allows
         # acknowledge only after the outbox commit (aiomqtt exposes no switch for it)
         client._client.manual_ack_set(True)
         return client

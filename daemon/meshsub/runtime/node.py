@@ -574,7 +574,7 @@ class Node:
         """One telemetry record for this node (the spool numbers them: ``rec``)."""
         if self.spool is None:
             return
-        self.spool.emit_attrs(event, time.time_ns(), attrs)
+        self.spool.emit_deferred(event, time.time_ns(), attrs)  # encoded at the flush
 
     def handle(self, inp: Input) -> None:
         """Feed one input to the protocol and carry out its actions; never raises."""

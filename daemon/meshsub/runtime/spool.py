@@ -170,7 +170,9 @@ class TelemetrySpool:
         (in a worker thread), so that a reader can count what it had not read yet."""
         self._clock = clock
         self.counters: Counter[str] = Counter()
-        self._buffer: list[str] = []
+        self._buffer: list[str | tuple[str, int, dict[str, Any], int]] = []
+        """Lines, and records of ``emit_deferred`` (event, ts_ns, attrs, rec) that
+        ``flush`` encodes, in the order they were made."""
         self._file: IO[bytes] | None = None
         self._file_path: Path | None = None
         self._file_bytes = 0
@@ -232,6 +234,41 @@ class TelemetrySpool:
         self.counters["records"] += 1
         return True
 
+    def emit_deferred(self, event: str, ts_ns: int, attrs: Mapping[str, Any]) -> None:
+        """``emit_attrs`` whose line is built at the next flush: the daemon's per-frame path.
+
+        A relay writes three records per forwarded frame; encoding each in the
+        wake-up that made it ran the encoder on a cold cache there (a sixth of
+        the relay's Python path). The record is numbered now (``rec``) and its
+        attributes copied (the caller may reuse its mapping); ``flush`` encodes
+        the buffer in one pass. A record outside the schema is counted
+        ``invalid`` then, and its number stays a gap, as for a dropped one.
+        """
+        rec, self.next_rec = self.next_rec, self.next_rec + 1
+        if len(self._buffer) >= self.max_buffer_records:
+            self.counters["dropped"] += 1
+            return
+        self._buffer.append((event, ts_ns, dict(attrs), rec))
+        self.counters["records"] += 1
+
+    def _lines(self) -> list[str]:
+        """The buffer's lines, deferred records encoded (invalid ones counted, left out)."""
+        lines: list[str] = []
+        encode, epoch = self._line.encode, self.epoch
+        for item in self._buffer:
+            if isinstance(item, str):
+                lines.append(item)
+                continue
+            event, ts_ns, attrs, rec = item
+            try:
+                lines.append(encode(event, ts_ns, attrs, epoch, rec))
+            except (TelemetryError, ValueError, TypeError) as exc:
+                self.counters["records"] -= 1
+                self.counters["invalid"] += 1
+                if self.counters["invalid"] <= 10:
+                    log.warning("invalid telemetry record", exc=exc)
+        return lines
+
     def _make(self, event: str, ts_ns: int | None, attrs: Mapping[str, Any]) -> dict[str, Any]:
         rec, self.next_rec = self.next_rec, self.next_rec + 1
         return make_record(
@@ -261,7 +298,9 @@ class TelemetrySpool:
             if self._file is None:
                 self._open_next()
             assert self._file is not None
-            data = ("\n".join(self._buffer) + "\n").encode()
+            lines = self._lines()
+            self._buffer[:] = lines  # encoded once, also if the write fails
+            data = ("\n".join(lines) + "\n").encode() if lines else b""
             try:
                 self._file.write(data)
                 self._file.flush()

@@ -13,9 +13,9 @@ A rerun skips the points whose stamp is there with the same input, as locally.
 
 The driver ships its own ``meshsub`` and ``meshsim`` packages to the executors (zipped
 from where it imports them, like ``mesheval.session.ship_packages``), so the workers run
-exactly the driver's code; their Python needs the wheel's dependencies (install the
-meshsub wheel there) and the driver's Python minor version. Each task reports the
-meshsub version it imported; a mismatch fails the point with a clear line.
+exactly the driver's code; their Python needs the wheels' dependencies (install the
+meshsub and meshsub-tools[sim] wheels there) and the driver's Python minor version.
+Each task reports the meshsub version it imported; a mismatch fails the point with a clear line.
 """
 
 from __future__ import annotations

@@ -24,13 +24,20 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from meshsim.host import sh
 from meshsim.host.errors import VmeshError
 from meshsim.vmesh import deploy, image, nodes
 from meshsim.vmesh.plan import make_plan
 from meshsim.vmesh.runstate import run_dir
-from meshsim.vmesh.wheelhouse import host_arch, meshsub_wheel, wheel_version, wheelhouse_digest
+from meshsim.vmesh.wheelhouse import (
+    AGENT_PACKAGE,
+    host_arch,
+    meshsub_wheel,
+    wheel_version,
+    wheelhouse_digest,
+)
 
 Log = Callable[[str], None]
 NAME = "msub-device-baked"
@@ -55,11 +62,12 @@ rm -rf /root/.ansible /root/.cache /var/lib/meshsub /var/lib/mosquitto/* /var/tm
 """
 
 
-def bake_vars(wheelhouse: Path) -> dict[str, str]:
+def bake_vars(wheelhouse: Path) -> dict[str, Any]:
     """The inventory variables of the bake: where the wheels are and which to install."""
     return {"meshsub_install_method": "wheelhouse",
             "meshsub_wheelhouse_dir": str(wheelhouse),
-            "meshsub_version": wheel_version(meshsub_wheel(wheelhouse))}
+            "meshsub_version": wheel_version(meshsub_wheel(wheelhouse)),
+            "meshsub_extra_packages": [AGENT_PACKAGE]}
 
 
 def bake_digest(base_ref: str, wheelhouse: Path, deploy_dir: Path = DEPLOY_DIR) -> str:
@@ -93,7 +101,7 @@ def ensure_baked(wheelhouse: Path, *, arch: str | None = None, rebuild: bool = F
     base = image.ensure_image(arch=arch, log=log)
     digest = bake_digest(base, wheelhouse)
     ref = baked_ref(digest, arch)
-    with image.build_lock():
+    with image.build_lock(arch):
         if image.image_exists(ref) and not rebuild:
             return ref
         started = time.monotonic()

@@ -30,8 +30,10 @@ class Capture:
 
     def start(self, timeout_s: float = 10.0) -> None:
         self.proc = subprocess.Popen(
+            # --immediate-mode: else the kernel hands tcpdump its ring a block at a time
+            # (full, or after ~1 s) and the block open at stop() is never written
             ["ip", "netns", "exec", self.netns, "tcpdump", "-i", self.port, "-Q", "out",
-             "-U", "-n", "-w", str(self.path)],
+             "--immediate-mode", "-U", "-n", "-w", str(self.path)],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout_s
         while not self.path.exists():  # tcpdump creates the file once it listens

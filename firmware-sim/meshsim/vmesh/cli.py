@@ -94,7 +94,7 @@ def main(args: argparse.Namespace) -> int:
         print(image.ensure_image(rebuild=args.rebuild, arch=args.arch, log=_log))
         if not args.base:
             with tempfile.TemporaryDirectory(prefix="msub-wheels-") as tmp:
-                build_wheelhouse(Path(tmp) / "wheels", arch=args.arch, log=_log)
+                build_wheelhouse(Path(tmp) / "wheels", arch=args.arch, agent=True, log=_log)
                 print(bake.ensure_baked(Path(tmp) / "wheels", arch=args.arch,
                                         rebuild=args.rebuild, log=_log))
         return 0

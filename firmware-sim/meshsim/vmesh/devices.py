@@ -111,7 +111,7 @@ def start_agent(container: str, schedule_json: str) -> None:
                   input_data=schedule_json.encode())
     nodes.exec_in(container, ["systemd-run", "--unit", "msub-workload", "--collect",
                               "--quiet", "--property=Type=exec", VENV_PYTHON, "-m",
-                              "meshsim.workload.agent", "--schedule",
+                              "meshsub_workload.agent", "--schedule",
                               f"{WORKLOAD_DIR}/schedule.json", "--out",
                               f"{WORKLOAD_DIR}/report.json", "--username", AGENT_USER,
                               "--password-file", f"{CREDENTIALS_DIR}/{AGENT_USER}.password"])

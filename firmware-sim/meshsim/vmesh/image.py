@@ -32,7 +32,7 @@ from meshsim.vmesh.wheelhouse import host_arch
 RECIPE_DIR = Path(__file__).with_name("recipe")
 RECIPE_FILES = ("recipe.toml", "customize.sh")
 LABEL = "org.meshsub.recipe"
-LOCK_PATH = Path("/run/lock/msub-image.lock")
+LOCK_DIR = Path("/run/lock")
 APT_SOURCES = (Path("/etc/apt/sources.list.d"), Path("/etc/apt/sources.list"))
 
 Log = Callable[[str], None]
@@ -166,10 +166,14 @@ def image_exists(ref: str) -> bool:
 
 
 @contextlib.contextmanager
-def build_lock() -> Iterator[None]:
-    """One build at a time on this machine (tests and bench may race)."""
-    LOCK_PATH.parent.mkdir(parents=True, exist_ok=True)
-    with LOCK_PATH.open("w") as fh:
+def build_lock(arch: str) -> Iterator[None]:
+    """One build per architecture at a time on this machine (tests and bench may race).
+
+    Per architecture: an arm64 build under emulation takes many minutes and must not
+    hold up the amd64 image a fleet of the host's architecture is waiting for.
+    """
+    LOCK_DIR.mkdir(parents=True, exist_ok=True)
+    with (LOCK_DIR / f"msub-image-{arch}.lock").open("w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
@@ -181,7 +185,7 @@ def ensure_image(*, rebuild: bool = False, arch: str | None = None, log: Log = p
     """Return the base image reference for the current recipe, building it if missing."""
     recipe = load_recipe(arch=arch)
     check_emulation(recipe.arch)
-    with build_lock():
+    with build_lock(recipe.arch):
         if image_exists(recipe.ref) and not rebuild:
             return recipe.ref
         _build(recipe, log)

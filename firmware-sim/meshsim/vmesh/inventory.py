@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from meshsim.vmesh.plan import DEFAULT_RUN, Plan
-from meshsim.vmesh.wheelhouse import host_arch, meshsub_wheel, wheel_version
+from meshsim.vmesh.wheelhouse import AGENT_PACKAGE, host_arch, meshsub_wheel, wheel_version
 
 INVENTORY = "inventory.yml"
 KEY = "id_ed25519"
@@ -61,6 +61,7 @@ def inventory_data(plan: Plan, rundir: Path, protocol: str, fleet_key: str) -> d
         "meshsub_beacon_interval": 2.0,
         "meshsub_install_method": "wheelhouse",
         "meshsub_wheelhouse_dir": str(rundir / WHEELHOUSE),
+        "meshsub_extra_packages": [AGENT_PACKAGE],
         "meshsub_current_key": 1,
         "meshsub_fleet_keys": {1: fleet_key},
         "mesh_link_enabled": False,

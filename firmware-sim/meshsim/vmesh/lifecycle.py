@@ -100,7 +100,7 @@ def up(nodes_count: int, run: str = DEFAULT_RUN, *, protocol: str = "flooding",
     for name in sorted(set(arches)):
         wheels = rundir / inventory.wheelhouse_name(name)
         log(f"building the {name} wheelhouse in {wheels}")
-        build_wheelhouse(wheels, arch=name, log=log)
+        build_wheelhouse(wheels, arch=name, agent=True, log=log)
         if image_kind == "base":
             refs[name] = image.ensure_image(rebuild=rebuild_image, arch=name, log=log)
         else:

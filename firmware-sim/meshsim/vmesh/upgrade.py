@@ -32,7 +32,7 @@ _HOST_RESULT = re.compile(r"^(?:ok|changed|fatal|failed|skipping): \[([^\]]+)\]"
 
 def newer_build(dest: Path, version: str) -> str:
     """Build this checkout as ``version`` into the wheelhouse ``dest``; the version."""
-    build_wheelhouse(dest, version=version)
+    build_wheelhouse(dest, version=version, agent=True)
     return wheel_version(meshsub_wheel(dest))
 
 

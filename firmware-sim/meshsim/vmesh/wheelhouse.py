@@ -1,11 +1,14 @@
 """The wheelhouse the playbook installs from: the devices have no index to reach.
 
-``pip wheel`` of this checkout (core dependencies only; the ``eval`` extra with Spark
-never goes onto a device). Host and image are both bookworm / CPython 3.11, so the
-binary wheels match. The wheel is built from a clean copy of the sources, so that
-neither setuptools' ``build/`` leftovers (a deleted module would live on in it) nor
-anything else outside the package folders reaches a device, and with a fixed
-``SOURCE_DATE_EPOCH``: an unchanged checkout gives a byte-identical wheel, the
+``pip wheel`` of the field distribution ``meshsub`` (``daemon/``: the daemon's package
+and the libraries it imports, nothing of the simulator, the virtual mesh's host side
+or the evaluation, which are the workstation's ``meshsub-tools``), and for the devices
+of the virtual mesh (``agent=True``) also of ``meshsub-workload`` (``workload/``: the
+agent that plays a scenario's applications). Host and image are both bookworm /
+CPython 3.11, so the binary wheels match. The wheels are built from a clean copy of
+the sources, so that neither setuptools' ``build/`` leftovers (a deleted module would
+live on in it) nor anything else outside the package folders reaches a device, and
+with a fixed ``SOURCE_DATE_EPOCH``: an unchanged checkout gives a byte-identical wheel, the
 playbook's copy stays "ok" and the baked image (keyed by the wheel's hash) is reused.
 
 ``version`` builds the same sources as another version, as a release would: the
@@ -37,7 +40,14 @@ from meshsim.host.errors import VmeshError
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 FIXED_EPOCH = "1700000000"
-SOURCES = ("pyproject.toml", "README.md", "daemon", "firmware-sim", "telemetry")
+SOURCES = ("daemon", "workload")
+"""The source trees of the device distributions (each with its own ``pyproject.toml``)."""
+DAEMON, AGENT = SOURCES
+AGENT_PACKAGE = "meshsub-workload"
+"""The workload agent's distribution: a device of the virtual mesh installs it beside
+meshsub (the role's ``meshsub_extra_packages``), a field device never."""
+AGENT_WHEEL = "meshsub_workload-*.whl"
+"""The workload agent's wheel in a wheelhouse (a vmesh one only)."""
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build", "dist")
 _VERSION = re.compile(r'^version = "([^"]+)"$', re.M)
 _DUNDER = re.compile(r'^__version__ = "([^"]+)"$', re.M)
@@ -45,10 +55,11 @@ _PEP440 = re.compile(r"[0-9]+(\.[0-9]+)*([.+-]?[A-Za-z0-9.]+)*")
 
 
 def source_version(source: Path = REPO_ROOT) -> str:
-    """The version ``pyproject.toml`` of ``source`` declares."""
-    match = _VERSION.search((source / "pyproject.toml").read_text())
+    """The version the field distribution of ``source`` declares (``daemon/pyproject.toml``)."""
+    project = source / DAEMON / "pyproject.toml"
+    match = _VERSION.search(project.read_text())
     if match is None:
-        raise VmeshError(f"no version in {source / 'pyproject.toml'}")
+        raise VmeshError(f"no version in {project}")
     return match.group(1)
 
 
@@ -64,9 +75,10 @@ def copy_sources(source: Path, dest: Path, version: str | None) -> None:
             shutil.copy2(src, dest / name)
     if version is None:
         return
-    project = dest / "pyproject.toml"
-    project.write_text(_VERSION.sub(f'version = "{version}"', project.read_text(), count=1))
-    init = dest / "daemon" / "meshsub" / "__init__.py"  # what meshsubd --version says
+    for name in SOURCES:
+        project = dest / name / "pyproject.toml"
+        project.write_text(_VERSION.sub(f'version = "{version}"', project.read_text(), count=1))
+    init = dest / DAEMON / "meshsub" / "__init__.py"  # what meshsubd --version says
     init.write_text(_DUNDER.sub(f'__version__ = "{version}"', init.read_text(), count=1))
 
 
@@ -95,19 +107,22 @@ def _ignored(rel: Path) -> bool:
 
 
 def build_wheelhouse(dest: Path, source: Path = REPO_ROOT, *,
-                     version: str | None = None, arch: str | None = None,
+                     version: str | None = None, arch: str | None = None, agent: bool = False,
                      log: Callable[[str], None] = lambda _m: None) -> list[str]:
-    """Build (or refresh) the wheels of ``source`` and its dependencies into ``dest``.
+    """Build (or refresh) the device wheels of ``source`` and their dependencies into ``dest``.
 
     An older meshsub wheel in ``dest`` is removed, so the wheelhouse holds one build.
     A wheelhouse already built from the same sources is kept as it is (no ``pip``).
-    ``arch`` (a Debian architecture; default the host's) is the devices' one.
+    ``arch`` (a Debian architecture; default the host's) is the devices' one;
+    ``agent`` adds the virtual mesh's workload agent (``meshsub-workload``), which a
+    field fleet does not install.
     """
     arch = arch or host_arch()
     if arch not in MACHINES:
         raise VmeshError(f"bad architecture {arch!r} (one of {', '.join(MACHINES)})")
     dest.mkdir(parents=True, exist_ok=True)
-    digest = sources_digest(source, version) + ("" if arch == host_arch() else f" {arch}")
+    digest = (sources_digest(source, version) + ("" if arch == host_arch() else f" {arch}")
+              + (" agent" if agent else ""))
     stamp = dest.with_name(dest.name + STAMP_SUFFIX)
     if (stamp.exists() and stamp.read_text().strip() == digest
             and list(dest.glob("meshsub-*.whl"))):
@@ -115,7 +130,7 @@ def build_wheelhouse(dest: Path, source: Path = REPO_ROOT, *,
     if arch != host_arch():
         with tempfile.TemporaryDirectory(prefix="msub-wheels-host-") as tmp:
             host = Path(tmp) / "wheels"
-            build_wheelhouse(host, source, version=version)
+            build_wheelhouse(host, source, version=version, agent=agent)
             _foreign_wheelhouse(host, dest, arch, log)
         stamp.write_text(digest + "\n")
         return sorted(p.name for p in dest.glob("*.whl"))
@@ -124,12 +139,13 @@ def build_wheelhouse(dest: Path, source: Path = REPO_ROOT, *,
         tree.mkdir()
         copy_sources(source, tree, version)
         built = Path(tmp) / "out"
+        trees = [tree / DAEMON, *([tree / AGENT] if agent else [])]
         sh.run(["env", f"SOURCE_DATE_EPOCH={FIXED_EPOCH}", "PIP_DISABLE_PIP_VERSION_CHECK=1",
                 sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(built),
-                str(tree)], timeout=900)
+                *map(str, trees)], timeout=900)
         if not list(built.glob("meshsub-*.whl")):
             raise VmeshError(f"pip wheel of {source} made no meshsub wheel")
-        for old in dest.glob("meshsub-*.whl"):
+        for old in [*dest.glob("meshsub-*.whl"), *dest.glob(AGENT_WHEEL)]:
             old.unlink()
         for wheel in built.glob("*.whl"):
             shutil.copy2(wheel, dest / wheel.name)

@@ -1,1 +1,5 @@
-"""The applications of the virtual mesh: a scenario's workload, played over MQTT on each device."""
+"""The applications of the virtual mesh: a scenario's workload as one schedule per device.
+
+The agent that plays a schedule on a device is its own distribution
+(``meshsub_workload``, workload/ in the repository), installed on virtual devices only.
+"""

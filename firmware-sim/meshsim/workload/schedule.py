@@ -1,7 +1,7 @@
 """A scenario's workload as one schedule per device: what its applications do, and when.
 
 The virtual mesh runs the workload as an application would, over MQTT on each
-device (``meshsim.workload.agent``). The host turns the scenario's plan into a
+device (``meshsub_workload.agent``). The host turns the scenario's plan into a
 small JSON document per node; times are seconds after the run's start ``t0``,
 which the host chooses once every daemon is up. Same plan, same schedule: the
 simulator and the virtual mesh run identical workloads.

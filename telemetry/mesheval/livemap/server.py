@@ -228,11 +228,13 @@ def map_main(argv: Sequence[str]) -> int:
         print(f"mesheval map: error: cannot serve on {args.bind}:{args.port}: "
               f"{exc.strerror or exc}", file=sys.stderr)
         return 2
-    if source is not None:
-        source.start()
     stats = server.window.stats()
+    # the start line first, then the source: the source's thread logs (connected, refused)
+    # and a script or a terminal reading `2>&1` must still see the URL as the first line
     print(f"mesheval map: {server.info['mode']} {server.info['source']}: "
           f"{stats['entries']} records in the window; open {server.url}", flush=True)
+    if source is not None:
+        source.start()
 
     def _stop(signum: int, frame: FrameType | None) -> None:
         threading.Thread(target=server.shutdown, daemon=True).start()

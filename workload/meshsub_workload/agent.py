@@ -1,6 +1,6 @@
 """The applications of one virtual device: play a schedule over MQTT, record what happened.
 
-Runs inside the device (``/opt/meshsub/bin/python -m meshsim.workload.agent``), next
+Runs inside the device (``/opt/meshsub/bin/python -m meshsub_workload.agent``), next
 to the daemon, and talks to it only as an application would: subscriptions as
 retained expressions on ``<p>/sub/<id>``, events as QoS 1 JSON on
 ``<p>/pub/<topic>``, deliveries read from ``<p>/deliver/#``. With ``--username``
@@ -12,8 +12,9 @@ acknowledged it, or the error that stopped it; an unreachable broker is retried
 until the action's deadline, never fatal. The record is one JSON document
 written at exit (atomically), which the host collects.
 
-Only the standard library and aiomqtt (a daemon dependency) are imported, so the
-agent runs in the device's meshsub venv.
+Only the standard library and aiomqtt are imported: the agent is its own small
+distribution (``meshsub-workload``), which a virtual device installs into the meshsub
+venv beside the daemon and a field device never does.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ class Agent:
         while True:
             try:
                 async with aiomqtt.Client(self.host, self.port,
-                                          identifier=f"meshsim-agent-{self.doc['node']}",
+                                          identifier=f"meshsub-workload-{self.doc['node']}",
                                           username=self.username, password=self.password,
                                           protocol=aiomqtt.ProtocolVersion.V5,
                                           timeout=10) as client:
@@ -170,7 +171,7 @@ def write_atomically(path: Path, text: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="meshsim-agent", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="meshsub-workload", description=__doc__.splitlines()[0])
     parser.add_argument("--schedule", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--host", default="127.0.0.1")
@@ -184,10 +185,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         password = (args.password_file.read_text(encoding="utf-8").strip()
                     if args.password_file else None)
     except (OSError, ScheduleError) as exc:
-        print(f"meshsim-agent: {exc}", file=sys.stderr)
+        print(f"meshsub-workload: {exc}", file=sys.stderr)
         return 2
     if password is not None and not args.username:
-        print("meshsim-agent: --password-file needs --username", file=sys.stderr)
+        print("meshsub-workload: --password-file needs --username", file=sys.stderr)
         return 2
     agent = Agent(doc, args.host, args.port, username=args.username, password=password)
     try:
