@@ -12,12 +12,13 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from harness import BodiesOutOfIndex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from meshsub.core.api import Message, MessageId
 from meshsub.core.bodies import BodyError
-from meshsub.core.buffer import DropPolicy, MemoryStore
+from meshsub.core.buffer import DropPolicy
 from meshsub.core.grid import Cell, manhattan
 from meshsub.core.lattice import Boundary, Lattice, walk_distribution
 from meshsub.core.leases import Upsert, VersionedLeases
@@ -128,24 +129,10 @@ def test_ferry_store_is_bounded_and_keeps_one_copy_per_receiver(
         assert [msg.id for msg, _b in store.bundles_for(Cell(r, 0))] == scanned
 
 
-class _BodiesOutOfIndex(MemoryStore):
-    """Like the daemon's SQLite store: the buffer's index keeps no bodies; reads counted."""
-
-    resident = False
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.reads = 0
-
-    def get(self, key: MessageId) -> Any:
-        self.reads += 1
-        return super().get(key)
-
-
 def test_a_brokers_bundles_are_found_without_reading_the_other_bodies() -> None:
     """On each HELLO the ferry looks up the broker's bundles; it used to read every
     carried body back from the store to find them."""
-    backing = _BodiesOutOfIndex()
+    backing = BodiesOutOfIndex()
     store = FerryStore(50, DropPolicy.DROP_OLDEST, backing, max_lifetime=1000.0)
     for seq in range(10):
         store.add(_bundle(seq, Cell(seq % 5, 0)), 0.0, 100.0)

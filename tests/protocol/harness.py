@@ -40,6 +40,7 @@ from meshsub.core.api import (
     SetTimer,
     TimerFired,
 )
+from meshsub.core.buffer import MemoryStore
 from meshsub.core.content import Event, Subscription
 from meshsub.core.protocol import Protocol
 
@@ -215,3 +216,18 @@ class Net:
     def _arrive(self, src: NodeId, receiver: NodeId, message: Message) -> None:
         if self.linked(src, receiver):  # the contact may have ended in flight
             self.feed(receiver, FrameReceived(self.now, src, message))
+
+
+class BodiesOutOfIndex(MemoryStore):
+    """A store that, like the daemon's SQLite table, keeps bodies out of the buffer's
+    index (``resident`` false), counting the reads: a test sees what is read back."""
+
+    resident = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    def get(self, key: Any) -> Any:
+        self.reads += 1
+        return super().get(key)

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import pytest
-from harness import Net, Tx
+from harness import BodiesOutOfIndex, Net, Tx
 
 from meshsub.core.api import FrameReceived, Message, MessageId, MsgKind, NeighborInfo, NeighborUp
 from meshsub.core.buffer import MemoryStore
@@ -497,26 +497,12 @@ def test_a_demoted_broker_hands_its_relay_messages_to_a_broker() -> None:
 
 
 
-class CountingStore(MemoryStore):
-    """A store that, like SQLite, keeps the bodies out of the index; counts reads."""
-
-    resident = False
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.reads = 0
-
-    def get(self, key: MessageId) -> Any:
-        self.reads += 1
-        return super().get(key)
-
-
 def test_status_counts_own_and_relay_copies_without_reading_bodies_again() -> None:
     """``status`` (a Prometheus scrape a second) counts own and relay entries from the
     keys and the decoded-item cache; it used to read every carried body back from the
     store on each call."""
     net = net_of([], [1, 2])
-    store = CountingStore()
+    store = BodiesOutOfIndex()
     net.nodes[10] = BSub(10, params=params(role_mode="pinned_broker"), store=store)
     net.subscribe(2, "s", sub())
     meet(net, 2, 10)  # the broker learns the consumer's interest
