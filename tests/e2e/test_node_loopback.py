@@ -494,7 +494,7 @@ async def test_a_copy_sent_to_a_restarting_neighbour_is_offered_to_its_next_proc
     def config(i: int) -> Config:
         return make_config(tmp_path, i + 1, ports[i], [ports[1 - i]],
                            protocol={"name": "epidemic", "params": {"ttl_s": 600.0}},
-                           **({"discovery": slow} if i == 1 else {}))
+                           discovery=slow if i == 1 else {})
 
     a = Node(config(0), notifier=SystemdNotifier({}))
     b = Node(config(1), notifier=SystemdNotifier({}))
