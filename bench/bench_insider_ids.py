@@ -41,6 +41,7 @@ sys.path.insert(0, str(HERE.parent / "tests" / "e2e"))
 import mesh as m  # noqa: E402
 
 import bench_insider as bi  # noqa: E402
+import meshsub  # noqa: E402
 from meshsub.core.api import MessageId  # noqa: E402
 from meshsub.runtime.discovery import Beacon  # noqa: E402
 from meshsub.wire import FrameCodec  # noqa: E402
@@ -98,7 +99,7 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
         frames = node.ctl("status")["frames"]
         return int(frames["transmitters"]) + int(frames["counters"].get("transmitters_full", 0))
 
-    out: dict[str, object] = {}
+    out: dict[str, object] = {"code": str(Path(meshsub.__file__).parent)}  # the daemon's too
     try:
         m.wait_for(lambda: (node.state_dir / "meshsubd.sock").exists(), "meshsubd up")
         threading.Thread(target=live, daemon=True).start()
