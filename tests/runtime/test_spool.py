@@ -287,3 +287,32 @@ async def test_a_burst_of_records_holds_at_most_flush_bytes_in_memory(tmp_path: 
     written_later = [p.read_bytes() for p in sorted((tmp_path / "later").iterdir())]
     assert b"".join(written_later) == b"".join(written_now)
     assert later.counters["records"] == 3_000 and later.counters["dropped"] == 0
+
+
+async def test_a_failed_write_is_retried_by_the_timed_flush_not_by_every_record(
+        tmp_path: Path) -> None:
+    """A full disk: the write that ``flush_bytes`` triggered fails once (counted, logged
+    once); the records stay buffered (bounded by ``max_buffer_records``) and the next
+    records do not each try again, the timed flush does, and then writes them all."""
+    s = spool(tmp_path, flush_bytes=2_000, encode_batch=8)
+    await s.start()
+    s.emit("neighbor_up", peer=1)
+    s.flush()  # opens the current file
+    real = s._file
+
+    class Full:
+        def write(self, data: bytes) -> int:
+            raise OSError(28, "No space left on device")
+
+        def flush(self) -> None:
+            pass
+
+    s._file = Full()  # type: ignore[assignment]
+    for n in range(100):
+        s.emit_deferred("neighbor_up", 1_000 + n, {"peer": n})
+    assert s.counters["write_errors"] == 1 and s.status()["buffered"] == 100
+    s._file = real
+    s.flush()
+    await s.stop()
+    got = lines(tmp_path / "5-3-1.jsonl")
+    assert [r["peer"] for r in got] == [1, *range(100)]
