@@ -316,3 +316,17 @@ async def test_a_failed_write_is_retried_by_the_timed_flush_not_by_every_record(
     await s.stop()
     got = lines(tmp_path / "5-3-1.jsonl")
     assert [r["peer"] for r in got] == [1, *range(100)]
+
+
+async def test_a_file_that_cannot_be_opened_is_a_counted_write_error(tmp_path: Path) -> None:
+    """A write by size runs in the daemon's per-frame path: a spool directory that went
+    away is a counted write error there, never an exception; the records wait."""
+    s = spool(tmp_path / "spool", flush_bytes=500)
+    await s.start()
+    (tmp_path / "spool").rmdir()
+    for n in range(10):
+        assert s.emit("neighbor_up", peer=n)
+    assert s.counters["write_errors"] == 1 and s.status()["buffered"] == 10
+    (tmp_path / "spool").mkdir()
+    await s.stop()
+    assert [r["peer"] for r in lines(tmp_path / "spool" / "5-3-1.jsonl")] == list(range(10))

@@ -321,9 +321,9 @@ class TelemetrySpool:
     # ------------------------------------------------------------ files
 
     def _open_next(self) -> None:
-        self._n += 1
-        self._file_path = self.dir / current_name(self.epoch, self._n)
-        self._file = open(self._file_path, "ab")  # noqa: SIM115 - closed by _roll
+        path = self.dir / current_name(self.epoch, self._n + 1)
+        self._file = open(path, "ab")  # noqa: SIM115 - closed by _roll
+        self._n, self._file_path = self._n + 1, path
         self._file_bytes = 0
         self._file_opened = self._clock()
 
@@ -333,13 +333,13 @@ class TelemetrySpool:
     def flush(self) -> None:
         """Write the buffer to the current file (no fsync); roll if it is full or old."""
         if self._buffer:
-            if self._file is None:
-                self._open_next()
-            assert self._file is not None
             self._encode_deferred()  # encoded once, also if the write fails
             lines = cast(list[str], self._buffer)
             data = ("\n".join(lines) + "\n").encode() if lines else b""
             try:
+                if self._file is None:
+                    self._open_next()
+                assert self._file is not None
                 self._file.write(data)
                 self._file.flush()
             except OSError as exc:
