@@ -9,18 +9,16 @@ and the server certificate (for the listener's IP address) are made here with op
 
 from __future__ import annotations
 
-import getpass
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
-import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+from mosquitto import Mosquitto
+
 TOPIC = "meshsub/telemetry"
 
 
@@ -61,8 +59,7 @@ class Collector:
         self.map_password_file = workdir / "map.password"
         self.map_password_file.write_text(secrets.token_urlsafe(18) + "\n")
         self.map_password_file.chmod(0o600)
-        self.log_path = workdir / "mosquitto.log"
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.broker: Mosquitto | None = None
 
     @property
     def address(self) -> str:
@@ -79,7 +76,7 @@ class Collector:
                 "mosquitto_collector_ca": str(self.ca),
                 "mosquitto_collector_password": self.password}
 
-    def start(self, timeout_s: float = 10.0) -> None:
+    def start(self) -> None:
         d = self.dir
         make_pki(d, self.ip)
         passwd = d / "passwd"
@@ -87,45 +84,22 @@ class Collector:
                           + f"map:{self.map_password_file.read_text().strip()}\n")
         passwd.chmod(0o600)
         _run("mosquitto_passwd", "-U", str(passwd))
-        # devices write the telemetry topic (each as itself), the map only reads it
+        # the map only reads the telemetry topic, each device only writes it
         (d / "acl").write_text(f"user map\ntopic read {TOPIC}/#\n" + "".join(
             f"\nuser {name}\ntopic write {TOPIC}/#\n" for name in self.devices))
-        conf = d / "mosquitto.conf"
-        conf.write_text(
-            f"per_listener_settings false\nallow_anonymous false\npassword_file {passwd}\n"
+        # tests/runtime/mosquitto.py's broker (its loopback listener now needs a login too)
+        # with the TLS listener the devices' bridges reach
+        self.broker = Mosquitto(d, persistent=False, extra=(
+            f"allow_anonymous false\npassword_file {passwd}\n"
             f"acl_file {d / 'acl'}\nlistener {self.port} {self.ip}\ncafile {self.ca}\n"
-            f"certfile {d / 'server.crt'}\nkeyfile {d / 'server.key'}\ntls_version tlsv1.2\n"
-            f"persistence false\nlog_type error\nlog_type warning\nlog_type notice\n"
-            # as root mosquitto drops to its own user, which cannot read our temp dir
-            f"user {getpass.getuser()}\n", encoding="utf-8")
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen([MOSQUITTO, "-c", str(conf)], stdout=log,
-                                         stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection((self.ip, self.port), timeout=0.2).close()
-                return
-            except OSError:
-                if self.proc.poll() is not None:
-                    break
-                time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"the collector broker did not start: {self.log()}")
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")[-2000:] if self.log_path.exists() \
-            else ""
+            f"certfile {d / 'server.crt'}\nkeyfile {d / 'server.key'}\n"
+            "tls_version tlsv1.2\n"))
+        self.broker.start()
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        self.proc = None
+        if self.broker is not None:
+            self.broker.stop()
+            self.broker = None
 
     def __enter__(self) -> Collector:
         self.start()
