@@ -109,22 +109,6 @@ local MESSAGES = {
         [28] = { "UNSUBSCRIBE", { "dest", "client", "cell", "base", { "inner", { "sub_id", "version" } } } },
         [29] = { "PAGE", { "dest", "client", "root_node", "root", "radius", "published_at", "event" } },
     } },
-    [8] = { "paging", {
-        [16] = { "BEACON", { "gx", "gy" } },
-        [17] = { "SUBSCRIBE", { "sub_id", "version", "filter" } },
-        [18] = { "PUBLISH", { "event", "published_at" } },
-        [19] = { "SUB_PROPAGATE", { "net_id", "version", "filter", "root", "lease_s" } },
-        [20] = { "UNSUB_PROPAGATE", { "net_id", "version" } },
-        [21] = { "EVENT", { "event", "published_at" } },
-        [22] = { "DELIVER", { "client", "root_node", "root", "phase", "published_at", "event", { "tree", { each = { "cell", { "gx", "gy", "parent" } } } } } },
-        [23] = { "LOCAL", { "root_node", "root", "phase", "published_at", "event", "reply" } },
-        [24] = { "REPLY", { "dest", "client", "cell", "base", { "inner", { { "id", { "origin", "epoch", "seq" } } } } } },
-        [25] = { "HELLO", { "dest", "client", "cell", "base", "inner" } },
-        [26] = { "REPORT", { "dest", "client", "cell", "base", "inner" } },
-        [27] = { "REFRESH", { "dest", "client", "cell", "base", { "inner", { "sub_id", "version", "filter" } } } },
-        [28] = { "UNSUBSCRIBE", { "dest", "client", "cell", "base", { "inner", { "sub_id", "version" } } } },
-        [29] = { "PAGE", { "dest", "client", "root_node", "root", "radius", "published_at", "event" } },
-    } },
     [9] = { "giant", {
         [16] = { "HELLO", { "ferry", "cell", "advs" } },
         [17] = { "BUNDLE", { "kind", "receiver", "sender", "prob", "remaining_s", "item" } },
@@ -201,6 +185,7 @@ local MESSAGES = {
         [18] = { "NOTIFY", { "sub_node", "x", "y", "sub_ids", "event", "published_at" } },
     } },
 }
+MESSAGES[8] = { "paging", MESSAGES[7][2] }
 -- messages:end
 
 -- Named message fields: `meshsub.message` ("hesper.SUBSCRIBE") and, where the body's
