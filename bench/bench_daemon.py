@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import socket
 import statistics
@@ -32,11 +33,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "e2e"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from mesh import KEY, Mesh, NodeProc, wait_for
+from mesh import IFACE, KEY, Mesh, NodeProc, wait_for
 
 from bench_relay import baseline_us
 from meshsub.core.api import Message, MessageId
@@ -153,6 +155,102 @@ async def _inprocess_forward_us(events: int, telemetry: bool, tmp: Path) -> floa
         await node.stop()
 
 
+KERNEL_COUNTERS = f"""
+import json, pathlib
+rows = [line.split() for line in open("/proc/net/snmp") if line.startswith("Udp:")]
+out = {{"udp_" + k: int(v) for k, v in zip(rows[0][1:], rows[1][1:])}}
+stats = pathlib.Path("/sys/class/net/{IFACE}/statistics")
+for name in ("rx_dropped", "tx_dropped", "rx_packets", "tx_packets"):
+    out["if_" + name] = int((stats / name).read_text())
+print(json.dumps(out))
+"""
+
+
+def kernel_counters(ns: str) -> dict[str, int]:
+    """The namespace's UDP counters (/proc/net/snmp) and its interface's packet counters."""
+    out = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", KERNEL_COUNTERS],
+                         capture_output=True, text=True, check=True).stdout
+    return {k: int(v) for k, v in json.loads(out).items()}
+
+
+def _nonzero(counters: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counters.items()) if v) or "none"
+
+
+def account(mesh: Mesh, expected: int, seen: set[int], kernel0: dict[str, dict[str, int]]) -> None:
+    """Where every published event went: each node's counters and its namespace's kernel
+    counters (deltas over the load), so that published = delivered + counted drops."""
+    missing = sorted(set(range(expected)) - seen)
+    if missing:
+        runs: list[tuple[int, int]] = []
+        for i in missing:
+            if runs and runs[-1][1] == i - 1:
+                runs[-1] = (runs[-1][0], i)
+            else:
+                runs.append((i, i))
+        shown = ", ".join(f"{lo}-{hi}" if hi > lo else str(lo) for lo, hi in runs[:12])
+        print(f"  missing on C: {len(missing)} in {len(runs)} runs: {shown}"
+              f"{' ...' if len(runs) > 12 else ''}")
+    for name, node in mesh.nodes.items():
+        status = node.try_status() or {}
+        drops = status.get("drops", {})
+        link = status.get("link") or {}
+        mqtt = status.get("mqtt") or {}
+        k1 = kernel_counters(node.ns)
+        kd = {k: v - kernel0[name].get(k, 0) for k, v in k1.items()}
+        lc = link.get("counters") or {}
+        print(f"  {name}: tx {_nonzero(status.get('transmissions', {}))}; link rx "
+              f"{lc.get('rx')} tx {lc.get('tx')}"
+              f", link drops {_nonzero(link.get('drops') or {})}, kernel drops "
+              f"{drops.get('kernel')}")
+        print(f"     frame drops {_nonzero(drops.get('frame') or {})}; node drops "
+              f"{_nonzero(drops.get('node') or {})}; protocol drops "
+              f"{_nonzero(drops.get('protocol') or {})}")
+        print(f"     mqtt {_nonzero(mqtt.get('counters') or {})}; queued {mqtt.get('queued')}, "
+              f"outbox {status.get('outbox')}, held {status.get('held_publications')}")
+        print(f"     namespace kernel (delta over the load): {_nonzero(kd)}")
+
+
+def spool_times(node: NodeProc, event: str) -> dict[str, int]:
+    """event_id -> ts_ns of ``node``'s first telemetry record ``event`` (closed and current
+    spool files; the spool flushes once a second)."""
+    out: dict[str, int] = {}
+    for path in sorted(node.spool_dir.glob("*.jsonl")) + sorted(node.spool_dir.glob(".*.jsonl")):
+        for line in path.read_text(errors="replace").splitlines():
+            if f'"event":"{event}"' not in line:
+                continue
+            rec = json.loads(line)
+            key = rec.get("event_id")
+            if key is not None and key not in out:
+                out[key] = int(rec["ts_ns"])
+    return out
+
+
+def segments(mesh: Mesh, deliveries: list[tuple[float, dict[str, Any]]]) -> None:
+    """Where the latency is spent, per event, from the daemons' own telemetry records:
+    the publisher's send -> A's ``publish`` record (A's broker, A's intake and commit),
+    -> C's ``deliver`` record (A's send, the relay B, C's receive), -> C's subscriber
+    (C's MQTT delivery, C's broker, ``mosquitto_sub``)."""
+    time.sleep(1.5)  # one spool flush
+    published = spool_times(mesh.nodes["a"], "publish")
+    delivered = spool_times(mesh.nodes["c"], "deliver")
+    parts: dict[str, list[float]] = {"intake (A)": [], "mesh (A -> B -> C)": [],
+                                     "delivery (C)": []}
+    for received, d in deliveries:
+        key = d.get("event_id")
+        if key not in published or key not in delivered or "t0" not in d.get("attrs", {}):
+            continue
+        t_pub, t_del = published[key] / 1e9, delivered[key] / 1e9
+        parts["intake (A)"].append(t_pub - d["attrs"]["t0"])
+        parts["mesh (A -> B -> C)"].append(t_del - t_pub)
+        parts["delivery (C)"].append(received - t_del)
+    for name, values in parts.items():
+        if values:
+            print(f"    {name:<20} p50 {percentile(values, 0.5) * 1e3:7.2f} ms  p99 "
+                  f"{percentile(values, 0.99) * 1e3:7.2f} ms  max {max(values) * 1e3:7.2f} ms"
+                  f"  (n={len(values)})")
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -197,6 +295,7 @@ def run(mesh: Mesh, args: argparse.Namespace) -> int:
     idle_rate = (cpu_seconds(pids["b"]) - idle_cpu0) / (time.monotonic() - t_idle0)
     idle_rss = {name: proc_status(pid)["VmRSS"] for name, pid in pids.items()}
 
+    kernel0 = {name: kernel_counters(node.ns) for name, node in mesh.nodes.items()}
     fwd0, (user0, sys0), t0 = forwarded(b), cpu_times(pids["b"]), time.monotonic()
     pub = subprocess.run(
         ["ip", "netns", "exec", a.ns, sys.executable, "-c", PUBLISHER, str(a.mqtt_port),
@@ -204,8 +303,14 @@ def run(mesh: Mesh, args: argparse.Namespace) -> int:
     expected = int(args.rate * args.seconds)
     peak_rss = {name: proc_status(pid)["VmRSS"] for name, pid in pids.items()}
     deadline = time.monotonic() + 120.0  # a hang guard: report what arrived, do not raise
+    last, quiet_since = -1, time.monotonic()
     while time.monotonic() < deadline:  # count lines, not parsed JSON: cheap at 1000/s
-        if sum('"bench/load"' in line for line in list(sub.lines)) >= expected:
+        arrived = sum('"bench/load"' in line for line in list(sub.lines))
+        if arrived >= expected:
+            break
+        if arrived != last:
+            last, quiet_since = arrived, time.monotonic()
+        elif time.monotonic() - quiet_since > 30.0:  # nothing more in 30 s: report the rest
             break
         time.sleep(1.0)
     fwd1, (user1, sys1), t1 = forwarded(b), cpu_times(pids["b"]), time.monotonic()
@@ -229,13 +334,7 @@ def run(mesh: Mesh, args: argparse.Namespace) -> int:
           f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     print(f"  publisher: {pub.stdout.strip()}")
     print(f"  delivered on C: {len(seen)}/{expected} distinct, {len(latencies)} deliveries")
-    if len(seen) < expected:
-        for name, node in mesh.nodes.items():
-            status = node.try_status() or {}
-            drops = status.get("drops", {})
-            print(f"  {name}: kernel drops {drops.get('kernel')}, node drops {drops.get('node')}, "
-                  f"outbox {status.get('outbox')}, mqtt queued "
-                  f"{(status.get('mqtt') or {}).get('queued')}")
+    account(mesh, expected, seen, kernel0)
     print("  resident memory, idle (MiB):        "
           + "  ".join(f"{n}={kb / 1024:.1f}" for n, kb in idle_rss.items()))
     print("  resident memory, under load (MiB):  "
@@ -254,6 +353,8 @@ def run(mesh: Mesh, args: argparse.Namespace) -> int:
               f"  p99 {percentile(latencies, 0.99) * 1e3:.2f} ms"
               f"  mean {statistics.fmean(latencies) * 1e3:.2f} ms"
               f"  max {max(latencies) * 1e3:.2f} ms")
+        print("  latency by segment (telemetry records of A and C):")
+        segments(mesh, sub.deliveries())
     sub.close()
     return 0
 

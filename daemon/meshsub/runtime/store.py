@@ -26,6 +26,7 @@ the disk on every buffer update. Callers batch (one commit per MQTT batch).
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -230,6 +231,23 @@ class Store:
                 with contextlib.suppress(sqlite3.Error):
                     self._db.execute("PRAGMA synchronous=FULL")
 
+    def sync_wal(self) -> None:
+        """Make every commit written so far durable: fsync the write-ahead log.
+
+        Safe from another thread (it does not use the SQLite connection): a
+        commit's bytes are in the WAL file once ``COMMIT`` returned, whatever
+        ``synchronous`` said; a checkpoint syncs the WAL before it copies
+        anything into the database. Raises ``OSError``.
+        """
+        try:
+            fd = os.open(f"{self.path}-wal", os.O_RDONLY)
+        except FileNotFoundError:  # no WAL (yet): every commit is in the database file
+            fd = os.open(self.path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
     @property
     def schema_version(self) -> int:
         return int(self._db.execute("PRAGMA user_version").fetchone()[0])
@@ -311,12 +329,13 @@ class Store:
     # --------------------------------------------------------------- outbox
 
     def outbox_add(
-        self, entries: Sequence[tuple[MessageId, str, Ingress | None]]
+        self, entries: Sequence[tuple[MessageId, str, Ingress | None]], *, durable: bool = True
     ) -> list[OutboxEntry]:
-        """Persist accepted publications in one commit; they survive SIGKILL after return."""
+        """Persist accepted publications in one commit; they survive SIGKILL after return,
+        and a power cut once the commit is durable (at return, or after ``sync_wal``)."""
         now = self._clock()
         added: list[OutboxEntry] = []
-        with self.transaction() as db:
+        with self.transaction(durable=durable) as db:
             for event_id, event, ingress in entries:
                 db.execute(
                     "INSERT INTO outbox (event_id, event, accepted) VALUES (?, ?, ?)",
@@ -473,15 +492,17 @@ class LocalPublisher:
         self.fed = 0
         self.feed_errors = 0
 
-    def persist(self, events: Sequence[tuple[Event, Ingress | None]]) -> list[MessageId]:
-        """Assign ids and persist all ``events`` in one commit.
+    def persist(self, events: Sequence[tuple[Event, Ingress | None]], *,
+                durable: bool = True) -> list[MessageId]:
+        """Assign ids and persist all ``events`` in one commit (``durable=False``: the
+        caller acknowledges them only after ``Store.sync_wal``).
 
         Raises ``OutboxFullError`` (nothing persisted) when they do not fit.
         """
         if self.store.outbox_len() + len(events) > self.limit:
             raise OutboxFullError(f"outbox full ({self.limit} unconsumed publications)")
         rows = [(self.new_id(), format_event(event), ingress) for event, ingress in events]
-        self.store.outbox_add(rows)
+        self.store.outbox_add(rows, durable=durable)
         return [row[0] for row in rows]
 
     def feed(self, event: Event, event_id: MessageId) -> bool:
