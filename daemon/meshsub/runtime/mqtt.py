@@ -338,6 +338,9 @@ class MqttBridge:
         """The broker's cumulative dropped-publication count when we last read it."""
         self.acks = DurableAcks(store.sync_wal, self._sync_failed)
         """PUBACKs of publications wait for the fsync of their commit, off the loop."""
+        self.on_drop: Callable[[str, MessageId, str], None] | None = None
+        """Told of each delivery dropped (reason, event id, subscription): the node writes
+        a ``drop`` telemetry record for it, so that every lost delivery is accounted."""
 
     # ------------------------------------------------------------ lifecycle
 
@@ -390,6 +393,8 @@ class MqttBridge:
         self._record_delivered()
         if self._out:
             self.counters["dropped:shutdown"] += len(self._out)
+            for item in self._out:
+                self._dropped("mqtt_shutdown", item)
             log.warning("undelivered MQTT messages at shutdown", count=len(self._out))
         self.state = "stopped"
 
@@ -448,11 +453,16 @@ class MqttBridge:
             self.counters["dropped:queue_full"] += 1
             if old.delivered is not None:
                 self._in_flight.discard(old.delivered)
+                self._dropped("mqtt_queue_full", old)
             if _sparse(self.counters["dropped:queue_full"]):
                 log.warning("MQTT queue full: dropping the oldest messages", topic=old.topic,
                             dropped=self.counters["dropped:queue_full"])
         self._out.append(item)
         self._wake.set()
+
+    def _dropped(self, reason: str, item: _Outgoing) -> None:
+        if item.delivered is not None and self.on_drop is not None:
+            self._call(self.on_drop, reason, *item.delivered)
 
     def _report(self, topic: str, reason: str, error: str) -> None:
         """Count a rejected application message and tell the application on ``<p>/error``."""

@@ -285,6 +285,7 @@ class Node:
             node=self.node, store=self.store, publisher=self.publisher,
             on_subscribe=self._local_subscribe, on_unsubscribe=self._local_unsubscribe,
         )
+        self.bridge.on_drop = self._delivery_dropped
         self.bridge.check_broker_queue(Path(cfg.mqtt.broker_config))
         for warning in cfg.security.warnings:
             log.warning("weak fleet key", problem=warning)
@@ -445,6 +446,11 @@ class Node:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
+
+    def _delivery_dropped(self, reason: str, event_id: MessageId, sub_id: str) -> None:
+        """A delivery the MQTT bridge could not keep (its queue's bound): one ``drop``
+        record per event, beside the bridge's counter in ``status``."""
+        self.record("drop", {"reason": reason, "event_id": str(event_id), "sub_id": sub_id})
 
     def _note_kernel_drops(self) -> None:
         """Datagrams the kernel dropped for our socket (refused by the admission's
