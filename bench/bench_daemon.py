@@ -241,8 +241,9 @@ def print_account(st: dict[str, dict[str, Any]], delivered: int) -> bool:
         - delivered,
     }
     unexplained = published - delivered - sum(parts.values())
-    print(f"  account: published (A accepted) {published} = delivered {delivered} + "
-          + " + ".join(f"{k} {v}" for k, v in parts.items() if v) + f" + unexplained {unexplained}")
+    terms = [f"delivered {delivered}", *(f"{k} {v}" for k, v in parts.items() if v),
+             f"unexplained {unexplained}"]
+    print(f"  account: published (A accepted) {published} = " + " + ".join(terms))
     ok = unexplained == 0
     for hop, lost, receiver in (("A -> B", parts["lost A -> B"], "b"),
                                 ("B -> C", parts["lost B -> C"], "c")):

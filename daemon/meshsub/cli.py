@@ -55,8 +55,10 @@ def meshsubd_main(argv: Sequence[str] | None = None) -> int:
 
     try:
         from meshsub.runtime.config import ConfigError, load_config
+        from meshsub.runtime.protocolcheck import isolate
     except ImportError as exc:
         return _fail("meshsubd", f"configuration support is missing: {exc}", EXIT_FAILURE)
+    isolate()  # every protocol is loaded in a child for the registry's checks, one here
     try:
         config = load_config(args.config)
     except ConfigError as exc:
