@@ -27,6 +27,7 @@ link is back, so store-carry-forward protocols exchange what they carry.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
 import gc
@@ -34,6 +35,7 @@ import inspect
 import math
 import os
 import secrets
+import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -99,6 +101,8 @@ EXIT_FAILURE = 1
 PLAUSIBLE_CLOCK_S = 1_735_689_600
 """2025-01-01: a real-time clock before this has never been set (epochs seed from it)."""
 HOUSEKEEPING_S = 1.0
+CHECKPOINT_S = 0.1
+"""How often the store's write-ahead log is checkpointed off the loop (see _checkpoints)."""
 STATUS_EVERY_S = 10.0
 
 
@@ -341,6 +345,7 @@ class Node:
         self.signals = SignalHandlers(self.request_stop, self.reload)
         self.signals.install()
         self._tasks = [asyncio.create_task(self._housekeeping(), name="housekeeping"),
+                       asyncio.create_task(self._checkpoints(), name="checkpoints"),
                        asyncio.create_task(self.notifier.watchdog_loop(self._healthy),
                                            name="watchdog")]
         self.state = "running"
@@ -495,6 +500,31 @@ class Node:
             if line != self._last_status or self._last_tick - last_status >= STATUS_EVERY_S:
                 self.notifier.status(line)
                 self._last_status, last_status = line, self._last_tick
+
+    async def _checkpoints(self) -> None:
+        """Checkpoint the store's write-ahead log in a worker thread every
+        ``CHECKPOINT_S`` when anything was committed, so that SQLite's own checkpoint (two
+        fsyncs, in the thread that commits: this loop; every 256 pages, ~0.4 s of
+        publications at 100 events/s) is not reached: it made a publication's commits
+        take 12-17 ms at the 99th percentile instead of 0.9 ms (store.checkpoint_wal)."""
+        store = self.store
+        if store is None:
+            return
+        loop = asyncio.get_running_loop()
+        with concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="meshsub-checkpoint") as worker:
+            seen = store.commits
+            while True:
+                await asyncio.sleep(CHECKPOINT_S)
+                if store.commits == seen:
+                    continue  # nothing written since the last one
+                seen = store.commits
+                try:
+                    await loop.run_in_executor(worker, store.checkpoint_wal)
+                except sqlite3.Error as exc:  # SQLite's own checkpoint still bounds the log
+                    self.counters["checkpoint_errors"] += 1
+                    if self.counters["checkpoint_errors"] == 1:
+                        log.warning("background checkpoint failed", exc=exc)
 
     def _forget_addresses(self) -> None:
         """The link learns an address per transmitter; keep only those the replay table
