@@ -57,6 +57,7 @@ class DurableAcks:
         self._wanted = 0
         """The highest fsync number anyone waits for."""
         self._running = False
+        self._closed = False
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self.syncs = 0
         self.sync_errors = 0
@@ -85,6 +86,8 @@ class DurableAcks:
             self._start()
 
     def _start(self) -> None:
+        if self._closed:  # stopping: what waits is never acknowledged (the broker resends)
+            return
         loop = asyncio.get_running_loop()
         if self._executor is None:
             self._executor = concurrent.futures.ThreadPoolExecutor(
@@ -138,6 +141,7 @@ class DurableAcks:
         return count
 
     def close(self) -> None:
+        self._closed = True
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None
