@@ -64,6 +64,10 @@ class DurableAcks:
         self.sync_s_max = 0.0
 
     @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
     def waiting(self) -> int:
         """Acknowledgements not yet sent."""
         return len(self._queue)

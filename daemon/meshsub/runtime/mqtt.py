@@ -346,7 +346,7 @@ class MqttBridge:
 
     async def start(self) -> None:
         """Restore persisted MQTT subscriptions into the node, then connect in the background."""
-        if self.acks._closed:  # started again after a stop
+        if self.acks.closed:  # started again after a stop
             self.acks = DurableAcks(self.store.sync_wal, self._sync_failed)
         for sub_id, text in self.store.subscriptions(source="mqtt").items():
             try:
