@@ -45,3 +45,10 @@ def test_a_collision_found_in_the_child_stops_the_lookup_naming_both(
     with pytest.raises(RegistryError, match=r"protocol id 1 is claimed by both .*'clash'"):
         protocolcheck.lookup("flooding")
     assert "clash_proto" not in sys.modules  # loaded in the child only
+
+
+def test_meshsubd_in_process_leaves_the_lookup_as_it_found_it(tmp_path: Path) -> None:
+    """A later lookup in the same process (a test's) checks the registry again itself."""
+    from meshsub.cli import meshsubd_main
+    assert meshsubd_main(["--check", "--config", str(install_example(tmp_path))]) == 0
+    assert protocolcheck._state == {"isolated": False, "checked": False}

@@ -3,19 +3,21 @@
 ``core.registry.get_protocol`` loads every installed protocol to check that no
 two claim one name or frame id (a collision must stop the daemon, naming
 both). For a daemon that runs one protocol that kept all fourteen resident:
-8 MiB of its idle memory. With ``isolate()`` (``meshsubd`` calls it before it
+8 MiB of its idle memory. Within ``isolated()`` (``meshsubd`` runs in it from before it
 reads its configuration) the check runs in a forked child, which loads them
 all, answers with the error text or nothing, and exits; this process then
 loads only the protocol it runs. The answer and its errors are those of
 ``get_protocol``: the child's ``RegistryError`` is raised again here.
 
 Fork is safe where it is used: ``meshsubd`` reads its configuration before it
-starts a thread or an event loop (``isolate()`` is never enabled elsewhere).
+starts a thread or an event loop (``isolated()`` is used nowhere else).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 
 from meshsub.core.protocol import Protocol
 from meshsub.core.registry import RegistryError, get_protocol, load_protocol, load_registry
@@ -23,9 +25,16 @@ from meshsub.core.registry import RegistryError, get_protocol, load_protocol, lo
 _state = {"isolated": False, "checked": False}
 
 
-def isolate() -> None:
-    """From now on, ``lookup`` checks the registry in a child (once per process)."""
-    _state["isolated"] = True
+@contextlib.contextmanager
+def isolated() -> Iterator[None]:
+    """Within the block, ``lookup`` checks the registry in a child (once); the state
+    before it comes back after (``meshsubd_main`` also runs inside test processes)."""
+    saved = dict(_state)
+    _state.update(isolated=True, checked=False)
+    try:
+        yield
+    finally:
+        _state.update(saved)
 
 
 def lookup(name: str) -> type[Protocol]:
