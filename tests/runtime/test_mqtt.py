@@ -283,6 +283,8 @@ async def test_own_publications_never_come_back(broker: Broker, store: Store) ->
 async def test_broker_down_queues_then_delivers_once(broker: Broker, store: Store) -> None:
     node = FakeNode()
     bridge = _bridge(_settings(broker, queue_limit=3), store, node)
+    dropped: list[tuple[str, MessageId, str]] = []
+    bridge.on_drop = lambda *d: dropped.append(d)  # the node writes a drop record for each
     # the application keeps a persistent session; the broker saves it across its restart
     app_props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
     app_props.SessionExpiryInterval = 300
@@ -302,6 +304,7 @@ async def test_broker_down_queues_then_delivers_once(broker: Broker, store: Stor
         for n in range(1, 6):  # 5 deliveries into a queue of 3: the 2 oldest are dropped
             bridge.deliver(Deliver("s", parse_event(f"t/x n={n}"), MessageId(9, 1, n), 1))
         assert bridge.counters["dropped:queue_full"] == 2
+        assert dropped == [("mqtt_queue_full", MessageId(9, 1, n), "s") for n in (1, 2)]
         assert bridge.status()["queued"] == 3
         await broker.start()
         await until(lambda: bridge.status()["queued"] == 0, "the queue to drain")
