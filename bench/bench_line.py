@@ -11,6 +11,7 @@ dropped by reason, queued, waiting for an fsync), the latency MQTT(A) ->
 MQTT(C) and its split by segment from the daemons' telemetry records.
 
     .venv/bin/python bench/bench_line.py [--rate 1000] [--seconds 10]
+    .venv/bin/python bench/bench_line.py --commits 1000
 """
 
 from __future__ import annotations
@@ -71,12 +72,75 @@ def wait(cond: Any, what: str, timeout: float = 30.0) -> None:
     raise SystemExit(f"bench_line: timed out waiting for {what}")
 
 
+def commit_latency(publications: int, background: bool) -> list[float]:
+    """Seconds per accepted publication's commits (outbox and ingress written unsynced as
+    the bridge does, then the removal after the feed), 100 per second, with SQLite's own
+    checkpoint in the committing thread or a worker checkpointing every 0.1 s as the node
+    does (``Node._checkpoints``)."""
+    import threading
+
+    from meshsub.core.api import MessageId
+    from meshsub.core.content import Event
+    from meshsub.runtime.store import Ingress, LocalPublisher, Store
+
+    work = Path(tempfile.mkdtemp(prefix="msub-commits-"))
+    store = Store(work / "meshsub.db")
+    ids = iter(range(1, publications + 1))
+    publisher = LocalPublisher(store, lambda: MessageId(1, 1, next(ids)), lambda e, i: None)
+    stop = threading.Event()
+
+    def checkpoints() -> None:
+        seen = store.commits
+        while not stop.wait(0.1):
+            if store.commits != seen:
+                seen = store.commits
+                store.checkpoint_wal()
+
+    worker = threading.Thread(target=checkpoints)
+    if background:
+        worker.start()
+    took = []
+    try:
+        for i in range(publications):
+            start = time.perf_counter()
+            event = Event("bench/load", {"i": i, "t0": time.time()})
+            (event_id,) = publisher.persist([(event, Ingress(i % 65535, os.urandom(16)))],
+                                            durable=False)
+            publisher.feed_many([(event, event_id)])
+            took.append(time.perf_counter() - start)
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        if background:
+            worker.join()
+        store.close()
+        shutil.rmtree(work, ignore_errors=True)
+    return took
+
+
+def commits_main(publications: int) -> int:
+    load = os.getloadavg()
+    print(f"commit latency per accepted publication, {publications} at 100/s; load average "
+          f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    for background, label in ((False, "SQLite's checkpoint in the loop (before)"),
+                              (True, "checkpoints in a worker every 0.1 s (after)")):
+        took = commit_latency(publications, background)
+        print(f"  {label:<45} p50 {percentile(took, 0.5) * 1e3:6.2f} ms  p99 "
+              f"{percentile(took, 0.99) * 1e3:6.2f} ms  max {max(took) * 1e3:6.2f} ms")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rate", type=float, default=1000.0, help="events per second")
     parser.add_argument("--seconds", type=float, default=10.0, help="length of the load")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--commits", type=int, default=0, metavar="N",
+                        help="instead: the store's commit latency for N publications, "
+                             "SQLite's own checkpoint against the node's background one")
     args = parser.parse_args(argv)
+    if args.commits:
+        return commits_main(args.commits)
     mosquitto = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
     work = Path(tempfile.mkdtemp(prefix="msub-line-"))
     procs: list[subprocess.Popen[bytes]] = []

@@ -505,8 +505,8 @@ class Node:
         """Checkpoint the store's write-ahead log in a worker thread every
         ``CHECKPOINT_S`` when anything was committed, so that SQLite's own checkpoint (two
         fsyncs, in the thread that commits: this loop; every 256 pages, ~0.4 s of
-        publications at 100 events/s) is not reached: it made a publication's commits
-        take 12-17 ms at the 99th percentile instead of 0.9 ms (store.checkpoint_wal)."""
+        publications at 100 events/s) is not reached: it doubled the 99th percentile of
+        a publication's commits (bench_line.py --commits; store.checkpoint_wal)."""
         store = self.store
         if store is None:
             return
