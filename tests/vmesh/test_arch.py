@@ -69,6 +69,10 @@ def test_each_device_installs_from_its_architecture_s_wheelhouse(
         tmp_path / f"wheelhouse-{OTHER}")
     assert "meshsub_wheelhouse_dir" not in hosts[plan.nodes[0].hostname]
     assert "meshsub_wheelhouse_dir" not in hosts[plan.nodes[2].hostname]
+    # an emulated device gets time to log in and start its Python under qemu-user
+    assert hosts[plan.nodes[1].hostname]["ansible_ssh_timeout"] \
+        == inventory.EMULATED_CONNECT_TIMEOUT_S
+    assert "ansible_ssh_timeout" not in hosts[plan.nodes[0].hostname]
 
 
 def test_a_scenario_names_its_devices_architectures() -> None:
