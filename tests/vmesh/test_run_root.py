@@ -77,7 +77,8 @@ def test_six_in_a_line_flood_over_five_hops_and_node_6_never_hears_node_1(
         page = stack.enter_context(chromium_page())
         page.goto(url)
 
-        def look_at_the_map(_devices: dict[int, NodePlan]) -> None:  # the daemons still run
+        def look_at_the_map(devices: dict[int, NodePlan]) -> None:  # the daemons still run
+            _send_a_malformed_frame(devices[1], devices[2])  # into node 2's capture
             try:
                 seen["t"] = scrub_until(page, "#paths .delivery[data-node='6']")
             finally:
@@ -116,11 +117,17 @@ def test_six_in_a_line_flood_over_five_hops_and_node_6_never_hears_node_1(
     assert frames[mac[5]] > 0, frames  # the capture saw node 6's one neighbour
     assert frames[mac[1]] == 0, frames  # and never a frame straight from node 1
     # the Wireshark dissector on the medium's captures: node 1's alarms as node 2's radio
-    # received them from node 1 (hop 0) and node 3's from node 2 (hop 1), none malformed
+    # received them from node 1 (hop 0) and node 3's from node 2 (hop 1); the one
+    # malformed frame is the truncated one node 1 sent node 2, shown as malformed
     dissected = _dissect(tmp_path / "n2.pcap", tmp_path / "n3.pcap")
+    malformed = {pcap: [(p["ip.src"], p["_ws.expert.message"]) for p in packets
+                        if "_ws.expert.message" in p] for pcap, packets in dissected.items()}
+    assert malformed["n3"] == [] and len(malformed["n2"]) == 1, malformed
+    (source,), (why,) = malformed["n2"][0]
+    assert source == _node_plan(res, 1).mesh_ip and "truncated" in why, malformed
     for pcap, (tx, hop) in (("n2", (1, 0)), ("n3", (2, 1))):
-        packets = dissected[pcap]
-        assert packets and not [p for p in packets if "_ws.expert.message" in p], pcap
+        packets = [p for p in dissected[pcap] if "_ws.expert.message" not in p]
+        assert packets, pcap
         data = {(p["meshsub.origin"][0], p["meshsub.seq"][0],
                  p["meshsub.flooding.data.event"][0].split(",")[0]) for p in packets
                 if p.get("meshsub.message") == ["flooding.DATA"]
@@ -141,13 +148,25 @@ def test_six_in_a_line_flood_over_five_hops_and_node_6_never_hears_node_1(
     assert int(seen["status6"]["delivered"]) >= 1, seen
 
 
+def _send_a_malformed_frame(src: NodePlan, dst: NodePlan) -> None:
+    """A truncated meshsub frame (3 bytes) from ``src``'s radio to ``dst``'s daemon port, as
+    a broken or hostile transmitter would send it (the daemon counts it as a drop)."""
+    import subprocess
+    import sys
+
+    code = ("import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM)"
+            f".sendto(b'\\x01\\x00\\x05', ({dst.mesh_ip!r}, 4790))")
+    subprocess.run(["ip", "netns", "exec", src.netns, sys.executable, "-c", code],
+                   check=True, timeout=30, capture_output=True)
+
+
 def _dissect(*pcaps: Path) -> dict[str, list[dict[str, list[str]]]]:
     """tshark with deploy/wireshark/meshsub.lua on each capture (the daemons' port 4790)."""
     import json
     import subprocess
 
     plugin = Path(__file__).resolve().parents[2] / "deploy" / "wireshark" / "meshsub.lua"
-    fields = ("meshsub.message", "meshsub.transmitter", "meshsub.origin", "meshsub.seq",
+    fields = ("ip.src", "meshsub.message", "meshsub.transmitter", "meshsub.origin", "meshsub.seq",
               "meshsub.hop", "meshsub.flooding.data.event", "_ws.expert.message")
     out = {}
     for pcap in pcaps:
@@ -160,11 +179,14 @@ def _dissect(*pcaps: Path) -> dict[str, list[dict[str, list[str]]]]:
     return out
 
 
-def _mac(res: Any, node: int) -> str:
+def _node_plan(res: Any, node: int) -> NodePlan:
     from meshsim.vmesh.lifecycle import load_plan
 
-    index = sorted(res.devices).index(node)
-    return load_plan(RUN).nodes[index].mesh_mac.lower()
+    return load_plan(RUN).nodes[sorted(res.devices).index(node)]
+
+
+def _mac(res: Any, node: int) -> str:
+    return _node_plan(res, node).mesh_mac.lower()
 
 
 @pytest.mark.long  # ./test.sh -m long
