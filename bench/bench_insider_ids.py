@@ -9,18 +9,23 @@ from 127.0.0.2. Printed: RSS before the ids, after them (once the transmitter co
 settle) and 20 s later, the neighbour count and whether node 2 is still one.
 
 This is ``bench_insider.py``'s second phase without namespaces (so without the root
-lock); ``--baseline PYTHON`` runs the same measurement first with another tree's venv
-(its ``meshsubd``), e.g. main's, in the same run. Target (issue 25): RSS +5 MB at most
-for the ids, live neighbours kept. Figures depend on the host's load (printed).
+lock). ``--before REV`` measures a git revision's ``daemon/`` (exported with ``git
+archive``, run by this venv's Python with ``PYTHONPATH`` on it) and ``--baseline
+PYTHON`` another tree's venv (its ``meshsubd``), in turns with this tree, ``--rounds``
+runs each, every measurement in a fresh process and its own daemon. Target (issue 25):
+RSS +5 MB at most for the ids in every run, live neighbours kept. Figures depend on the
+host's load (printed after every run).
 
     flock -x /tmp/msub-locks/cpu.lock .venv/bin/python bench/bench_insider_ids.py \\
-        [--baseline /path/to/main/.venv/bin/python] [--events 1500] [--ids 10000]
+        [--before abb257d] [--baseline /path/to/other/.venv/bin/python] [--rounds 2] \\
+        [--events 1500] [--ids 10000]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -36,6 +41,7 @@ sys.path.insert(0, str(HERE.parent / "tests" / "e2e"))
 import mesh as m  # noqa: E402
 
 import bench_insider as bi  # noqa: E402
+import meshsub  # noqa: E402
 from meshsub.core.api import MessageId  # noqa: E402
 from meshsub.runtime.discovery import Beacon  # noqa: E402
 from meshsub.wire import FrameCodec  # noqa: E402
@@ -93,7 +99,7 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
         frames = node.ctl("status")["frames"]
         return int(frames["transmitters"]) + int(frames["counters"].get("transmitters_full", 0))
 
-    out: dict[str, object] = {}
+    out: dict[str, object] = {"code": str(Path(meshsub.__file__).parent)}  # the daemon's too
     try:
         m.wait_for(lambda: (node.state_dir / "meshsubd.sock").exists(), "meshsubd up")
         threading.Thread(target=live, daemon=True).start()
@@ -122,9 +128,38 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
     return out
 
 
+def measured(args: argparse.Namespace, python: str, port: int,
+             env: dict[str, str] | None = None) -> dict[str, object] | None:
+    """One measurement in a fresh process (``python``, ``env``); None if it failed."""
+    proc = subprocess.run([python, __file__, "--json", "--events", str(args.events),
+                           "--size", str(args.size), "--ids", str(args.ids), "--rate",
+                           str(args.rate), "--port", str(port)],
+                          capture_output=True, text=True, timeout=900, env=env)
+    if proc.returncode != 0:
+        print(f"bench_insider_ids: a run failed: {proc.stderr.strip()[-500:]}", file=sys.stderr)
+        return None
+    result: dict[str, object] = json.loads(proc.stdout.splitlines()[-1])
+    return result
+
+
+def report(label: str, out: dict[str, object], ids: int) -> float:
+    """Print one run's line; its RSS growth for the ids in MB."""
+    growth = int(str(out["rss_growth_ids_kb"])) / 1e3
+    print(f"{label}: {out['buffered']} junk events carried; {ids} ids: "
+          f"{out['neighbors']} neighbours, live one kept {out['live_neighbor_kept']}; "
+          f"RSS {int(str(out['rss_before_kb'])) / 1e3:.1f} -> "
+          f"{int(str(out['rss_after_kb'])) / 1e3:.1f} MB (+{growth:.1f} MB), 20 s later "
+          f"{int(str(out['rss_after_20s_kb'])) / 1e3:.1f} MB")
+    return growth
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--baseline", help="another tree's venv python, measured first")
+    parser.add_argument("--before", metavar="REV",
+                        help="a git revision whose daemon/ is measured in turns with this tree's")
+    parser.add_argument("--baseline", metavar="PYTHON",
+                        help="another tree's venv python, measured in turns with this tree")
+    parser.add_argument("--rounds", type=int, default=2, help="runs of each tree, in turns")
     parser.add_argument("--events", type=int, default=1500)
     parser.add_argument("--size", type=int, default=60_000)
     parser.add_argument("--ids", type=int, default=10_000)
@@ -132,32 +167,41 @@ def main() -> int:
     parser.add_argument("--port", type=int, default=27700, help="UDP port (MQTT: port+1)")
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.json:  # one measurement, for a baseline run under another interpreter
+    if args.json:  # one measurement, in the process of one of the trees
         print(json.dumps(measure(args)))
         return 0
-    print("load before:", uptime())
-    runs: list[tuple[str, dict[str, object]]] = []
-    if args.baseline:
-        proc = subprocess.run([args.baseline, __file__, "--json", "--events", str(args.events),
-                               "--size", str(args.size), "--ids", str(args.ids), "--rate",
-                               str(args.rate), "--port", str(args.port + 10)],
-                              capture_output=True, text=True, timeout=900)
-        if proc.returncode != 0:
-            print(f"bench_insider_ids: baseline failed: {proc.stderr.strip()[-500:]}",
-                  file=sys.stderr)
-            return 1
-        runs.append((f"baseline ({args.baseline})", json.loads(proc.stdout.splitlines()[-1])))
-    runs.append((f"this tree ({sys.executable})", measure(args)))
+    with tempfile.TemporaryDirectory(prefix="msub-insider-ids-before-") as tmp:
+        trees: list[tuple[str, str, dict[str, str] | None]] = []
+        if args.before:
+            from bench_sim import export  # the same git-archive export as bench_sim's
+
+            code = export(args.before, Path(tmp)) / "daemon"
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+                filter(None, [str(code), os.environ.get("PYTHONPATH")]))}
+            trees.append((f"before ({args.before})", sys.executable, env))
+        if args.baseline:
+            trees.append((f"baseline ({args.baseline})", args.baseline, None))
+        trees.append((f"this tree ({sys.executable})", sys.executable, None))
+        print("load before:", uptime())
+        growths: dict[str, list[float]] = {label: [] for label, _, _ in trees}
+        port = args.port
+        for n in range(args.rounds):
+            for label, python, tree_env in trees:
+                port += 10
+                out = measured(args, python, port, tree_env)
+                if out is None:
+                    return 1
+                print(json.dumps(out))
+                growths[label].append(report(f"{label}, run {n + 1}", out, args.ids))
+                if not out["live_neighbor_kept"]:
+                    print(f"{label}, run {n + 1}: the live neighbour was NOT kept")
+                print("load:", uptime(), flush=True)
     print("load after:", uptime())
-    for label, out in runs:
-        print(json.dumps(out))
-        growth = int(str(out["rss_growth_ids_kb"])) / 1e3
-        print(f"{label}: {out['buffered']} junk events carried; {args.ids} ids: "
-              f"{out['neighbors']} neighbours, live one kept {out['live_neighbor_kept']}; "
-              f"RSS {int(str(out['rss_before_kb'])) / 1e3:.1f} -> "
-              f"{int(str(out['rss_after_kb'])) / 1e3:.1f} MB (+{growth:.1f} MB; target "
-              f"<= +5: {'met' if growth <= 5.0 else 'not met'}), 20 s later "
-              f"{int(str(out['rss_after_20s_kb'])) / 1e3:.1f} MB")
+    for label, values in growths.items():
+        worst = max(values)
+        print(f"{label}: RSS growth for the ids per run "
+              f"{', '.join(f'+{v:.1f}' for v in values)} MB; target +5 MB at most (rule: "
+              f"every run <= +5.0 MB): {'met' if worst <= 5.0 else 'not met'}")
     return 0
 
 

@@ -33,8 +33,16 @@ LUA = Path(__file__).resolve().parent.parent / "deploy" / "wireshark" / "meshsub
 BEGIN, END = "-- messages:begin", "-- messages:end"
 
 #: a body layout: positional names; ``(name, layout)`` names an element that is itself
-#: an array and the names of its elements
-Layout = list[Any]
+#: an array and the names of its elements; ``Each(item)``: a list, every element ``item``
+Layout = Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Each:
+    """A body (or element) that is a list of like elements, each named ``item`` (a name, or
+    ``(name, layout)``): epidemic's id lists, PULL's interests, BRVST's entries."""
+
+    item: Any
 
 _EVENT_AT = ["event", "published_at"]
 _ENVELOPE = ["cell_x", "cell_y", "topic", "dest", "redirects", "geo"]
@@ -54,11 +62,63 @@ def _enveloped(payload: Layout) -> Layout:
     return [*_ENVELOPE, ("payload", payload), *_ENVELOPE_TAIL]
 
 
+_ID = ("id", ["origin", "epoch", "seq"])  # a MessageId on the wire
+_CELL = ["gx", "gy"]
+# PUMA and paging (Zheng 2008, §5.3-5.4; docs/protocols/puma.md, "Messages"): messages for
+# the previous broker travel in a routed envelope whose inner list depends on the type
+_PUMA_ROUTED = ["dest", "client", "cell", "base"]
+_PUMA = {
+    "BEACON": _CELL,
+    "DELIVER": ["client", "root_node", "root", "phase", "published_at", "event",
+                ("tree", Each(("cell", ["gx", "gy", "parent"])))],
+    "REPLY": [*_PUMA_ROUTED, ("inner", [_ID])],
+    "HELLO": [*_PUMA_ROUTED, "inner"],
+    "REPORT": [*_PUMA_ROUTED, "inner"],
+    "REFRESH": [*_PUMA_ROUTED, ("inner", ["sub_id", "version", "filter"])],
+    "UNSUBSCRIBE": [*_PUMA_ROUTED, ("inner", ["sub_id", "version"])],
+}
+# BRVST (docs/protocols/brvst.md, "Messages"): types 18-31 travel in the routed envelope
+_BRVST_ENVELOPE = ["kind", "ax", "ay", "dest", "target_x", "target_y", "epoch", "redirects",
+                   "geo"]
+_BRVST_SENDER = ("sender", ["node", "x", "y", "epoch"])
+_BRVST_PUB = ("pub", [_ID, "event", "published_at"])
+_BRVST_ENTRIES = ("entries", Each(("entry", Each(("arv", ["attr", "level", "bitmap"])))))
+_BRVST_SUMMARY = ["ax", "ay", _BRVST_SENDER, "version", "reason", _BRVST_ENTRIES, "cfg",
+                  "predecessor"]
+_BRVST_PUB_DOWN = [_BRVST_PUB, "origin_zone_x", "origin_zone_y", "origin_grid_x",
+                   "origin_grid_y", "from_cache", "for_sub", _BRVST_SENDER]
+_BRVST_PAYLOADS: dict[str, Layout] = {
+    "SUBSCRIBE": ["sub_id", "subscription", "subscriber", "x", "y", "refresh",
+                  "want_history"],
+    "UNSUBSCRIBE": ["sub_id", "subscriber"],
+    "LOCATE": ["subscriber", "x", "y"],
+    "GRSV_UPDATE": _BRVST_SUMMARY,
+    "PUBLISH": [_BRVST_PUB, "origin_grid_x", "origin_grid_y"],
+    "PUB_UP": [_BRVST_PUB, "origin_grid_x", "origin_grid_y"],
+    "PUB_GRID": _BRVST_PUB_DOWN,
+    "PUB_ZONE": _BRVST_PUB_DOWN,
+    "DELIVER": [_BRVST_PUB, "sub_ids"],
+    "ZRSV_UPDATE": _BRVST_SUMMARY,
+    "PUB_ADVERT": ["origin_zone_x", "origin_zone_y", _BRVST_SENDER, "pub_id",
+                   ("attrs", Each(("attr", ["name", "value"])))],
+    "SUB_HISTORY": ["grid_x", "grid_y", _BRVST_SENDER, "sub_key", "subscription"],
+    "SUB_QUERY": ["origin_zone_x", "origin_zone_y", _BRVST_SENDER, _BRVST_ENTRIES],
+    "STATE_XFER": ["level", "ax", "ay", "epoch", "manager", "state"],
+}
+_BRVST = {
+    "ANNOUNCE": ["level", "ax", "ay", "manager", "epoch", "x", "y", "score", "inherited",
+                 "cfg"],
+    "RESIGN": ["level", "ax", "ay", "manager", "epoch", "successor"],
+    **{name: [*_BRVST_ENVELOPE, ("payload", payload)]
+       for name, payload in _BRVST_PAYLOADS.items()},
+}
+
 #: protocol name -> message type name -> body layout
 BODY_FIELDS: dict[str, dict[str, Layout]] = {
     "flooding": {"DATA": _EVENT_AT},
-    "epidemic": {"DATA": [*_EVENT_AT, "remaining_s"]},
-    "pull": {"DATA": [*_EVENT_AT, "remaining_s"]},
+    "epidemic": {"DATA": [*_EVENT_AT, "remaining_s"], "VECTOR": Each(_ID),
+                 "REQUEST": Each(_ID)},
+    "pull": {"DATA": [*_EVENT_AT, "remaining_s"], "INTEREST": Each("subscription")},
     "hesper": {
         "SUBSCRIBE": _enveloped(_HESPER_SUBSCRIBE),
         "REPLY": _enveloped(_HESPER_REPLY),
@@ -77,9 +137,17 @@ BODY_FIELDS: dict[str, dict[str, Layout]] = {
            "NOTIFY": ["sub_node", "x", "y", "sub_ids", "event", "published_at"]},
     "tg": {"PUBLISH": ["gid", "scope", "group_ttl", "visited", "event", "published_at"]},
     "dibs": {"ATTACH_NAK": ["reason"], "DETACH": ["slot"]},
+    "puma": _PUMA,
+    "paging": _PUMA,
+    "brvst": _BRVST,
 }
 
 
+#: PUMA's and paging's messages that are their dataclasses' fields in order
+_PUMA_CLASSES = ("meshsub.protocols.puma.messages", {
+    "SUBSCRIBE": "Subscribe", "PUBLISH": "Publish", "SUB_PROPAGATE": "SubPropagate",
+    "UNSUB_PROPAGATE": "UnsubPropagate", "EVENT": "EventMsg", "LOCAL": "Local",
+    "PAGE": "Page"})
 #: protocols whose messages are dataclasses encoded field by field, in order: the layout
 #: is the class's field names (checked against its encoder's list below)
 CLASS_LAYOUTS: dict[str, tuple[str, dict[str, str]]] = {
@@ -89,6 +157,8 @@ CLASS_LAYOUTS: dict[str, tuple[str, dict[str, str]]] = {
     "st": ("meshsub.protocols.st.messages", {"SUBS": "Subs", "PUBLISH": "Publish"}),
     "giant": ("meshsub.protocols.giant.messages", {
         "HELLO": "Hello", "ADV": "Adv", "BUNDLE": "Bundle"}),
+    "puma": _PUMA_CLASSES,
+    "paging": _PUMA_CLASSES,
     "dibs": ("meshsub.protocols.dibs.messages", {
         "HEARTBEAT": "Heartbeat", "ATTACH_REQ": "AttachReq", "ATTACH_ACK": "AttachAck",
         "SUBSCRIBE": "Query", "PUBLISH": "Publish", "NOTIFY": "Notify"}),
@@ -162,13 +232,16 @@ def message_names() -> dict[int, tuple[str, dict[int, str]]]:
     return dict(sorted(out.items()))
 
 
+def _lua_item(item: Any) -> str:
+    if isinstance(item, tuple):
+        return f'{{ "{item[0]}", {_lua_layout(item[1])} }}'
+    return f'"{item}"'
+
+
 def _lua_layout(layout: Layout) -> str:
-    parts = []
-    for item in layout:
-        if isinstance(item, tuple):
-            parts.append(f'{{ "{item[0]}", {_lua_layout(item[1])} }}')
-        else:
-            parts.append(f'"{item}"')
+    if isinstance(layout, Each):
+        return f"{{ each = {_lua_item(layout.item)} }}"
+    parts = [_lua_item(item) for item in layout]
     return "{ " + ", ".join(parts) + " }" if parts else "{}"
 
 
@@ -183,17 +256,21 @@ def render() -> str:
              "-- Generated by scripts/wireshark_fields.py from the protocols' code: do not edit.",
              "-- [protocol id] = { name, { [message type] = { NAME, body layout or nil } } }",
              "local MESSAGES = {"]
+    shared: list[str] = []  # protocols with the same messages as an earlier one (paging)
+    blocks: dict[tuple[str, ...], int] = {}
     for pid, (name, types) in names.items():
         bodies = layouts.get(name, {})
         for type_name in set(bodies) - set(types.values()):
             raise SystemExit(f"wireshark_fields: {name} has no message type {type_name}")
-        lines.append(f'    [{pid}] = {{ "{name}", {{')
-        for mtype, const in types.items():
-            layout = bodies.get(const)
-            body = f", {_lua_layout(layout)}" if layout is not None else ""
-            lines.append(f'        [{mtype}] = {{ "{const}"{body} }},')
-        lines.append("    } },")
-    lines += ["}", END]
+        block = tuple(f'        [{mtype}] = {{ "{const}"'
+                      + (f", {_lua_layout(bodies[const])}" if const in bodies else "") + " },"
+                      for mtype, const in types.items())
+        if block in blocks:
+            shared.append(f'MESSAGES[{pid}] = {{ "{name}", MESSAGES[{blocks[block]}][2] }}')
+            continue
+        blocks[block] = pid
+        lines += [f'    [{pid}] = {{ "{name}", {{', *block, "    } },"]
+    lines += ["}", *shared, END]
     return "\n".join(lines)
 
 

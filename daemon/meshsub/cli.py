@@ -35,6 +35,49 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2
 
 
+# The manual pages of the two commands: ``--help`` says what docs/operations.md says
+# (tests/runtime/test_cli.py compares them).
+MESHSUBD_EPILOG = f"""\
+examples:
+  meshsubd --config {DEFAULT_CONFIG}          # run (systemd does this)
+  meshsubd --config {DEFAULT_CONFIG} --check  # validate only: exit 0, or 2 + one line
+
+exit status:
+  0  stopped by SIGTERM/SIGINT; --check: the configuration is valid
+  1  runtime failure (a fatal error; systemd restarts the unit)
+  2  bad usage or bad configuration, one line on stderr (the unit does not restart)
+
+files:
+  {DEFAULT_CONFIG:<28}configuration (docs/config.md)
+  {"/etc/meshsub/fleet.keys":<28}fleet keys, readable by the service alone
+  {DEFAULT_STATE_DIR + "/":<28}state (SQLite) and telemetry spool
+  {DEFAULT_RUNTIME_DIR + "/" + SOCKET_NAME:<28}control socket (meshsubctl)
+
+see docs/operations.md and docs/config.md
+"""
+
+MESHSUBCTL_USAGE = "meshsubctl [--json] [--state-dir DIR | --socket PATH] [--timeout S] COMMAND"
+MESHSUBCTL_EPILOG = """\
+commands:
+  status                 node, protocol, uptime, epoch, location, link, MQTT, counters, drops
+  neighbors              one-hop neighbours (table)
+  subscriptions          local subscriptions (table)
+  pub TOPIC [name=value ...]     publish an event in the text syntax
+  sub FILTER [predicate ...]     subscribe and print deliveries until Ctrl-C
+  genkey [--id N]                print a new fleet key: 32 random bytes, hex (no daemon needed)
+
+exit status:
+  0  success; sub stopped with Ctrl-C
+  1  runtime failure: daemon not running, permission denied, request refused,
+     daemon went away
+  2  bad usage or bad expression
+
+Every failure is one line on stderr. The socket is group meshsub's (mode 0660): the
+role's meshsub_operators may use it without root.
+see docs/operations.md
+"""
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that reports errors as one line and exit status 2."""
 
@@ -46,13 +89,23 @@ class _Parser(argparse.ArgumentParser):
 
 
 def meshsubd_main(argv: Sequence[str] | None = None) -> int:
-    parser = _Parser(prog="meshsubd", description="meshsub field daemon")
+    parser = _Parser(prog="meshsubd", description="meshsub field daemon",
+                     epilog=MESHSUBD_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", "-c", default=DEFAULT_CONFIG, help="TOML configuration file")
     parser.add_argument("--check", action="store_true",
                         help="validate the configuration and exit (0 valid, 2 invalid)")
     parser.add_argument("--version", action="version", version=f"meshsubd {__version__}")
     args = parser.parse_args(argv)
 
+    try:
+        from meshsub.runtime.protocolcheck import isolated
+    except ImportError as exc:
+        return _fail("meshsubd", f"configuration support is missing: {exc}", EXIT_FAILURE)
+    with isolated():  # every protocol is loaded in a child for the registry's checks, one here
+        return _meshsubd(args)
+
+
+def _meshsubd(args: argparse.Namespace) -> int:
     try:
         from meshsub.runtime.config import ConfigError, load_config
     except ImportError as exc:
@@ -170,23 +223,30 @@ class _Connection:
 
 def meshsubctl_main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     out = out or sys.stdout
-    parser = _Parser(prog="meshsubctl", description="query and drive a running meshsubd")
-    parser.add_argument("--state-dir", help="directory of the daemon's control socket (default "
+    parser = _Parser(prog="meshsubctl", description="query and drive a running meshsubd",
+                     usage=MESHSUBCTL_USAGE, epilog=MESHSUBCTL_EPILOG,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--state-dir", metavar="DIR",
+                        help="directory of the daemon's control socket (default "
                         f"$MESHSUB_STATE_DIR, else {DEFAULT_RUNTIME_DIR} or {DEFAULT_STATE_DIR})")
-    parser.add_argument("--socket", help="control socket path (overrides --state-dir)")
+    parser.add_argument("--socket", metavar="PATH",
+                        help="control socket path (overrides --state-dir)")
     parser.add_argument("--json", action="store_true", help="machine-readable JSON output")
-    parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for a reply")
+    parser.add_argument("--timeout", type=float, default=10.0, metavar="S",
+                        help="seconds to wait for a reply (default 10)")
     parser.add_argument("--version", action="version", version=f"meshsubctl {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    sub.add_parser("status", help="node, protocol, link, location, MQTT and counters")
-    sub.add_parser("neighbors", help="one-hop neighbours")
-    sub.add_parser("subscriptions", help="local subscriptions")
-    p = sub.add_parser("pub", help="publish an event: TOPIC [name=value ...]")
+    # the commands are listed in the epilog, as docs/operations.md lists them
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                prog="meshsubctl", help="one of the commands below")
+    sub.add_parser("status")
+    sub.add_parser("neighbors")
+    sub.add_parser("subscriptions")
+    p = sub.add_parser("pub", usage="meshsubctl pub TOPIC [name=value ...]")
     p.add_argument("text", nargs="+", help="the event in text syntax")
-    s = sub.add_parser("sub", help="subscribe and print deliveries until Ctrl-C")
+    s = sub.add_parser("sub", usage="meshsubctl sub FILTER [predicate ...]")
     s.add_argument("text", nargs="+", help="the subscription in text syntax")
-    g = sub.add_parser("genkey", help="print a new random fleet key (32 bytes, hex)")
-    g.add_argument("--id", type=int, metavar="KEY_ID",
+    g = sub.add_parser("genkey")
+    g.add_argument("--id", type=int, metavar="N",
                    help="print a key file line '<id> <hex>' (key id 0..255)")
     args = parser.parse_args(argv)
     if args.command == "genkey":

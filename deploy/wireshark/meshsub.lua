@@ -62,8 +62,8 @@ local MESSAGES = {
     } },
     [2] = { "epidemic", {
         [16] = { "DATA", { "event", "published_at", "remaining_s" } },
-        [17] = { "VECTOR" },
-        [18] = { "REQUEST" },
+        [17] = { "VECTOR", { each = { "id", { "origin", "epoch", "seq" } } } },
+        [18] = { "REQUEST", { each = { "id", { "origin", "epoch", "seq" } } } },
     } },
     [3] = { "hesper", {
         [16] = { "SUBSCRIBE", { "cell_x", "cell_y", "topic", "dest", "redirects", "geo", { "payload", { "sub_id", "filter", "client", "origin_shb", "variant", "hop_count", "route_record", "seq", "refresh" } }, "stage", "also" } },
@@ -86,7 +86,7 @@ local MESSAGES = {
     } },
     [5] = { "pull", {
         [16] = { "DATA", { "event", "published_at", "remaining_s" } },
-        [17] = { "INTEREST" },
+        [17] = { "INTEREST", { each = "subscription" } },
     } },
     [6] = { "df", {
         [16] = { "SUBSCRIBE", { "sub_id", "subscription", "geo" } },
@@ -94,36 +94,20 @@ local MESSAGES = {
         [18] = { "UNSUBSCRIBE", { "sub_id" } },
     } },
     [7] = { "puma", {
-        [16] = { "BEACON" },
-        [17] = { "SUBSCRIBE" },
-        [18] = { "PUBLISH" },
-        [19] = { "SUB_PROPAGATE" },
-        [20] = { "UNSUB_PROPAGATE" },
-        [21] = { "EVENT" },
-        [22] = { "DELIVER" },
-        [23] = { "LOCAL" },
-        [24] = { "REPLY" },
-        [25] = { "HELLO" },
-        [26] = { "REPORT" },
-        [27] = { "REFRESH" },
-        [28] = { "UNSUBSCRIBE" },
-        [29] = { "PAGE" },
-    } },
-    [8] = { "paging", {
-        [16] = { "BEACON" },
-        [17] = { "SUBSCRIBE" },
-        [18] = { "PUBLISH" },
-        [19] = { "SUB_PROPAGATE" },
-        [20] = { "UNSUB_PROPAGATE" },
-        [21] = { "EVENT" },
-        [22] = { "DELIVER" },
-        [23] = { "LOCAL" },
-        [24] = { "REPLY" },
-        [25] = { "HELLO" },
-        [26] = { "REPORT" },
-        [27] = { "REFRESH" },
-        [28] = { "UNSUBSCRIBE" },
-        [29] = { "PAGE" },
+        [16] = { "BEACON", { "gx", "gy" } },
+        [17] = { "SUBSCRIBE", { "sub_id", "version", "filter" } },
+        [18] = { "PUBLISH", { "event", "published_at" } },
+        [19] = { "SUB_PROPAGATE", { "net_id", "version", "filter", "root", "lease_s" } },
+        [20] = { "UNSUB_PROPAGATE", { "net_id", "version" } },
+        [21] = { "EVENT", { "event", "published_at" } },
+        [22] = { "DELIVER", { "client", "root_node", "root", "phase", "published_at", "event", { "tree", { each = { "cell", { "gx", "gy", "parent" } } } } } },
+        [23] = { "LOCAL", { "root_node", "root", "phase", "published_at", "event", "reply" } },
+        [24] = { "REPLY", { "dest", "client", "cell", "base", { "inner", { { "id", { "origin", "epoch", "seq" } } } } } },
+        [25] = { "HELLO", { "dest", "client", "cell", "base", "inner" } },
+        [26] = { "REPORT", { "dest", "client", "cell", "base", "inner" } },
+        [27] = { "REFRESH", { "dest", "client", "cell", "base", { "inner", { "sub_id", "version", "filter" } } } },
+        [28] = { "UNSUBSCRIBE", { "dest", "client", "cell", "base", { "inner", { "sub_id", "version" } } } },
+        [29] = { "PAGE", { "dest", "client", "root_node", "root", "radius", "published_at", "event" } },
     } },
     [9] = { "giant", {
         [16] = { "HELLO", { "ferry", "cell", "advs" } },
@@ -131,22 +115,22 @@ local MESSAGES = {
         [18] = { "ADV", { "topic", "phb", "senders", "remaining_s" } },
     } },
     [10] = { "brvst", {
-        [16] = { "ANNOUNCE" },
-        [17] = { "RESIGN" },
-        [18] = { "SUBSCRIBE" },
-        [19] = { "UNSUBSCRIBE" },
-        [20] = { "LOCATE" },
-        [21] = { "GRSV_UPDATE" },
-        [22] = { "PUBLISH" },
-        [23] = { "PUB_UP" },
-        [24] = { "PUB_GRID" },
-        [25] = { "PUB_ZONE" },
-        [26] = { "DELIVER" },
-        [27] = { "ZRSV_UPDATE" },
-        [28] = { "PUB_ADVERT" },
-        [29] = { "SUB_HISTORY" },
-        [30] = { "SUB_QUERY" },
-        [31] = { "STATE_XFER" },
+        [16] = { "ANNOUNCE", { "level", "ax", "ay", "manager", "epoch", "x", "y", "score", "inherited", "cfg" } },
+        [17] = { "RESIGN", { "level", "ax", "ay", "manager", "epoch", "successor" } },
+        [18] = { "SUBSCRIBE", { "kind", "ax", "ay", "dest", "target_x", "target_y", "epoch", "redirects", "geo", { "payload", { "sub_id", "subscription", "subscriber", "x", "y", "refresh", "want_history" } } } },
+        [19] = { "UNSUBSCRIBE", { "kind", "ax", "ay", "dest", "target_x", "target_y", "epoch", "redirects", "geo", { "payload", { "sub_id", "subscriber" } } } },
+        [20] = { "LOCATE", { "kind", "ax", "ay", "dest", "target_x", "target_y", "epoch", "redirects", "geo", { "payload", { "subscriber", "x", "y" } } } },
+        [21] = { "GRSV_UPDATE", { "kind", "ax", "ay", "dest", "target_x", "target_y", "epoch", "redirects", "geo", { "payload", { "ax", "ay", { "sender", { "node", "x", "y", "epoch" } }, "version", "reason", { "entries", { each = { "entry", { each = { "arv", { "attr", "level", "bitmap" } } } } } }, "cfg", "predecessor" } } } },
+        [22] = { "PUBLISH", { "kind", "ax", "ay", "dest", "target_x", "target_y", "epoch", "redirects", "geo", { "payload", { { "pub", { { "id", { "origin", "epoch", "seq" } }, "event", "published_at" } }, "origin_grid_x", "origin_grid_y" } } } },
+        [23] = { "PUB_UP", { "kind", "ax", "ay", "dest", "target_x", "target_y", "epoch", "redirects", "geo", { "payload", { { "pub", { { "id", { "origin", "epoch", "seq" } }, "event", "published_at" } }, "origin_grid_x", "origin_grid_y" } } } },
+        [24] = { "PUB_GRID", { "kind", "ax", "ay", "dest", "target_x", "target_y", "epoch", "redirects", "geo", { "payload", { { "pub", { { "id", { "origin", "epoch", "seq" } }, "event", "published_at" } }, "origin_zone_x", "origin_zone_y", "origin_grid_x", "origin_grid_y", "from_cache", "for_sub", { "sender", { "node", "x", "y", "epoch" } } } } } },
+        [25] = { "PUB_ZONE", { "kind", "ax", "ay", "dest", "target_x", "target_y", "epoch", "redirects", "geo", { "payload", { { "pub", { { "id", { "origin", "epoch", "seq" } }, "event", "published_at" } }, "origin_zone_x", "origin_zone_y", "origin_grid_x", "origin_grid_y", "from_cache", "for_sub", { "sender", { "node", "x", "y", "epoch" } } } } } },
+        [26] = { "DELIVER", { "kind", "ax", "ay", "dest", "target_x", "target_y", "epoch", "redirects", "geo", { "payload", { { "pub", { { "id", { "origin", "epoch", "seq" } }, "event", "published_at" } }, "sub_ids" } } } },
+        [27] = { "ZRSV_UPDATE", { "kind", "ax", "ay", "dest", "target_x", "target_y", "epoch", "redirects", "geo", { "payload", { "ax", "ay", { "sender", { "node", "x", "y", "epoch" } }, "version", "reason", { "entries", { each = { "entry", { each = { "arv", { "attr", "level", "bitmap" } } } } } }, "cfg", "predecessor" } } } },
+        [28] = { "PUB_ADVERT", { "kind", "ax", "ay", "dest", "target_x", "target_y", "epoch", "redirects", "geo", { "payload", { "origin_zone_x", "origin_zone_y", { "sender", { "node", "x", "y", "epoch" } }, "pub_id", { "attrs", { each = { "attr", { "name", "value" } } } } } } } },
+        [29] = { "SUB_HISTORY", { "kind", "ax", "ay", "dest", "target_x", "target_y", "epoch", "redirects", "geo", { "payload", { "grid_x", "grid_y", { "sender", { "node", "x", "y", "epoch" } }, "sub_key", "subscription" } } } },
+        [30] = { "SUB_QUERY", { "kind", "ax", "ay", "dest", "target_x", "target_y", "epoch", "redirects", "geo", { "payload", { "origin_zone_x", "origin_zone_y", { "sender", { "node", "x", "y", "epoch" } }, { "entries", { each = { "entry", { each = { "arv", { "attr", "level", "bitmap" } } } } } } } } } },
+        [31] = { "STATE_XFER", { "kind", "ax", "ay", "dest", "target_x", "target_y", "epoch", "redirects", "geo", { "payload", { "level", "ax", "ay", "epoch", "manager", "state" } } } },
     } },
     [11] = { "tg", {
         [16] = { "HELLO", { "capable", "groups" } },
@@ -201,6 +185,7 @@ local MESSAGES = {
         [18] = { "NOTIFY", { "sub_node", "x", "y", "sub_ids", "event", "published_at" } },
     } },
 }
+MESSAGES[8] = { "paging", MESSAGES[7][2] }
 -- messages:end
 
 -- Named message fields: `meshsub.message` ("hesper.SUBSCRIBE") and, where the body's
@@ -209,8 +194,11 @@ local MESSAGES = {
 f.message = ProtoField.string("meshsub.message", "Message")
 local named = {}  -- abbreviation -> ProtoField
 
+-- A layout is a list of names (or { name, layout } for an element that is an array), or
+-- { each = item } for a list of like elements (every one named by item).
 local function register(prefix, layout)
-    for _, item in ipairs(layout) do
+    local items = layout.each and { layout.each } or layout
+    for _, item in ipairs(items) do
         local name = (type(item) == "table") and item[1] or item
         local abbrev = prefix .. "." .. name
         named[abbrev] = ProtoField.string(abbrev, name)
@@ -393,7 +381,7 @@ local function name_fields(tvb, pos, limit, tree, prefix, layout, depth)
     local count, kind, p = read(tvb, pos, limit, depth)
     if kind ~= "array" then return end
     for i = 1, count do
-        local item = layout[i]
+        local item = layout.each or layout[i]
         local start = p
         local text
         text, p = render(tvb, p, limit, depth + 1)

@@ -129,3 +129,22 @@ def wait_until(predicate: Any, timeout_s: float = 20.0) -> None:
         if time.monotonic() > end:
             raise AssertionError("timed out")
         time.sleep(0.2)
+
+
+def scrub_until(page: Any, selector: str, timeout_s: float = 60.0, step_s: float = 0.5) -> float:
+    """Stop following and move the slider from the start, as a user would, until the page
+    draws ``selector``; returns that time. Live records keep arriving, so the scan goes on
+    over the growing range until the deadline (a hang guard; then the test fails)."""
+    page.uncheck("#follow")
+    t = 0.0
+    deadline = time.monotonic() + timeout_s
+    while True:
+        tmax = float(page.eval_on_selector("#slider", "s => s.max"))
+        while t <= tmax:
+            set_time(page, t)
+            if page.query_selector(selector) is not None:
+                return t
+            t += step_s
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the page never drew {selector} (slider up to {tmax} s)")
+        time.sleep(1.0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -28,6 +29,37 @@ CTL = "import sys; from meshsub.cli import meshsubctl_main; sys.exit(meshsubctl_
 
 
 # ------------------------------------------------------------------ meshsubd
+
+
+def _help(main: Any, capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as info:
+        main(["--help"])
+    assert info.value.code == 0
+    return str(capsys.readouterr().out)
+
+
+def test_help_is_the_manual_docs_operations_shows(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--help`` of both commands says what docs/operations.md says: the meshsubctl
+    synopsis and every command line of its block verbatim, meshsubd's invocations, and
+    each exit status of the page's table."""
+    page = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    ctl_block = page.split("## meshsubctl", 1)[1].split("```")[1]
+    ctl_lines = [line for line in ctl_block.splitlines() if line.strip()]
+    ctl = _help(meshsubctl_main, capsys)
+    assert ctl.startswith(f"usage: {ctl_lines[0]}\n")
+    for line in ctl_lines[1:]:
+        assert line in ctl, line
+    daemon_block = page.split("## Commands", 1)[1].split("```")[1]
+    daemon = _help(meshsubd_main, capsys)
+    for line in daemon_block.splitlines():
+        if "--config" in line:
+            assert line in daemon, line
+    table = page.split("### Exit statuses", 1)[1].split("\n\n", 2)[1]
+    statuses = re.findall(r"^\| ([0-9]) \|", table, re.M)
+    assert statuses == ["0", "1", "2"]
+    for text in (ctl, daemon):
+        listed = text.split("exit status:\n", 1)[1]
+        assert re.findall(r"^  ([0-9])  ", listed, re.M) == statuses
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:

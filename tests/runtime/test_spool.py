@@ -249,3 +249,84 @@ async def test_deferred_records_are_the_lines_emit_writes_in_order(tmp_path: Pat
     # the first line is a ready-made record (its own rec 0); the spool numbers from 0
     assert [r["rec"] for r in lines(tmp_path / "later" / "5-3-1.jsonl")] == [0, 0, 1, 3]
     assert later.counters["invalid"] == 1 and later.counters["records"] == 4
+
+
+async def test_a_burst_of_records_holds_at_most_flush_bytes_in_memory(tmp_path: Path) -> None:
+    """Issue 25: an insider's 10,000 new ids made ~5,000 records within one timed flush;
+    the deferred records waited as dicts (twice their line) and their peak stayed in the
+    daemon's RSS. The buffer now holds at most ``encode_batch`` records unencoded and
+    writes its lines once they reach ``flush_bytes``: a burst of any length costs a
+    bounded number of bytes, and every record still reaches the file, in order, as
+    ``emit_attrs`` would have written it."""
+    import gc
+    import tracemalloc
+
+    def attrs(n: int) -> dict[str, Any]:
+        return {"msg_kind": "data", "msg_type": 16, "event_id": f"{0x10000 + n}-1-{n}",
+                "hop": 1, "bytes": 57, "peer": 0x10000 + n}
+
+    now, later = spool(tmp_path / "now"), spool(tmp_path / "later")
+    await now.start()
+    await later.start()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(3_000):
+            later.emit_deferred("tx", 1_000 + n, attrs(n))
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held < 300_000, f"a burst of 3,000 records kept {held} bytes"
+    assert later.status()["buffered"] <= 1_000  # 64 KiB of lines of >= 100 bytes, 256 waiting
+    for n in range(3_000):
+        assert now.emit_attrs("tx", 1_000 + n, attrs(n))
+    await now.stop()
+    await later.stop()
+    written_now = [p.read_bytes() for p in sorted((tmp_path / "now").iterdir())]
+    written_later = [p.read_bytes() for p in sorted((tmp_path / "later").iterdir())]
+    assert b"".join(written_later) == b"".join(written_now)
+    assert later.counters["records"] == 3_000 and later.counters["dropped"] == 0
+
+
+async def test_a_failed_write_is_retried_by_the_timed_flush_not_by_every_record(
+        tmp_path: Path) -> None:
+    """A full disk: the write that ``flush_bytes`` triggered fails once (counted, logged
+    once); the records stay buffered (bounded by ``max_buffer_records``) and the next
+    records do not each try again, the timed flush does, and then writes them all."""
+    s = spool(tmp_path, flush_bytes=2_000, encode_batch=8)
+    await s.start()
+    s.emit("neighbor_up", peer=1)
+    s.flush()  # opens the current file
+    real = s._file
+
+    class Full:
+        def write(self, data: bytes) -> int:
+            raise OSError(28, "No space left on device")
+
+        def flush(self) -> None:
+            pass
+
+    s._file = Full()  # type: ignore[assignment]
+    for n in range(100):
+        s.emit_deferred("neighbor_up", 1_000 + n, {"peer": n})
+    assert s.counters["write_errors"] == 1 and s.status()["buffered"] == 100
+    s._file = real
+    s.flush()
+    await s.stop()
+    got = lines(tmp_path / "5-3-1.jsonl")
+    assert [r["peer"] for r in got] == [1, *range(100)]
+
+
+async def test_a_file_that_cannot_be_opened_is_a_counted_write_error(tmp_path: Path) -> None:
+    """A write by size runs in the daemon's per-frame path: a spool directory that went
+    away is a counted write error there, never an exception; the records wait."""
+    s = spool(tmp_path / "spool", flush_bytes=500)
+    await s.start()
+    (tmp_path / "spool").rmdir()
+    for n in range(10):
+        assert s.emit("neighbor_up", peer=n)
+    assert s.counters["write_errors"] == 1 and s.status()["buffered"] == 10
+    (tmp_path / "spool").mkdir()
+    await s.stop()
+    assert [r["peer"] for r in lines(tmp_path / "spool" / "5-3-1.jsonl")] == list(range(10))

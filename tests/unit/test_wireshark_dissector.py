@@ -19,6 +19,7 @@ import json
 import shutil
 import struct
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,7 @@ def _load(name: str, path: Path) -> Any:
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while it loads
     spec.loader.exec_module(module)
     return module
 
@@ -59,10 +61,17 @@ protocol_messages = _load("wireshark_messages",
                           Path(__file__).with_name("wireshark_messages.py")).protocol_messages
 
 
-def _abbrevs(prefix: str, layout: list[Any]) -> list[str]:
+def _items(layout: Any, count: int | None = None) -> list[Any]:
+    """A layout's element names, one per element of a body of ``count`` elements."""
+    if isinstance(layout, wireshark_fields.Each):
+        return [layout.item] * (1 if count is None else count)
+    return list(layout)
+
+
+def _abbrevs(prefix: str, layout: Any) -> list[str]:
     """Every field name a layout registers, nested ones included."""
     out = []
-    for item in layout:
+    for item in _items(layout):
         name = item[0] if isinstance(item, tuple) else item
         out.append(f"{prefix}.{name}")
         if isinstance(item, tuple):
@@ -155,14 +164,17 @@ def _render(value: Any) -> str:
     return _leaves(value)[0][1:]  # "=text" with an empty path
 
 
-def _named_values(prefix: str, layout: list[Any], body: list[Any]) -> dict[str, str]:
-    assert len(layout) == len(body), (prefix, layout, body)  # the layout is the code's
-    out = {}
-    for item, value in zip(layout, body, strict=True):
+def _named_values(prefix: str, layout: Any, body: list[Any],
+                  out: dict[str, list[str]] | None = None) -> dict[str, list[str]]:
+    """Every named element's text, in the order tshark lists a repeated field's values."""
+    out = {} if out is None else out
+    items = _items(layout, len(body))
+    assert len(items) == len(body), (prefix, layout, body)  # the layout is the code's
+    for item, value in zip(items, body, strict=True):
         name = item[0] if isinstance(item, tuple) else item
-        out[f"{prefix}.{name}"] = _render(value)
+        out.setdefault(f"{prefix}.{name}", []).append(_render(value))
         if isinstance(item, tuple):
-            out.update(_named_values(f"{prefix}.{name}", item[1], value))
+            _named_values(f"{prefix}.{name}", item[1], value, out)
     return out
 
 
@@ -254,11 +266,16 @@ def test_protocol_messages_show_named_fields(dissected: Dissected) -> None:
         prefix = f"meshsub.{proto}.{name.lower()}"
         want = _named_values(prefix, layouts[proto][name], body)
         got = {k: v for k, v in layers.items() if k.startswith(prefix + ".")}
-        assert got == {k: [v] for k, v in want.items()}, (proto, name, frame.hex())
+        assert got == want, (proto, name, frame.hex())
     # e.g. a user's filter: the cell of a HESPER subscription's envelope, its sub id
     subscribe = next(layers for (_, m), layers in named if m[:3] == ("hesper", 16, "SUBSCRIBE"))
     assert subscribe["meshsub.hesper.subscribe.cell_x"] == ["1"]
     assert subscribe["meshsub.hesper.subscribe.payload.sub_id"] == ["s1"]
+    # a list of like elements: every id of an epidemic summary vector under one name
+    vector = next(layers for (_, m), layers in named if m[:3] == ("epidemic", 17, "VECTOR"))
+    assert vector["meshsub.epidemic.vector.id.origin"] == ["5", "6"]
+    grsv = next(layers for (_, m), layers in named if m[:3] == ("brvst", 21, "GRSV_UPDATE"))
+    assert grsv["meshsub.brvst.grsv_update.payload.entries.entry.arv.attr"] == ["1", "4", "2"]
 
 
 def test_every_layout_is_exercised_by_a_real_message() -> None:

@@ -12,17 +12,21 @@ from __future__ import annotations
 from typing import Any
 
 from meshsub.core.api import MessageId
+from meshsub.core.buffer import message_id_to_obj
 from meshsub.core.cluster import messages as cm
 from meshsub.core.cluster.ids import GroupId
 from meshsub.core.content import Event, Subscription
 from meshsub.core.georouting import GeoHeader
 from meshsub.core.grid import Cell
+from meshsub.core.syntax import parse_subscription
 from meshsub.core.tags import Scope
 from meshsub.protocols import df, dr, epidemic, flooding, pull
+from meshsub.protocols.brvst import messages as brm
 from meshsub.protocols.bsub import wire as bw
 from meshsub.protocols.dibs import messages as dm
 from meshsub.protocols.giant import messages as gm
 from meshsub.protocols.hesper import messages as hm
+from meshsub.protocols.puma import messages as pm
 from meshsub.protocols.st import messages as stm
 from meshsub.protocols.tg import messages as tgm
 
@@ -90,6 +94,99 @@ def _giant(out: list[tuple[str, int, str, Any]]) -> None:
                                        (gm.BUNDLE, "BUNDLE", bundle, gm.Bundle.decode)]:
         assert back(message.encode()) == message
         out.append(("giant", mtype, name, message.encode()))
+
+
+def _lists(out: list[tuple[str, int, str, Any]]) -> None:
+    """Epidemic's id lists (``_send_ids``) and PULL's interests (``on_neighbor_up``)."""
+    ids = [message_id_to_obj(mid) for mid in (MessageId(5, 1, 9), MessageId(6, 2, 10))]
+    assert epidemic.decode_ids(ids) == [MessageId(5, 1, 9), MessageId(6, 2, 10)]
+    out.append(("epidemic", epidemic.VECTOR, "VECTOR", ids))
+    out.append(("epidemic", epidemic.REQUEST, "REQUEST", ids[:1]))
+    subs = [SUB.to_wire(), parse_subscription("alarms/# level>=3").to_wire()]
+    assert [s.to_wire() for s in pull.decode_interest(subs)] == subs
+    out.append(("pull", pull.INTEREST, "INTEREST", subs))
+
+
+def _puma(out: list[tuple[str, int, str, Any]]) -> None:
+    """PUMA's messages, and paging's (the same encoders, protocol id 8)."""
+    tree = [[1, 2, -1], [2, 2, 0], [2, 3, 1]]
+    deliver = pm.Deliver.decode([5, 6, [1, 2], pm.Phase.COLD, 12.5, EVENT.to_wire(), tree])
+    messages: list[tuple[int, str, Any]] = [
+        (pm.BEACON, "BEACON", pm.Beacon(Cell(1, 2))),
+        (pm.SUBSCRIBE, "SUBSCRIBE", pm.Subscribe("s1", 3, SUB)),
+        (pm.PUBLISH, "PUBLISH", pm.Publish(EVENT, 12.5)),
+        (pm.SUB_PROPAGATE, "SUB_PROPAGATE", pm.SubPropagate("5/s1", 3, SUB, Cell(1, 2), 60.0)),
+        (pm.UNSUB_PROPAGATE, "UNSUB_PROPAGATE", pm.UnsubPropagate("5/s1", 3)),
+        (pm.EVENT, "EVENT", pm.EventMsg(EVENT, 12.5)),
+        (pm.LOCAL, "LOCAL", pm.Local(6, Cell(1, 2), pm.Phase.HOT, 12.5, EVENT, True)),
+        (pm.PAGE, "PAGE", pm.Page(Cell(3, 4), 5, 6, Cell(1, 2), 2, 12.5, EVENT))]
+    made = [(mtype, name, message.encode()) for mtype, name, message in messages]
+    made.append((pm.DELIVER, "DELIVER", deliver.encode_with(tree)))
+    assert pm.Deliver.decode(made[-1][2]) == deliver
+    for mtype, name, cls in [(pm.BEACON, "BEACON", pm.Beacon), (pm.SUBSCRIBE, "SUBSCRIBE",
+                              pm.Subscribe), (pm.PAGE, "PAGE", pm.Page), (pm.LOCAL, "LOCAL",
+                                                                          pm.Local)]:
+        body = next(b for t, _, b in made if t == mtype)
+        assert cls.decode(body).encode() == body, name
+    mid = MessageId(5, 1, 9)
+    for mtype, name, inner, back in [
+            (pm.REPLY, "REPLY", pm.reply_inner(mid), pm.decode_reply),
+            (pm.HELLO, "HELLO", (), lambda inner: pm.decode_empty(inner, "HELLO")),
+            (pm.REPORT, "REPORT", (), lambda inner: pm.decode_empty(inner, "REPORT")),
+            (pm.REFRESH, "REFRESH", pm.refresh_inner("s1", 3, SUB), pm.decode_refresh),
+            (pm.UNSUBSCRIBE, "UNSUBSCRIBE", pm.unsubscribe_inner("s1", 3),
+             pm.decode_unsubscribe)]:
+        routed = pm.Routed(Cell(1, 2), 5, Cell(3, 4), 7, inner)
+        body = routed.encode()
+        assert pm.Routed.decode(body) == routed
+        back(pm.Routed.decode(body).inner)
+        made.append((mtype, name, body))
+    for proto in ("puma", "paging"):
+        out += [(proto, mtype, name, body) for mtype, name, body in made]
+
+
+def _brvst(out: list[tuple[str, int, str, Any]]) -> None:
+    """BRVST's floods and its routed envelope around every payload (to_wire/from_wire)."""
+    pub = [[5, 1, 9], EVENT.to_wire(), 12.5]
+    sender = [6, 10.5, 20.25, 4]
+    entries = [[[1, 3, b"\xf0"], [4, 0, b"\x80"]], [[2, 2, b"\xc0"]]]
+    cfg = b"\x01\x02\x03\x04"
+    payloads: list[tuple[int, str, Any, list[Any]]] = [
+        (brm.SUBSCRIBE, "SUBSCRIBE", brm.SubscribeMsg,
+         ["s1", SUB.to_wire(), 5, 10.5, 20.25, False, True]),
+        (brm.UNSUBSCRIBE, "UNSUBSCRIBE", brm.UnsubscribeMsg, ["s1", 5]),
+        (brm.LOCATE, "LOCATE", brm.Locate, [5, 10.5, 20.25]),
+        (brm.GRSV_UPDATE, "GRSV_UPDATE", brm.SummaryUpdate,
+         [2, 3, sender, 7, 0, entries, cfg, None]),
+        (brm.PUBLISH, "PUBLISH", brm.PubUp, [pub, 2, 3]),
+        (brm.PUB_UP, "PUB_UP", brm.PubUp, [pub, 2, 3]),
+        (brm.PUB_GRID, "PUB_GRID", brm.PubDown, [pub, 1, 1, 2, 3, False, [5, "s1"], sender]),
+        (brm.PUB_ZONE, "PUB_ZONE", brm.PubDown, [pub, 1, 1, 2, 3, True, None, sender]),
+        (brm.DELIVER, "DELIVER", brm.DeliverMsg, [pub, ["s1", "s2"]]),
+        (brm.ZRSV_UPDATE, "ZRSV_UPDATE", brm.SummaryUpdate,
+         [1, 1, sender, 8, 1, entries[:1], cfg, 9]),
+        (brm.PUB_ADVERT, "PUB_ADVERT", brm.Advert,
+         [1, 1, sender, [5, 1, 9], [["x_lo", 3], ["x_hi", 9]]]),
+        (brm.SUB_HISTORY, "SUB_HISTORY", brm.SubHistory, [2, 3, sender, [5, "s1"],
+                                                          SUB.to_wire()]),
+        (brm.SUB_QUERY, "SUB_QUERY", brm.SubQuery, [1, 1, sender, entries]),
+        (brm.STATE_XFER, "STATE_XFER", brm.StateXfer, [2, 1, 1, 4, 6, [["s1", 5]]]),
+    ]
+    for mtype, name, cls, wire in payloads:
+        payload = cls.from_wire(wire)
+        assert cls.from_wire(payload.to_wire()) == payload, name
+        env = brm.Envelope(brm.Dest.GRID, 2, 3, 6, (10.5, 20.25), 4, 0, GeoHeader(),
+                           payload.to_wire())
+        body = env.to_wire()
+        assert cls.from_wire(brm.Envelope.from_wire(body).payload) == payload, name
+        out.append(("brvst", mtype, name, body))
+    for mtype, name, cls, wire in [
+            (brm.ANNOUNCE, "ANNOUNCE", brm.Announce,
+             [2, 1, 1, 6, 4, 10.5, 20.25, 0.75, False, cfg]),
+            (brm.RESIGN, "RESIGN", brm.Resign, [2, 1, 1, 6, 4, None])]:
+        message = cls.from_wire(wire)
+        assert cls.from_wire(message.to_wire()) == message
+        out.append(("brvst", mtype, name, message.to_wire()))
 
 
 def protocol_messages() -> list[tuple[str, int, str, Any]]:
@@ -169,4 +266,7 @@ def protocol_messages() -> list[tuple[str, int, str, Any]]:
     publish = tgm.Publish(GroupId(3, 1, 2), Scope.GLOBAL, 2, (GroupId(4, 1, 1),), EVENT, 12.5)
     assert tgm.Publish.decode(publish.encode()) == publish
     out.append(("tg", tgm.PUBLISH, "PUBLISH", publish.encode()))
+    _lists(out)
+    _puma(out)
+    _brvst(out)
     return out

@@ -69,6 +69,10 @@ def test_each_device_installs_from_its_architecture_s_wheelhouse(
         tmp_path / f"wheelhouse-{OTHER}")
     assert "meshsub_wheelhouse_dir" not in hosts[plan.nodes[0].hostname]
     assert "meshsub_wheelhouse_dir" not in hosts[plan.nodes[2].hostname]
+    # an emulated device gets time to log in and start its Python under qemu-user
+    assert hosts[plan.nodes[1].hostname]["ansible_ssh_timeout"] \
+        == inventory.EMULATED_CONNECT_TIMEOUT_S
+    assert "ansible_ssh_timeout" not in hosts[plan.nodes[0].hostname]
 
 
 def test_a_scenario_names_its_devices_architectures() -> None:
@@ -111,3 +115,28 @@ def test_wheels_compiled_under_emulation_are_kept_per_architecture(
     assert (out / "mmh3-5.3.1-cp311-cp311-linux_armv7l.whl").read_bytes() == b"compiled"
     assert not wheelhouse._from_cache("mmh3==5.3.2", "armhf", out)
     assert not wheelhouse._from_cache("mmh3==5.3.1", "arm64", out)
+
+
+def test_a_foreign_second_stage_reads_only_the_packages_the_first_stage_chose(
+        tmp_path: Path) -> None:
+    (tmp_path / "debootstrap").mkdir()
+    (tmp_path / "debootstrap" / "required").write_text("libc6 dpkg\n")
+    (tmp_path / "debootstrap" / "base").write_text("systemd\n")
+    lists = tmp_path / "var" / "lib" / "apt" / "lists"
+    lists.mkdir(parents=True)
+    stanzas = [f"Package: {name}\nVersion: 1\nDepends: libc6\nDescription: {name}\n more"
+               for name in ("0ad", "libc6", "dpkg", "emacs", "systemd", "zsh")]
+    index = lists / "mirror_dists_bookworm_main_binary-arm64_Packages"
+    index.write_text("\n\n".join(stanzas) + "\n")
+    summary = image._trim_package_lists(tmp_path)
+    kept = [s.split("\n")[0] for s in index.read_text().strip().split("\n\n")]
+    assert kept == ["Package: libc6", "Package: dpkg", "Package: systemd"]
+    assert index.read_text().split("\n\n")[1] == stanzas[2]  # stanzas kept whole
+    assert summary.endswith("(3 packages)")
+
+
+def test_the_host_unpacker_comes_with_its_loader_and_libraries() -> None:
+    loader, libs = image._shared_objects("/usr/bin/dpkg-deb")
+    assert Path(loader).name.startswith("ld-linux") and Path(loader).exists()
+    assert any(Path(lib).name.startswith("libc.so") for lib in libs)
+    assert any(Path(lib).name.startswith("liblzma") for lib in libs)  # dpkg-deb's xz

@@ -8,6 +8,7 @@ captures, the daemons' own status), never on elapsed time.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shutil
@@ -28,8 +29,8 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(2400),
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces, containers)"),
-    pytest.mark.skipif(shutil.which("podman") is None or shutil.which("tcpdump") is None,
-                       reason="needs podman and tcpdump"),
+    pytest.mark.skipif(not all(shutil.which(t) for t in ("podman", "tcpdump", "tshark")),
+                       reason="needs podman, tcpdump and tshark"),
 ]
 
 
@@ -43,23 +44,65 @@ def records(out: Path) -> list[dict[str, Any]]:
 
 def test_six_in_a_line_flood_over_five_hops_and_node_6_never_hears_node_1(
         vmesh_fleet: Any, tmp_path: Path) -> None:
+    """Also the operator's view of the run: the medium's captures dissected by the
+    Wireshark plugin, and the live map following the fleet's collector broker (each
+    device's broker bridges its telemetry there, role mosquitto) in Chromium."""
+    from collector import Collector
+    from maphelpers import STATUS_ROWS, artefact_dir, chromium_page, map_server, scrub_until
+
     from meshsim.vmesh.capture import Capture, frames_by_source
 
     captures: dict[str, Capture] = {}
 
-    def capture_node_6(_t0: float, devices: dict[int, NodePlan]) -> None:
+    def capture_nodes_2_3_6(_t0: float, devices: dict[int, NodePlan]) -> None:
         from meshsim.vmesh.lifecycle import load_plan
 
         netns = load_plan(RUN).medium_netns
-        cap = Capture(netns, devices[6].medium_port, tmp_path / "n6.pcap")
-        cap.start()
-        captures["n6"] = cap
+        for node in (6, 2, 3):
+            cap = Capture(netns, devices[node].medium_port, tmp_path / f"n{node}.pcap")
+            cap.start()
+            captures[f"n{node}"] = cap
 
-    try:
-        res = run(vmesh_fleet, "vmesh-line6", tmp_path / "run", on_start=capture_node_6)
-    finally:
-        for cap in captures.values():
-            cap.stop()
+    fleet = vmesh_fleet.up(6).plan
+    shots = artefact_dir(tmp_path, "livemap-vmesh")
+    seen: dict[str, Any] = {}
+    with contextlib.ExitStack() as stack:
+        collector = stack.enter_context(Collector(
+            tmp_path / "collector", fleet.host_mgmt_addr.split("/")[0],
+            [n.hostname for n in fleet.nodes]))
+        url = stack.enter_context(map_server(
+            "--broker", collector.address, "--topic", "meshsub/telemetry/#",
+            "--username", "map", "--password-file", str(collector.map_password_file),
+            "--tls-ca", str(collector.ca)))
+        page = stack.enter_context(chromium_page())
+        page.goto(url)
+
+        def look_at_the_map(devices: dict[int, NodePlan]) -> None:  # the daemons still run
+            _send_a_malformed_frame(devices[1], devices[2])  # into node 2's capture
+            try:
+                seen["t"] = scrub_until(page, "#paths .delivery[data-node='6']")
+            finally:
+                page.screenshot(path=str(shots / "vmesh-line6.png"))
+            seen["paths"] = page.eval_on_selector_all(
+                "#paths .delivery", "gs => gs.map(g => [+g.dataset.node, g.dataset.path])")
+            seen["devices"] = page.eval_on_selector_all(
+                "#devices .device", "gs => gs.map(g => [+g.dataset.node, +g.dataset.x,"
+                " +g.dataset.y, g.classList.contains('fix')])")
+            seen["links"] = page.eval_on_selector_all(
+                "#links line", "ls => ls.map(l => [+l.dataset.a, +l.dataset.b])")
+            page.click("#devices .device[data-node='6'] circle")
+            page.wait_for_selector("#status-table")
+            seen["status6"] = dict(page.eval_on_selector_all("#status-table tr", STATUS_ROWS))
+            page.screenshot(path=str(shots / "vmesh-line6-status.png"))
+
+        try:
+            res = run(vmesh_fleet, "vmesh-line6", tmp_path / "run",
+                      on_start=capture_nodes_2_3_6, on_end=look_at_the_map,
+                      inventory_vars=collector.inventory_vars())
+        finally:
+            for cap in captures.values():
+                cap.stop()
+        assert page.errors == []
     recs = records(res.out)
     pubs = {r["event_id"]: r for r in recs if r["event"] == "publish"}
     delivered = [(r["node"], r["sub_id"], r["event_id"], r["hop"])
@@ -73,13 +116,77 @@ def test_six_in_a_line_flood_over_five_hops_and_node_6_never_hears_node_1(
     mac = {n: _mac(res, n) for n in (1, 5)}
     assert frames[mac[5]] > 0, frames  # the capture saw node 6's one neighbour
     assert frames[mac[1]] == 0, frames  # and never a frame straight from node 1
+    # the Wireshark dissector on the medium's captures: node 1's alarms as node 2's radio
+    # received them from node 1 (hop 0) and node 3's from node 2 (hop 1); the one
+    # malformed frame is the truncated one node 1 sent node 2, shown as malformed
+    dissected = _dissect(tmp_path / "n2.pcap", tmp_path / "n3.pcap")
+    malformed = {pcap: [(p["ip.src"], p["_ws.expert.message"]) for p in packets
+                        if "_ws.expert.message" in p] for pcap, packets in dissected.items()}
+    assert malformed["n3"] == [] and len(malformed["n2"]) == 1, malformed
+    (source,), (why,) = malformed["n2"][0]
+    assert source == _node_plan(res, 1).mesh_ip and "truncated" in why, malformed
+    for pcap, (tx, hop) in (("n2", (1, 0)), ("n3", (2, 1))):
+        packets = [p for p in dissected[pcap] if "_ws.expert.message" not in p]
+        assert packets, pcap
+        data = {(p["meshsub.origin"][0], p["meshsub.seq"][0],
+                 p["meshsub.flooding.data.event"][0].split(",")[0]) for p in packets
+                if p.get("meshsub.message") == ["flooding.DATA"]
+                and p["meshsub.transmitter"] == [str(tx)] and p["meshsub.hop"] == [str(hop)]}
+        topics = {"[" + pubs[e]["topic"] for e in from_1}
+        assert len(data) == 2 and {(o, t in topics) for o, _, t in data} == {("1", True)}, \
+            (pcap, data, topics)
+    # the live map, from the devices' brokers through the collector: every device at its
+    # place with its fix, the line's five links, and node 1's alarm drawn along the line
+    # to node 6, whose status panel counts it
+    drawn = {n: (x, y, fix) for n, x, y, fix in seen["devices"]}
+    assert sorted(drawn) == list(range(1, 7)) and all(fix for *_, fix in drawn.values()), seen
+    for n, (x, y, _) in drawn.items():
+        assert math.dist((x, y), res.plan.positions[n]) < 0.01, (n, x, y)
+    assert sorted(seen["links"]) == [[n, n + 1] for n in range(1, 6)], seen
+    assert [6, "1 2 3 4 5 6"] in seen["paths"], seen
+    assert seen["status6"]["neighbours"] == "5", seen  # its one neighbour, by id
+    assert int(seen["status6"]["delivered"]) >= 1, seen
+
+
+def _send_a_malformed_frame(src: NodePlan, dst: NodePlan) -> None:
+    """A truncated meshsub frame (3 bytes) from ``src``'s radio to ``dst``'s daemon port, as
+    a broken or hostile transmitter would send it (the daemon counts it as a drop)."""
+    import subprocess
+    import sys
+
+    code = ("import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM)"
+            f".sendto(b'\\x01\\x00\\x05', ({dst.mesh_ip!r}, 4790))")
+    subprocess.run(["ip", "netns", "exec", src.netns, sys.executable, "-c", code],
+                   check=True, timeout=30, capture_output=True)
+
+
+def _dissect(*pcaps: Path) -> dict[str, list[dict[str, list[str]]]]:
+    """tshark with deploy/wireshark/meshsub.lua on each capture (the daemons' port 4790)."""
+    import json
+    import subprocess
+
+    plugin = Path(__file__).resolve().parents[2] / "deploy" / "wireshark" / "meshsub.lua"
+    fields = ("ip.src", "meshsub.message", "meshsub.transmitter", "meshsub.origin", "meshsub.seq",
+              "meshsub.hop", "meshsub.flooding.data.event", "_ws.expert.message")
+    out = {}
+    for pcap in pcaps:
+        run = subprocess.run(["tshark", "-n", "-X", f"lua_script:{plugin}", "-r", str(pcap),
+                              "-Y", "meshsub", "-T", "json",
+                              *(arg for name in fields for arg in ("-e", name))],
+                             capture_output=True, text=True, timeout=120, check=False)
+        assert run.returncode == 0, run.stderr
+        out[pcap.stem] = [p["_source"]["layers"] for p in json.loads(run.stdout or "[]")]
+    return out
+
+
+def _node_plan(res: Any, node: int) -> NodePlan:
+    from meshsim.vmesh.lifecycle import load_plan
+
+    return load_plan(RUN).nodes[sorted(res.devices).index(node)]
 
 
 def _mac(res: Any, node: int) -> str:
-    from meshsim.vmesh.lifecycle import load_plan
-
-    index = sorted(res.devices).index(node)
-    return load_plan(RUN).nodes[index].mesh_mac.lower()
+    return _node_plan(res, node).mesh_mac.lower()
 
 
 @pytest.mark.long  # ./test.sh -m long

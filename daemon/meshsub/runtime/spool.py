@@ -7,7 +7,8 @@ Ansible fetch) only ever see complete, closed files because a rename is atomic
 and dot-files are ignored by both.
 
 The event loop never waits on the disk for long: records are buffered in
-memory and written on a timer; the fsync and rename of a closed file run in a
+memory and written on a timer, or at once when they reach ``flush_bytes`` (a
+burst holds at most that much); the fsync and rename of a closed file run in a
 worker thread. The spool is bounded: beyond ``max_total_bytes`` the oldest
 closed files are deleted, and when the memory buffer is full new records are
 dropped. Both losses are counted and written down as ``counter`` records.
@@ -31,7 +32,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from meshsub.core.telemetry import (
     ATTRIBUTE_FIELDS,
@@ -147,6 +148,8 @@ class TelemetrySpool:
         max_total_bytes: int = 256 * 1024 * 1024,
         max_buffer_records: int = 10000,
         flush_interval_s: float = 1.0,
+        flush_bytes: int = 64 * 1024,
+        encode_batch: int = 256,
         on_flush: Callable[[], None] | None = None,
         on_delete: Callable[[Path, bytes], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -163,6 +166,13 @@ class TelemetrySpool:
         self.max_total_bytes = max_total_bytes
         self.max_buffer_records = max_buffer_records
         self.flush_interval_s = flush_interval_s
+        self.flush_bytes = flush_bytes
+        """Buffered lines of at least this many bytes are written at once, not at the next
+        timed flush: a burst of records (an insider's 10,000 new ids, a relay at full
+        rate) holds at most this much (issue 25: every buffer bounded in bytes)."""
+        self.encode_batch = encode_batch
+        """At most this many ``emit_deferred`` records wait unencoded (a record's dict
+        costs about twice its line)."""
         self.on_flush = on_flush
         """Called (in the event loop) after new lines reached the current file."""
         self.on_delete = on_delete
@@ -173,6 +183,12 @@ class TelemetrySpool:
         self._buffer: list[str | tuple[str, int, dict[str, Any], int]] = []
         """Lines, and records of ``emit_deferred`` (event, ts_ns, attrs, rec) that
         ``flush`` encodes, in the order they were made."""
+        self._encoded = 0
+        """``_buffer[:_encoded]`` are lines; deferred records wait after it."""
+        self._deferred = 0
+        self._buffer_bytes = 0
+        """Bytes of the buffer's lines (newlines included)."""
+        self._write_failed = False
         self._file: IO[bytes] | None = None
         self._file_path: Path | None = None
         self._file_bytes = 0
@@ -211,6 +227,7 @@ class TelemetrySpool:
             return False
         self._buffer.append(line)
         self.counters["records"] += 1
+        self._grew(len(line) + 1)
         return True
 
     def emit(self, event: str, ts_ns: int | None = None, **attrs: Any) -> bool:
@@ -232,6 +249,7 @@ class TelemetrySpool:
             return False
         self._buffer.append(line)
         self.counters["records"] += 1
+        self._grew(len(line) + 1)
         return True
 
     def emit_deferred(self, event: str, ts_ns: int, attrs: Mapping[str, Any]) -> None:
@@ -250,24 +268,44 @@ class TelemetrySpool:
             return
         self._buffer.append((event, ts_ns, dict(attrs), rec))
         self.counters["records"] += 1
+        self._deferred += 1
+        if self._deferred >= self.encode_batch:
+            self._encode_deferred()
+            self._grew(0)
 
-    def _lines(self) -> list[str]:
-        """The buffer's lines, deferred records encoded (invalid ones counted, left out)."""
-        lines: list[str] = []
-        encode, epoch = self._line.encode, self.epoch
-        for item in self._buffer:
-            if isinstance(item, str):
-                lines.append(item)
-                continue
-            event, ts_ns, attrs, rec = item
-            try:
-                lines.append(encode(event, ts_ns, attrs, epoch, rec))
-            except (TelemetryError, ValueError, TypeError) as exc:
-                self.counters["records"] -= 1
-                self.counters["invalid"] += 1
-                if self.counters["invalid"] <= 10:
-                    log.warning("invalid telemetry record", exc=exc)
-        return lines
+    def _grew(self, nbytes: int) -> None:
+        """Count ``nbytes`` of new lines; write the buffer now if it reached
+        ``flush_bytes`` (not after a failed write: the timed flush retries)."""
+        self._buffer_bytes += nbytes
+        if self._buffer_bytes >= self.flush_bytes and not self._write_failed:
+            self.flush()
+
+    def _encode_deferred(self) -> None:
+        """Encode the deferred records in one pass (invalid ones counted, left out)."""
+        buffer, start = self._buffer, self._encoded
+        if self._deferred:
+            lines: list[str] = []
+            added = 0
+            encode, epoch = self._line.encode, self.epoch
+            for item in buffer[start:]:
+                if isinstance(item, str):
+                    lines.append(item)
+                    continue
+                event, ts_ns, attrs, rec = item
+                try:
+                    line = encode(event, ts_ns, attrs, epoch, rec)
+                except (TelemetryError, ValueError, TypeError) as exc:
+                    self.counters["records"] -= 1
+                    self.counters["invalid"] += 1
+                    if self.counters["invalid"] <= 10:
+                        log.warning("invalid telemetry record", exc=exc)
+                    continue
+                lines.append(line)
+                added += len(line) + 1
+            buffer[start:] = lines
+            self._deferred = 0
+            self._buffer_bytes += added
+        self._encoded = len(buffer)
 
     def _make(self, event: str, ts_ns: int | None, attrs: Mapping[str, Any]) -> dict[str, Any]:
         rec, self.next_rec = self.next_rec, self.next_rec + 1
@@ -283,9 +321,9 @@ class TelemetrySpool:
     # ------------------------------------------------------------ files
 
     def _open_next(self) -> None:
-        self._n += 1
-        self._file_path = self.dir / current_name(self.epoch, self._n)
-        self._file = open(self._file_path, "ab")  # noqa: SIM115 - closed by _roll
+        path = self.dir / current_name(self.epoch, self._n + 1)
+        self._file = open(path, "ab")  # noqa: SIM115 - closed by _roll
+        self._n, self._file_path = self._n + 1, path
         self._file_bytes = 0
         self._file_opened = self._clock()
 
@@ -295,21 +333,24 @@ class TelemetrySpool:
     def flush(self) -> None:
         """Write the buffer to the current file (no fsync); roll if it is full or old."""
         if self._buffer:
-            if self._file is None:
-                self._open_next()
-            assert self._file is not None
-            lines = self._lines()
-            self._buffer[:] = lines  # encoded once, also if the write fails
+            self._encode_deferred()  # encoded once, also if the write fails
+            lines = cast(list[str], self._buffer)
             data = ("\n".join(lines) + "\n").encode() if lines else b""
             try:
+                if self._file is None:
+                    self._open_next()
+                assert self._file is not None
                 self._file.write(data)
                 self._file.flush()
             except OSError as exc:
                 # keep the records for the next try; the buffer bound limits the damage
                 self.counters["write_errors"] += 1
+                self._write_failed = True
                 log.error("telemetry write failed", exc=exc, path=str(self._file_path))
                 return
+            self._write_failed = False
             self._buffer.clear()
+            self._encoded = self._buffer_bytes = 0
             self._file_bytes += len(data)
             if self.on_flush is not None:
                 try:

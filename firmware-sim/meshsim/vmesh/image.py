@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -197,20 +198,142 @@ def _build(recipe: Recipe, log: Log) -> None:
     mirror = host_mirror(recipe.suite)
     work = Path(tempfile.mkdtemp(prefix="msub-image-", dir="/var/tmp"))
     rootfs = work / "rootfs"
+    started = time.monotonic()
     try:
-        log(f"debootstrap {recipe.suite} ({len(recipe.packages)} packages) from the host "
-            "mirror; a few minutes")
-        sh.run(["debootstrap", f"--arch={recipe.arch}", f"--variant={recipe.variant}",
-                f"--components={','.join(recipe.components)}",
-                f"--include={','.join(recipe.packages)}",
-                recipe.suite, str(rootfs), mirror], timeout=1800)
+        log(f"debootstrap {recipe.suite} ({len(recipe.packages)} packages, {recipe.arch}) "
+            "from the host mirror; a few minutes")
+        _debootstrap(recipe, rootfs, mirror, log)
+        t = time.monotonic()
         shutil.copy(RECIPE_DIR / "customize.sh", rootfs / "tmp" / "customize.sh")
         sh.run(["chroot", str(rootfs), "/bin/sh", "/tmp/customize.sh",
                 *recipe.masked_units], timeout=600)
-        log(f"importing {recipe.ref}")
+        log(f"customize.sh: {time.monotonic() - t:.0f} s; importing {recipe.ref}")
+        t = time.monotonic()
         _import(rootfs, recipe)
+        log(f"import: {time.monotonic() - t:.0f} s; {recipe.ref} built in "
+            f"{time.monotonic() - started:.0f} s")
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+HOST_TOOLS = "msub-host-tools"
+"""The directory, in a foreign root during its second stage only, of the host's dpkg-deb."""
+
+
+def _debootstrap(recipe: Recipe, rootfs: Path, mirror: str, log: Log) -> None:
+    """debootstrap the recipe's root; a foreign one with its unpacking done natively.
+
+    For a foreign architecture debootstrap's first stage downloads and extracts
+    natively, and its second stage installs every package again with the target's
+    own dpkg, under qemu-user: there, the decompression of each package's data
+    (``dpkg-deb --fsys-tarfile``, xz) ran emulated and was most of the build (measured
+    in docs/vmesh.md, "Device architectures"). dpkg runs ``dpkg-deb`` from the PATH
+    (debootstrap gives it ``/sbin:/usr/sbin:/bin:/usr/bin``), so the second stage
+    finds the host's own first (the same bookworm dpkg, a program that only reads
+    archives and writes a tar stream), with its libraries, both removed afterwards;
+    the maintainer scripts still run as the target's programs.
+    dpkg's fsyncs are off for the build (``force-unsafe-io``): a half-written root is
+    thrown away anyway. And the second stage resolves pre-dependencies with the
+    target's perl reading the whole Packages index (49 MB for bookworm's main on
+    arm64) once per pass, emulated: it is given the index of the packages the first
+    stage chose, and nothing else (``_trim_package_lists``).
+    """
+    args = [f"--arch={recipe.arch}", f"--variant={recipe.variant}",
+            f"--components={','.join(recipe.components)}",
+            f"--include={','.join(recipe.packages)}", recipe.suite, str(rootfs), mirror]
+    t = time.monotonic()
+    if recipe.arch == host_arch():
+        sh.run(["debootstrap", *args], timeout=1800)
+        log(f"debootstrap: {time.monotonic() - t:.0f} s")
+        return
+    sh.run(["debootstrap", "--foreign", *args], timeout=1800)
+    log(f"debootstrap first stage (native): {time.monotonic() - t:.0f} s; "
+        f"package lists {_trim_package_lists(rootfs)}")
+    t = time.monotonic()
+    with _host_unpacker(rootfs):
+        sh.run(["chroot", str(rootfs), "/debootstrap/debootstrap", "--second-stage"],
+               timeout=3600)
+    log(f"debootstrap second stage (qemu-user, host dpkg-deb): {time.monotonic() - t:.0f} s")
+
+
+def _trim_package_lists(rootfs: Path) -> str:
+    """Keep in ``rootfs``'s Packages indexes only the packages the first stage chose.
+
+    The second stage looks packages up only among those (``/debootstrap/required``
+    and ``base``: the first stage's closure of the recipe's packages, all
+    downloaded); a name outside them has no .deb to install either way, so the
+    result is the same. ``customize.sh`` removes the lists from the image. Returns
+    the sizes before and after, for the build's log.
+    """
+    chosen: set[str] = set()
+    for name in ("required", "base"):
+        with contextlib.suppress(OSError):
+            chosen.update((rootfs / "debootstrap" / name).read_text().split())
+    if not chosen:
+        return "kept (no /debootstrap/required or base)"
+    before = after = 0
+    for index in sorted((rootfs / "var" / "lib" / "apt" / "lists").glob("*_Packages")):
+        text = index.read_text(encoding="utf-8", errors="surrogateescape")
+        kept = [stanza for stanza in re.split(r"\n\s*\n", text)
+                if (m := re.match(r"Package:\s*(\S+)", stanza)) and m.group(1) in chosen]
+        trimmed = "\n\n".join(kept) + "\n"
+        index.write_text(trimmed, encoding="utf-8", errors="surrogateescape")
+        before += len(text)
+        after += len(trimmed)
+    return f"{before / 1e6:.1f} MB -> {after / 1e6:.2f} MB ({len(chosen)} packages)"
+
+
+@contextlib.contextmanager
+def _host_unpacker(rootfs: Path) -> Iterator[None]:
+    """The host's ``dpkg-deb`` as ``/usr/sbin/dpkg-deb`` of ``rootfs`` while the block runs.
+
+    ``/usr/sbin`` comes before the target's own ``/usr/bin/dpkg-deb`` in the PATH the
+    second stage gives dpkg. A wrapper (the target's ``sh``) runs the host's binary
+    through the host's dynamic loader with the host's libraries, all copied to
+    ``rootfs/msub-host-tools`` (nothing of the target's used or changed). Everything
+    is removed afterwards, so the image is the one a native second stage makes.
+    """
+    tools = rootfs / HOST_TOOLS
+    wrapper = rootfs / "usr" / "sbin" / "dpkg-deb"
+    if wrapper.exists() or wrapper.is_symlink():
+        raise VmeshError(f"{wrapper} exists already: not a fresh first stage")
+    unsafe_io = rootfs / "etc" / "dpkg" / "dpkg.cfg.d" / "msub-unsafe-io"
+    binary = shutil.which("dpkg-deb")
+    if binary is None:
+        raise VmeshError("dpkg-deb: not installed (see scripts/apt-packages.txt)")
+    loader, libs = _shared_objects(binary)
+    tools.mkdir()
+    try:
+        for obj in (loader, *libs):
+            shutil.copy(obj, tools / Path(obj).name)
+        shutil.copy(binary, tools / "dpkg-deb.host")
+        wrapper.write_text(
+            "#!/bin/sh\n"
+            f'exec /{HOST_TOOLS}/{Path(loader).name} --library-path /{HOST_TOOLS} '
+            f'--argv0 dpkg-deb /{HOST_TOOLS}/dpkg-deb.host "$@"\n')
+        wrapper.chmod(0o755)
+        unsafe_io.parent.mkdir(parents=True, exist_ok=True)
+        unsafe_io.write_text("force-unsafe-io\n")
+        yield
+    finally:
+        wrapper.unlink(missing_ok=True)
+        shutil.rmtree(tools, ignore_errors=True)
+        unsafe_io.unlink(missing_ok=True)
+
+
+def _shared_objects(binary: str) -> tuple[str, list[str]]:
+    """The dynamic loader and the libraries ``binary`` loads, from ``ldd``."""
+    loader = ""
+    libs: list[str] = []
+    for line in sh.out(["ldd", binary]).splitlines():
+        m = re.search(r"=>\s*(/\S+)", line)
+        if m:
+            libs.append(m.group(1))
+        elif re.match(r"\s*/\S+ld-linux\S*\s", line):
+            loader = line.split()[0]
+    if not loader:
+        raise VmeshError(f"no dynamic loader found for {binary} (ldd)")
+    return loader, libs
 
 
 def _import(rootfs: Path, recipe: Recipe) -> None:

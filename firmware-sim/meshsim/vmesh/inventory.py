@@ -24,6 +24,11 @@ KEY = "id_ed25519"
 KNOWN_HOSTS = "known_hosts"
 WHEELHOUSE = "wheelhouse"
 GPSD_UDP_PORT = 29470
+EMULATED_CONNECT_TIMEOUT_S = 60
+"""Connection timeout for a device under emulation. Mitogen's connection is the SSH
+login and the start of its Python on the device, all under qemu-user there: with
+Ansible's default 10 s, a busy host turned two arm64 devices of ``vmesh-mixed-arch``
+unreachable ("Connection timed out", 2026-11-27, load 15)."""
 
 
 def wheelhouse_name(arch: str) -> str:
@@ -96,6 +101,7 @@ def write_inventory(plan: Plan, rundir: Path, protocol: str, *, name: str = INVE
     for host, arch in (arches or {}).items():
         if arch != host_arch() and host in group["hosts"]:
             group["hosts"][host]["meshsub_wheelhouse_dir"] = str(rundir / wheelhouse_name(arch))
+            group["hosts"][host]["ansible_ssh_timeout"] = EMULATED_CONNECT_TIMEOUT_S
     for host, extra in (host_vars or {}).items():
         group["hosts"][host].update(extra)
     text = (f"# meshsim vmesh run {plan.run!r}: {len(plan.nodes)} virtual devices.\n"

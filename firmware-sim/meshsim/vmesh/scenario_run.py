@@ -79,6 +79,9 @@ class RunOptions:
     (a test waits here for what it began in ``on_start``)."""
     reuse_larger: bool = False
     """Run on the first N devices of a larger healthy run (a test session's fleet)."""
+    inventory_vars: dict[str, Any] = field(default_factory=dict)
+    """More group variables for the devices' configuration (e.g. the live telemetry topic
+    and a collector bridge: docs/operations.md, "A fleet on one map")."""
 
 
 @dataclass
@@ -163,7 +166,7 @@ def run_on_vmesh(scenario: Scenario, opts: RunOptions) -> VmeshRunResult:
             feeder = _gps_feeder(scenario, devmap, trajectories, clock, out)
             feeder.start()
         t = time.monotonic()
-        inventory = _write_inventory(scenario, plan, up, devmap, run)
+        inventory = _write_inventory(scenario, plan, up, devmap, run, opts.inventory_vars)
         deployment = deploy.deploy(inventory, "--tags", "configure")
         timings["deploy_s"] = time.monotonic() - t
         log(f"deployed to {count} devices in {timings['deploy_s']:.1f} s "
@@ -244,7 +247,8 @@ def _gps_feeder(scenario: Scenario, devmap: dict[int, NodePlan], trajectories: T
 
 
 def _write_inventory(scenario: Scenario, plan: Plan, up: lifecycle.UpResult,
-                     devmap: dict[int, NodePlan], run: str) -> Path:
+                     devmap: dict[int, NodePlan], run: str,
+                     extra_vars: dict[str, Any]) -> Path:
     """The run's inventory with this scenario's node ids, positions and protocol."""
     host_vars: dict[str, dict[str, Any]] = {}
     roles = role_host_vars(scenario, list(devmap))
@@ -262,6 +266,7 @@ def _write_inventory(scenario: Scenario, plan: Plan, up: lifecycle.UpResult,
         "meshsub_telemetry_run": run,
         "meshsub_telemetry_state_every_s": scenario.meta.state_every_s,
         "meshsub_beacon_interval": BEACON_INTERVAL_S,
+        **extra_vars,
     }
     used = dataclasses.replace(up.plan, nodes=tuple(devmap.values()))  # only these deploy
     arches = {n.hostname: a for n, a in zip(up.plan.nodes, up.arches, strict=False)}
