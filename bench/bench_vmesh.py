@@ -72,6 +72,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="msub-wheels-") as tmp:  # not in the figures
         build_wheelhouse(Path(tmp) / "wheels", agent=True)
         print(f"baked image: {bake.ensure_baked(Path(tmp) / 'wheels', log=print)}", flush=True)
+    print(f"playbook strategy: {deploy.strategy_name()} ({deploy.MITOGEN_ENV}=0 for Ansible's "
+          "own linear)", flush=True)
     others = host_busy_share(10.0)
     print(f"host busy before the runs (other work): {100 * others:.0f} % of {cores} cores; "
           f"{load_line()}", flush=True)
@@ -109,6 +111,7 @@ def main() -> int:
                   f"{base['deploy_s'] / max(same.timings.get('deploy_s', 1e-9), 1e-9):.1f}x "
                   "faster")
     print(json.dumps({"traffic_s": args.traffic, "host_busy_before": others,
+                      "strategy": deploy.strategy_name(),
                       "runs": [{"nodes": r.nodes, "timings": r.timings, "ready_s": r.ready_s,
                                 "settle": r.settle.get("complete"), "medium": r.medium,
                                 "usage": r.usage.__dict__ if r.usage else None,
