@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 
 from mesheval.energy import rx_energy_column, tx_energy_column
@@ -305,11 +305,15 @@ def _orphans(records: DataFrame, pubs: DataFrame) -> Runs:
     )
 
 
-def _event_tx(radio: DataFrame) -> DataFrame:
-    """Data transmissions per event (of measured events)."""
-    return (radio.filter((F.col("event") == "tx") & (F.col("msg_kind") == "data")
-                         & F.col("of_event"))
-            .groupBy("run", "event_id").agg(F.count(F.lit(1)).alias("data_tx")))
+def _event_tx(records: DataFrame, measured: DataFrame) -> DataFrame:
+    """Data transmissions per event (of measured events).
+
+    Counted per event id before meeting the events (one row per event leaves the scan,
+    not one per transmission): a transmission counts for a measured event whatever its
+    time, as in ``traffic``."""
+    return (records.filter((F.col("event") == "tx") & (F.col("msg_kind") == "data"))
+            .groupBy("run", "event_id").agg(F.count(F.lit(1)).alias("data_tx"))
+            .join(measured.select("run", "event_id"), ["run", "event_id"]))
 
 
 def event_detail(measured: DataFrame, interested: DataFrame, pairs: DataFrame,
@@ -365,21 +369,53 @@ def _event_stats(per_event: DataFrame) -> Runs:
     ))
 
 
-def _traffic_stats(radio: DataFrame) -> Runs:
-    """Counts, bytes and energy per (tx|rx, msg_kind); data energy of measured events."""
-    runs: Runs = {}
-    for row in radio.groupBy("run", "event", "msg_kind").agg(
+def _radio_by_node(radio: DataFrame) -> list[Row]:
+    """The traffic family in one pass: count, bytes and energy per (run, tx|rx,
+    msg_kind, node), collected (a few rows per node); ``_traffic_stats`` and the nodes'
+    load are sums of these rows."""
+    return radio.groupBy("run", "event", "msg_kind", "node").agg(
         F.count(F.lit(1)).alias("n"), F.sum("bytes").alias("b"), F.sum("energy_j").alias("e"),
         F.sum(F.when(F.col("of_event"), F.col("energy_j"))).alias("e_event"),
-    ).collect():
-        r = runs.setdefault(row["run"], {})
-        prefix = f"{row['event']}_{row['msg_kind']}"
-        r[f"{prefix}_count"] = row["n"]
-        r[f"{prefix}_bytes"] = row["b"]
-        r[f"{prefix}_energy_j"] = row["e"]
-        if row["msg_kind"] == "data":
-            r[f"{row['event']}_data_event_energy_j"] = row["e_event"] or 0.0
+    ).collect()
+
+
+def _add(a: Any, b: Any) -> Any:
+    """Spark's ``sum`` of two partial sums: null only if both are."""
+    return b if a is None else a if b is None else a + b
+
+
+def _traffic_stats(by_node: list[Row]) -> Runs:
+    """Counts, bytes and energy per (tx|rx, msg_kind); data energy of measured events."""
+    sums: dict[tuple[str, str, str], list[Any]] = {}
+    for row in by_node:
+        acc = sums.setdefault((row["run"], row["event"], row["msg_kind"]),
+                              [0, None, None, None])
+        for i, key in enumerate(("n", "b", "e", "e_event")):
+            acc[i] = _add(acc[i], row[key])
+    runs: Runs = {}
+    for (run, event, kind), (n, b, e, e_event) in sums.items():
+        r = runs.setdefault(run, {})
+        prefix = f"{event}_{kind}"
+        r[f"{prefix}_count"] = n
+        r[f"{prefix}_bytes"] = b
+        r[f"{prefix}_energy_j"] = e
+        if kind == "data":
+            r[f"{event}_data_event_energy_j"] = e_event or 0.0
     return runs
+
+
+def _tx_load(spark: SparkSession, by_node: list[Row]) -> DataFrame:
+    """Per (run, node): transmissions, their bytes and energy (from ``_radio_by_node``)."""
+    load: dict[tuple[str, int], list[Any]] = {}
+    for row in by_node:
+        if row["event"] == "tx":
+            acc = load.setdefault((row["run"], row["node"]), [0, None, None])
+            acc[0] += row["n"]
+            acc[1] = _add(acc[1], row["b"])
+            acc[2] = _add(acc[2], row["e"])
+    return spark.createDataFrame(
+        [(run, node, *values) for (run, node), values in sorted(load.items())],
+        "run string, node long, tx long, tx_bytes long, tx_energy_j double")
 
 
 def _windows(pairs: DataFrame, window_s: float) -> list[dict[str, Any]]:
@@ -399,17 +435,17 @@ def _windows(pairs: DataFrame, window_s: float) -> list[dict[str, Any]]:
     return windows
 
 
-def _nodes(records: DataFrame, radio: DataFrame, pairs: DataFrame) -> list[dict[str, Any]]:
-    """Per node: load (transmissions, bytes, energy), mean position, deliveries."""
-    load = radio.filter(F.col("event") == "tx").groupBy("run", "node").agg(
-        F.count(F.lit(1)).alias("tx"), F.sum("bytes").alias("tx_bytes"),
-        F.sum("energy_j").alias("tx_energy_j"))
+def _nodes(records: DataFrame, load: DataFrame, pairs: DataFrame,
+           names: DataFrame | None = None) -> list[dict[str, Any]]:
+    """Per node: load (transmissions, bytes, energy: ``_tx_load``), mean position,
+    deliveries."""
     place = records.filter(F.col("event") == "position").groupBy("run", "node").agg(
         F.avg("x").alias("x"), F.avg("y").alias("y"))
     recv = pairs.filter(_nonlocal()).groupBy("run", "node").agg(
         F.sum(_i(F.col("interested"))).alias("interested"), F.sum(_i(_hit())).alias("delivered"),
         F.sum(_i(F.col("state") == "fp")).alias("false_positives"))
-    names = records.select("run", "node").distinct()
+    if names is None:
+        names = records.select("run", "node").distinct()
     nodes = [
         row.asDict()
         for row in names.join(load, ["run", "node"], "left")
@@ -436,13 +472,14 @@ def _group_cdf(pairs: DataFrame) -> list[dict[str, Any]]:
 
 def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
              message_bits: int | None = None, *, cache_window_s: float = 0.0,
-             groups: DataFrame | None = None) -> Evaluation:
+             groups: DataFrame | None = None, names: DataFrame | None = None) -> Evaluation:
     """Compute everything per run; ``settings`` from ``mesheval.settings.settings_frame``.
 
     ``message_bits``: see ``traffic`` (energy per message instead of per frame byte).
     ``cache_window_s``: subscriptions starting this long after a publication still count
     for it. ``groups``: (run, node, group, role) of the scenarios' node groups (scoped
-    events, state size by role).
+    events, state size by role). ``names``: the (run, node) pairs of the records, if the
+    caller knows them already (``mesheval.load.Loaded.census``).
     """
     spark = records.sparkSession
     if groups is None:
@@ -457,7 +494,7 @@ def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
                   .groupBy("run", "event_id", "node")
                   .agg(F.min("start_ns").alias("sub_start")))
     pairs = delivery_pairs(records, measured.drop("content"), interested).cache()
-    radio = traffic(records, pubs, settings, message_bits).cache()
+    radio = traffic(records, pubs, settings, message_bits)
 
     runs: Runs = {}
     _merge(runs, _collect_by_run(pubs.groupBy("run").agg(
@@ -486,17 +523,18 @@ def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
         .agg(F.countDistinct("node").alias("subscribers"))))
     _merge(runs, _late_subscribers(pairs, intervals))
     _merge(runs, _orphans(records, pubs))
-    event_tx = _event_tx(radio)
+    event_tx = _event_tx(records, measured).cache()
     per_event = _per_event(measured, pairs, event_tx)
     _merge(runs, _event_stats(per_event))
-    _merge(runs, _traffic_stats(radio))
+    by_node = _radio_by_node(radio)
+    _merge(runs, _traffic_stats(by_node))
     _merge(runs, _collect_by_run(forwarding_fp(records, pubs, settings)))
     _merge(runs, drops_by_reason(records))
     windows = _windows(pairs, window_s)
-    nodes = _nodes(records, radio, pairs)
-    by_node = {(n["run"], n["node"]): n for n in state_nodes}
+    nodes = _nodes(records, _tx_load(spark, by_node), pairs, names)
+    state_by_node = {(n["run"], n["node"]): n for n in state_nodes}
     for n in nodes:
-        s = by_node.get((n["run"], n["node"]), {})
+        s = state_by_node.get((n["run"], n["node"]), {})
         n.update({k: s.get(k) for k in ("role", "state_entries_mean", "state_bytes_mean",
                                         "state_bytes_max")})
     group_cdf = _group_cdf(pairs)
@@ -506,7 +544,7 @@ def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
         _derive(values)
     detail = event_detail(measured, interested, pairs, event_tx)
     return Evaluation(runs, windows, nodes, run_cdf, group_cdf, per_event, state_timeline,
-                      cached=[pubs, intervals, truth, pairs, radio], event_detail=detail)
+                      cached=[pubs, intervals, truth, pairs, event_tx], event_detail=detail)
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:
