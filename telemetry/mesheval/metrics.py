@@ -259,6 +259,8 @@ def _delivery_stats(pairs: DataFrame) -> Runs:
     """Ground truth against deliveries: ratio, latency, false positives, duplicates."""
     return _collect_by_run(pairs.groupBy("run").agg(
         F.sum(_i(F.col("interested") & _nonlocal())).alias("interested_pairs"),
+        F.sum(_i(F.col("interested") & _nonlocal() & (F.col("sub_start") > F.col("pub_ts"))))
+        .alias("interested_pairs_late"),
         F.sum(_i(_hit())).alias("first_deliveries"),
         F.sum(_i(F.col("state") == "fp")).alias("fp_deliveries"),
         F.sum(_i(F.col("state") == "local")).alias("local_deliveries"),
@@ -502,19 +504,16 @@ def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
         F.sum(_i(~F.col("measured"))).alias("events_warmup"),
         F.sum(F.col("pub_records") - 1).alias("publish_duplicates"),
     )))
-    _merge(runs, _collect_by_run(truth.filter(F.col("status") != "match").groupBy("run").agg(
+    _merge(runs, _collect_by_run(truth.groupBy("run").agg(  # the truth family in one pass
         F.countDistinct(F.when(F.col("status") == "bad_event", F.col("event_id")))
         .alias("bad_event_content"),
         F.countDistinct(F.when(F.col("status") == "bad_subscription",
                                F.concat_ws("/", F.col("node"), F.col("sub_id"))))
         .alias("bad_subscription_content"),
+        F.countDistinct(F.when(F.col("scope").isNotNull(), F.col("event_id")))
+        .alias("scoped_events"),
     )))
     _merge(runs, _delivery_stats(pairs))
-    _merge(runs, _collect_by_run(pairs.filter(_nonlocal() & F.col("interested")).groupBy("run")
-                                 .agg(F.sum(_i(F.col("sub_start") > F.col("pub_ts")))
-                                      .alias("interested_pairs_late"))))
-    _merge(runs, _collect_by_run(truth.filter(F.col("scope").isNotNull()).groupBy("run")
-                                 .agg(F.countDistinct("event_id").alias("scoped_events"))))
     state_runs, state_nodes, state_timeline = state_metrics(
         records, settings, groups.select("run", "node", "role").dropDuplicates(["run", "node"]))
     _merge(runs, state_runs)
