@@ -481,6 +481,43 @@ async def test_live_feed_without_broker_counts_what_the_spool_bound_deleted(
     assert counters and counters[-1]["bytes"] == node.feed.reader.lost
 
 
+async def test_a_copy_sent_to_a_restarting_neighbour_is_offered_to_its_next_process(
+        tmp_path: Path) -> None:
+    """B restarts while A still lists it (B beacons slowly, so A's timeout outlasts the
+    restart), and A's epidemic copy to B's old process is given up after its
+    retransmissions. B's restart is a new contact on A too (down, then up), so A offers
+    its summary vector again and B fetches the copy. (With the restart taken as the same
+    contact, B asked A only for what A lacked and never got the copy.)"""
+    ports = [free_udp_port() for _ in range(2)]
+    slow = {"beacon_interval": 2.5, "min_interval": 2.5}
+
+    def config(i: int) -> Config:
+        return make_config(tmp_path, i + 1, ports[i], [ports[1 - i]],
+                           protocol={"name": "epidemic", "params": {"ttl_s": 600.0}},
+                           discovery=slow if i == 1 else {})
+
+    a = Node(config(0), notifier=SystemdNotifier({}))
+    b = Node(config(1), notifier=SystemdNotifier({}))
+    try:
+        await a.start()
+        await b.start()
+        await until(lambda: 2 in a.table and 1 in b.table, "A and B meet")
+        await b.stop()
+        event_id = (await control(a, {"cmd": "pub", "event": "restart/copy n=1"}))["event_id"]
+        given_up = a.protocol.reliable.stats["given_up"]
+        await until(lambda: a.protocol.reliable.stats["given_up"] > given_up,
+                    "A gives the copy to B's old process up")
+        assert 2 in a.table  # still listed: the restart is shorter than A's timeout for B
+        b = Node(config(1), notifier=SystemdNotifier({}))
+        await b.start()
+        await until(lambda: event_id in {str(m) for m in b.protocol.buffer.summary_vector()},  # type: ignore[attr-defined]
+                    "B's new process carries the copy")
+        assert a.table.restarts == 1
+    finally:
+        await b.stop()
+        await a.stop()
+
+
 KEY_2 = "a3f1c85e07d94b26e1b8c4d39f0a7e52c6d81b4f93a2e70d5b18c6f4e29a03d7"
 
 
@@ -527,8 +564,13 @@ async def test_key_rotation_with_two_overlapping_keys_loses_nothing(tmp_path: Pa
         def carried(n: Node) -> set[str]:
             return {str(m) for m in n.protocol.buffer.summary_vector()}  # type: ignore[attr-defined]
 
-        await until(lambda: all(set(published) <= carried(n) for n in nodes),
-                    "every event on every node", guard=60.0)
+        try:
+            await until(lambda: all(set(published) <= carried(n) for n in nodes),
+                        "every event on every node", guard=60.0)
+        except AssertionError:
+            missing = {i + 1: sorted(set(published) - carried(n)) for i, n in enumerate(nodes)}
+            raise AssertionError(f"not on every node after 60 s: {missing} "
+                                 f"(published in order: {published})") from None
         refused += sum(refusals(i) for i in range(3))
         assert refused == 0
         assert all(n.codec.keys.key_ids == {2} for n in nodes)

@@ -75,9 +75,25 @@ def test_duplicates_and_restart() -> None:
     t = NeighborTable()
     hear(t, 10, 0.0)
     assert hear(t, 10, 0.1) == [] and t.duplicates == 1  # same beacon by unicast and broadcast
-    assert hear(t, 1, 1.0) == []  # the neighbour rebooted: sequence restarted, no losses
+    # the neighbour rebooted: its sequence restarted (no losses), and it is a new contact
+    assert [e.kind for e in hear(t, 1, 1.0)] == [EventKind.DOWN, EventKind.UP]
     n = t.get(2)
     assert n is not None and t.restarts == 1 and n.lost == 0 and n.last_seq == 1
+
+
+def test_a_restarted_neighbour_leaves_and_arrives_again() -> None:
+    """Its protocol state is gone with its process, so protocols must meet it anew (an
+    epidemic copy sent to the old process and never acknowledged is offered again at the
+    new contact); a later beacon of the same boot is an ordinary one."""
+    t = NeighborTable()
+    hear(t, 7, 0.0, epoch=100, name="old")
+    restarted = hear(t, 1, 1.0, epoch=101, name="new", address=("10.0.0.3", 4790))
+    assert [(e.kind, e.address) for e in restarted] == [
+        (EventKind.DOWN, A), (EventKind.UP, ("10.0.0.3", 4790))]
+    n = t.get(2)
+    assert n is not None and n.name == "new" and n.epoch == 101
+    assert hear(t, 2, 2.0, epoch=101, name="new", address=("10.0.0.3", 4790)) == []
+    assert t.restarts == 1 and len(t) == 1
 
 
 def test_position_move_and_metadata_change() -> None:
@@ -166,7 +182,8 @@ def test_a_stale_beacon_never_moves_the_address() -> None:
     assert n is not None and n.address == A and n.last_seq == 6 and t.stale == 2
     assert t.check(2, 1, epoch=101) is None  # a real restart is heard
     hear(t, 1, 3.0, epoch=101, address=("10.0.0.3", 4790))
-    assert n.address == ("10.0.0.3", 4790) and t.restarts == 1
+    n = t.get(2)
+    assert n is not None and n.address == ("10.0.0.3", 4790) and t.restarts == 1
 
 
 def test_a_full_table_refuses_new_ids_and_keeps_live_neighbours() -> None:

@@ -11,7 +11,8 @@ Hostile senders: the table holds at most ``max_neighbors``; a new node beyond
 that is refused (counted in ``refused``), never exchanged for a live one. A
 beacon older than the newest heard from that node (by the transmitter's boot
 epoch, then the beacon sequence) is stale: counted, and it changes nothing,
-least of all the neighbour's address.
+least of all the neighbour's address. A neighbour that restarted (a newer boot
+epoch, or without epochs a sequence that began anew) is a new contact: down, then up.
 """
 
 from __future__ import annotations
@@ -178,20 +179,27 @@ class NeighborTable:
                 self.refused += 1
             return []
         n = self._table.get(node)
-        if n is None:
+        restarted = n is not None and (
+            (epoch is not None and n.epoch is not None and epoch > n.epoch) or seq < n.last_seq)
+        if n is None or restarted:
+            # A restarted neighbour is a new contact: whatever it held in memory about
+            # this node (what it was sent, what it asked for, its reliable receiver) is
+            # gone, so protocols must see it leave and arrive again, as its own side sees
+            # us arrive. Staying "up" across its restart left a copy sent to the old
+            # process unoffered for good once the retransmissions were spent.
+            events = []
+            if n is not None:
+                self.restarts += 1
+                events.append(NeighborEvent(EventKind.DOWN, node, None, n.address))
             n = Neighbor(node, address, interval, now, now, seq, epoch, name, position,
                          protocol, capabilities)
             n.reported_position = position
             self._table[node] = n
-            return [NeighborEvent(EventKind.UP, node, n.info(), address)]
-        restarted = (epoch is not None and n.epoch is not None and epoch > n.epoch) or \
-            seq < n.last_seq
+            events.append(NeighborEvent(EventKind.UP, node, n.info(), address))
+            return events
         n.epoch = epoch if epoch is not None else n.epoch
-        if restarted:  # the neighbour restarted: its sequence began anew
-            self.restarts += 1
-        else:
-            gap_losses = seq - n.last_seq - 1
-            self._decay(n, max(0, gap_losses - n.missed_applied))
+        gap_losses = seq - n.last_seq - 1
+        self._decay(n, max(0, gap_losses - n.missed_applied))
         n.lq = (1.0 - self.alpha) * n.lq + self.alpha
         n.received += 1
         n.missed_applied = 0

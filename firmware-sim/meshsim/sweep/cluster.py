@@ -26,7 +26,6 @@ import re
 import shutil
 import sys
 import tempfile
-import zipfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
@@ -80,23 +79,12 @@ def ship_packages(sc: Any) -> None:
     Python path of every task: it wins over an installed copy)."""
     import meshsim
     import meshsub
+    from mesheval.session import package_zip
 
     tmp = Path(tempfile.mkdtemp(prefix="meshsim-pyfiles-"))
     atexit.register(shutil.rmtree, tmp, True)
     archive = tmp / "meshsim-packages.zip"
-    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
-        for package in (meshsub, meshsim):
-            root = Path(package.__file__ or ".").resolve().parent
-            files = [p for p in sorted(root.rglob("*")) if p.is_file()
-                     and p.suffix in (".py", ".toml") and "__pycache__" not in p.parts]
-            for path in files:
-                zf.write(path, path.relative_to(root.parent).as_posix())
-            # zipimport cannot import a namespace package (a folder without __init__.py,
-            # such as meshsub/core/cluster): give each one an empty __init__.py
-            for folder in sorted({p.parent for p in files if p.suffix == ".py"}):
-                if not (folder / "__init__.py").is_file():
-                    name = (folder / "__init__.py").relative_to(root.parent).as_posix()
-                    zf.writestr(name, "")
+    package_zip(archive, [meshsub, meshsim])  # mesheval's: one way to ship code to workers
     sc.addPyFile(str(archive))
 
 
