@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import socket
 import statistics
@@ -32,11 +33,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "e2e"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from mesh import KEY, Mesh, NodeProc, wait_for
+from mesh import IFACE, KEY, Mesh, NodeProc, wait_for
 
 from bench_relay import baseline_us
 from meshsub.core.api import Message, MessageId
@@ -153,6 +155,162 @@ async def _inprocess_forward_us(events: int, telemetry: bool, tmp: Path) -> floa
         await node.stop()
 
 
+KERNEL_COUNTERS = f"""
+import json, pathlib
+rows = [line.split() for line in open("/proc/net/snmp") if line.startswith("Udp:")]
+out = {{"udp_" + k: int(v) for k, v in zip(rows[0][1:], rows[1][1:])}}
+stats = pathlib.Path("/sys/class/net/{IFACE}/statistics")
+for name in ("rx_dropped", "tx_dropped", "rx_packets", "tx_packets"):
+    out["if_" + name] = int((stats / name).read_text())
+print(json.dumps(out))
+"""
+
+
+def kernel_counters(ns: str) -> dict[str, int]:
+    """The namespace's UDP counters (/proc/net/snmp) and its interface's packet counters."""
+    out = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", KERNEL_COUNTERS],
+                         capture_output=True, text=True, check=True).stdout
+    return {k: int(v) for k, v in json.loads(out).items()}
+
+
+def _nonzero(counters: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counters.items()) if v) or "none"
+
+
+def missing_runs(expected: int, seen: set[int]) -> str:
+    """The events (0 .. expected - 1) not in ``seen``, as runs: "3, 7-9, ..."."""
+    runs: list[tuple[int, int]] = []
+    for i in sorted(set(range(expected)) - seen):
+        if runs and runs[-1][1] == i - 1:
+            runs[-1] = (runs[-1][0], i)
+        else:
+            runs.append((i, i))
+    shown = ", ".join(f"{lo}-{hi}" if hi > lo else str(lo) for lo, hi in runs[:12])
+    return f"{expected - len(seen)} in {len(runs)} runs: {shown}{' ...' if len(runs) > 12 else ''}"
+
+
+def print_node(name: str, status: dict[str, Any], kernel: dict[str, int] | None) -> None:
+    """One node's counters that account for events: sent, received, dropped, queued."""
+    drops = status.get("drops", {})
+    link = status.get("link") or {}
+    mqtt = status.get("mqtt") or {}
+    lc = link.get("counters") or {}
+    print(f"  {name}: tx {_nonzero(status.get('transmissions', {}))}; link rx {lc.get('rx')} "
+          f"tx {lc.get('tx')}, link drops {_nonzero(link.get('drops') or {})}, kernel drops "
+          f"{drops.get('kernel')}")
+    print(f"     frame drops {_nonzero(drops.get('frame') or {})}; node drops "
+          f"{_nonzero(drops.get('node') or {})}; protocol drops "
+          f"{_nonzero(drops.get('protocol') or {})}")
+    print(f"     mqtt {_nonzero(mqtt.get('counters') or {})}; queued {mqtt.get('queued')}, "
+          f"acks {mqtt.get('acks')}, outbox {status.get('outbox')}, "
+          f"held {status.get('held_publications')}")
+    if kernel is not None:
+        print(f"     namespace kernel counters (delta over the load): {_nonzero(kernel)}")
+
+
+def print_account(st: dict[str, dict[str, Any]], delivered: int) -> bool:
+    """published = delivered + each counted loss, from the three daemons' counters (A
+    originates, B relays, C delivers to one subscription); True if nothing is unexplained.
+
+    Flooding forwards a new event once, so B's broadcasts are the events B heard and C's
+    queued deliveries the events C heard: the shortfall of each hop must be within that
+    receiver's kernel drops (its socket's receive buffer, which also drops duplicates)."""
+    def mqtt(name: str) -> dict[str, int]:
+        return dict((st[name].get("mqtt") or {}).get("counters") or {})
+
+    def tx(name: str) -> int:
+        return int((st[name].get("transmissions") or {}).get("tx_broadcast", 0))
+
+    def kernel(name: str) -> int:
+        return int((st[name].get("drops") or {}).get("kernel") or 0)
+
+    published = mqtt("a").get("events_accepted", 0)
+    a_sent, b_heard, c_heard = tx("a"), tx("b"), mqtt("c").get("deliveries_queued", 0)
+    c = mqtt("c")
+    queue_full, shutdown = c.get("dropped:queue_full", 0), c.get("dropped:shutdown", 0)
+    acked_by_c_broker = c.get("published", 0)
+    queued = int((st["c"].get("mqtt") or {}).get("queued") or 0)
+    parts = {
+        "not sent by A (outbox, held)": published - a_sent,
+        "lost A -> B": a_sent - b_heard,
+        "lost B -> C": b_heard - c_heard,
+        "C's delivery queue full (counted)": queue_full,
+        "C's delivery queue at shutdown (counted)": shutdown,
+        "still in C's delivery queue": queued,
+        "acknowledged by C's broker, not received by the subscriber": acked_by_c_broker
+        - delivered,
+    }
+    unexplained = published - delivered - sum(parts.values())
+    terms = [f"delivered {delivered}", *(f"{k} {v}" for k, v in parts.items() if v),
+             f"unexplained {unexplained}"]
+    print(f"  account: published (A accepted) {published} = " + " + ".join(terms))
+    ok = unexplained == 0
+    for hop, lost, receiver in (("A -> B", parts["lost A -> B"], "b"),
+                                ("B -> C", parts["lost B -> C"], "c")):
+        if lost:
+            covered = lost <= kernel(receiver)
+            ok = ok and covered
+            print(f"    lost {hop}: {lost}, {receiver.upper()}'s kernel receive drops "
+                  f"{kernel(receiver)}: {'counted' if covered else 'NOT COVERED by a counter'}")
+    if parts["acknowledged by C's broker, not received by the subscriber"]:
+        ok = False
+    print(f"  every lost event counted: {'yes' if ok else 'NO'}")
+    return ok
+
+
+def account(mesh: Mesh, expected: int, seen: set[int], kernel0: dict[str, dict[str, int]]) -> None:
+    """Where every published event went: each node's counters and its namespace's kernel
+    counters (deltas over the load), so that published = delivered + counted drops."""
+    if len(seen) < expected:
+        print(f"  missing on C: {missing_runs(expected, seen)}")
+    statuses = {name: node.try_status() or {} for name, node in mesh.nodes.items()}
+    for name, node in mesh.nodes.items():
+        k1 = kernel_counters(node.ns)
+        print_node(name, statuses[name], {k: v - kernel0[name].get(k, 0) for k, v in k1.items()})
+    print_account(statuses, len(seen))
+
+
+def spool_times(spool_dir: Path, event: str) -> dict[str, int]:
+    """event_id -> ts_ns of the first telemetry record ``event`` in a node's spool (closed
+    and current files; the spool flushes once a second)."""
+    out: dict[str, int] = {}
+    for path in sorted(spool_dir.glob("*.jsonl")) + sorted(spool_dir.glob(".*.jsonl")):
+        for line in path.read_text(errors="replace").splitlines():
+            if f'"event":"{event}"' not in line:
+                continue
+            rec = json.loads(line)
+            key = rec.get("event_id")
+            if key is not None and key not in out:
+                out[key] = int(rec["ts_ns"])
+    return out
+
+
+def segments(spool_a: Path, spool_c: Path,
+             deliveries: list[tuple[float, dict[str, Any]]]) -> None:
+    """Where the latency is spent, per event, from the daemons' own telemetry records:
+    the publisher's send -> A's ``publish`` record (A's broker, A's intake and commit),
+    -> C's ``deliver`` record (A's send, the relay B, C's receive), -> C's subscriber
+    (C's MQTT delivery, C's broker, ``mosquitto_sub``)."""
+    time.sleep(1.5)  # one spool flush
+    published, delivered = spool_times(spool_a, "publish"), spool_times(spool_c, "deliver")
+    parts: dict[str, list[float]] = {"intake (A)": [], "mesh (A -> B -> C)": [],
+                                     "delivery (C)": []}
+    for received, d in deliveries:
+        key = d.get("event_id")
+        if key not in published or key not in delivered or "t0" not in d.get("attrs", {}):
+            continue
+        t_pub, t_del = published[key] / 1e9, delivered[key] / 1e9
+        parts["intake (A)"].append(t_pub - d["attrs"]["t0"])
+        parts["mesh (A -> B -> C)"].append(t_del - t_pub)
+        parts["delivery (C)"].append(received - t_del)
+    print("  latency by segment (the daemons' telemetry records):")
+    for name, values in parts.items():
+        if values:
+            print(f"    {name:<20} p50 {percentile(values, 0.5) * 1e3:7.2f} ms  p99 "
+                  f"{percentile(values, 0.99) * 1e3:7.2f} ms  max {max(values) * 1e3:7.2f} ms"
+                  f"  (n={len(values)})")
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -197,6 +355,7 @@ def run(mesh: Mesh, args: argparse.Namespace) -> int:
     idle_rate = (cpu_seconds(pids["b"]) - idle_cpu0) / (time.monotonic() - t_idle0)
     idle_rss = {name: proc_status(pid)["VmRSS"] for name, pid in pids.items()}
 
+    kernel0 = {name: kernel_counters(node.ns) for name, node in mesh.nodes.items()}
     fwd0, (user0, sys0), t0 = forwarded(b), cpu_times(pids["b"]), time.monotonic()
     pub = subprocess.run(
         ["ip", "netns", "exec", a.ns, sys.executable, "-c", PUBLISHER, str(a.mqtt_port),
@@ -204,8 +363,14 @@ def run(mesh: Mesh, args: argparse.Namespace) -> int:
     expected = int(args.rate * args.seconds)
     peak_rss = {name: proc_status(pid)["VmRSS"] for name, pid in pids.items()}
     deadline = time.monotonic() + 120.0  # a hang guard: report what arrived, do not raise
+    last, quiet_since = -1, time.monotonic()
     while time.monotonic() < deadline:  # count lines, not parsed JSON: cheap at 1000/s
-        if sum('"bench/load"' in line for line in list(sub.lines)) >= expected:
+        arrived = sum('"bench/load"' in line for line in list(sub.lines))
+        if arrived >= expected:
+            break
+        if arrived != last:
+            last, quiet_since = arrived, time.monotonic()
+        elif time.monotonic() - quiet_since > 30.0:  # nothing more in 30 s: report the rest
             break
         time.sleep(1.0)
     fwd1, (user1, sys1), t1 = forwarded(b), cpu_times(pids["b"]), time.monotonic()
@@ -229,13 +394,7 @@ def run(mesh: Mesh, args: argparse.Namespace) -> int:
           f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     print(f"  publisher: {pub.stdout.strip()}")
     print(f"  delivered on C: {len(seen)}/{expected} distinct, {len(latencies)} deliveries")
-    if len(seen) < expected:
-        for name, node in mesh.nodes.items():
-            status = node.try_status() or {}
-            drops = status.get("drops", {})
-            print(f"  {name}: kernel drops {drops.get('kernel')}, node drops {drops.get('node')}, "
-                  f"outbox {status.get('outbox')}, mqtt queued "
-                  f"{(status.get('mqtt') or {}).get('queued')}")
+    account(mesh, expected, seen, kernel0)
     print("  resident memory, idle (MiB):        "
           + "  ".join(f"{n}={kb / 1024:.1f}" for n, kb in idle_rss.items()))
     print("  resident memory, under load (MiB):  "
@@ -254,6 +413,7 @@ def run(mesh: Mesh, args: argparse.Namespace) -> int:
               f"  p99 {percentile(latencies, 0.99) * 1e3:.2f} ms"
               f"  mean {statistics.fmean(latencies) * 1e3:.2f} ms"
               f"  max {max(latencies) * 1e3:.2f} ms")
+        segments(a.spool_dir, c.spool_dir, sub.deliveries())
     sub.close()
     return 0
 

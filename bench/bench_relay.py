@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import hmac
+import importlib.util
 import json
 import os
 import shutil
@@ -126,7 +127,8 @@ async def main():
     await asyncio.Event().wait()
 if factory == "uvloop":
     import uvloop
-    asyncio.run(main(), loop_factory=uvloop.new_event_loop)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(main())
 else:
     asyncio.run(main())
 """
@@ -239,13 +241,11 @@ def run_load(pid: int, target: tuple[str, int], a: socket.socket, c: socket.sock
 
 
 def floor_run(rates: list[float], args: argparse.Namespace, a: socket.socket,
-              c: socket.socket, seq: int) -> None:
-    """The same loads against the bare asyncio relay (``FLOOR_RELAY``), same run."""
-    from meshsub.runtime.node import loop_factory
+              c: socket.socket, seq: int, loop: str) -> None:
+    """The same loads against the bare relay (``FLOOR_RELAY``) on ``loop``, same run."""
     udp = free_udp("127.0.0.1")
     port = udp.getsockname()[1]
     udp.close()
-    loop = "uvloop" if loop_factory() is not None else "asyncio"
     peers = f"{a.getsockname()[1]},{c.getsockname()[1]}"
     floor = subprocess.Popen([sys.executable, "-c", FLOOR_RELAY, KEY, str(port), peers,
                               str(args.jitter), loop])
@@ -275,12 +275,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-floor", action="store_true",
                         help="skip the bare asyncio relay run (the event-loop floor baseline)")
     parser.add_argument("--no-telemetry", action="store_true", help="telemetry off")
+    parser.add_argument("--loops", default="default",
+                        help="event loops to run the daemon and the floor on, comma-separated: "
+                             "asyncio, uvloop (meshsub[fast]), default (uvloop if installed)")
     parser.add_argument("--deliver", action="store_true",
                         help="also subscribe on the relay over MQTT (mosquitto_sub) and report "
                              "how many events reached the subscriber and how long the "
                              "delivery path took to drain")
     args = parser.parse_args(argv)
     rates = [float(r) for r in args.rates.split(",")]
+    from meshsub.runtime.node import loop_factory
+    status = 0
+    for name in args.loops.split(","):
+        loop = name.strip()
+        if loop == "default":
+            loop = "uvloop" if loop_factory() is not None else "asyncio"
+        if loop not in ("asyncio", "uvloop"):
+            parser.error(f"unknown event loop {name!r}")
+        if loop == "uvloop" and importlib.util.find_spec("uvloop") is None:
+            print("bench_relay: uvloop is not installed (pip install 'meshsub[fast]')",
+                  file=sys.stderr)
+            return 2
+        status = status or bench(args, rates, loop)
+    return status
+
+
+def bench(args: argparse.Namespace, rates: list[float], loop: str) -> int:
+    """One daemon on ``loop`` through every rate, then the floor on the same loop."""
     mosquitto = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
     with tempfile.TemporaryDirectory(prefix="msub-relay-") as tmp:
         work = Path(tmp)
@@ -297,8 +318,9 @@ def main(argv: list[str] | None = None) -> int:
         config = write_config(work, port, [a.getsockname()[1], c.getsockname()[1]], mqtt_port,
                               args.jitter, not args.no_telemetry)
         with open(work / "log", "wb") as log:
+            env = {**os.environ, "MESHSUB_EVENT_LOOP": "asyncio" if loop == "asyncio" else ""}
             daemon = subprocess.Popen([str(VENV_BIN / "meshsubd"), "--config", str(config)],
-                                      stdout=subprocess.DEVNULL, stderr=log)
+                                      stdout=subprocess.DEVNULL, stderr=log, env=env)
         try:
             time.sleep(3.0)
             if daemon.poll() is not None:
@@ -313,7 +335,8 @@ def main(argv: list[str] | None = None) -> int:
             idle_rate = (cpu_seconds(pid) - cpu0) / (time.monotonic() - t0)
             idle_rss = rss_kib(pid)
             load = os.getloadavg()
-            print(f"relay benchmark: meshsubd on loopback, flooding (jitter {args.jitter:g} s), "
+            print(f"relay benchmark: meshsubd on loopback, {loop} event loop, flooding (jitter "
+                  f"{args.jitter:g} s), "
                   f"telemetry {'off' if args.no_telemetry else 'on'}; "
                   f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
             print(f"  idle: CPU {idle_rate * 1000:.1f} ms/s, RSS {idle_rss / 1024:.1f} MiB")
@@ -340,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
                           f"bridge: {mqtt_status(work)}")
             print(f"  RSS after the load {rss_kib(pid) / 1024:.1f} MiB")
             if not args.no_floor:
-                floor_run(rates, args, a, c, seq)
+                floor_run(rates, args, a, c, seq, loop)
         finally:
             if args.deliver and "listener" in locals() and listener is not None:
                 listener.terminate()

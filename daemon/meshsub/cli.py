@@ -54,6 +54,15 @@ def meshsubd_main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     try:
+        from meshsub.runtime.protocolcheck import isolated
+    except ImportError as exc:
+        return _fail("meshsubd", f"configuration support is missing: {exc}", EXIT_FAILURE)
+    with isolated():  # every protocol is loaded in a child for the registry's checks, one here
+        return _meshsubd(args)
+
+
+def _meshsubd(args: argparse.Namespace) -> int:
+    try:
         from meshsub.runtime.config import ConfigError, load_config
     except ImportError as exc:
         return _fail("meshsubd", f"configuration support is missing: {exc}", EXIT_FAILURE)

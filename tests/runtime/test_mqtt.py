@@ -283,6 +283,8 @@ async def test_own_publications_never_come_back(broker: Broker, store: Store) ->
 async def test_broker_down_queues_then_delivers_once(broker: Broker, store: Store) -> None:
     node = FakeNode()
     bridge = _bridge(_settings(broker, queue_limit=3), store, node)
+    dropped: list[tuple[str, MessageId, str]] = []
+    bridge.on_drop = lambda *d: dropped.append(d)  # the node writes a drop record for each
     # the application keeps a persistent session; the broker saves it across its restart
     app_props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
     app_props.SessionExpiryInterval = 300
@@ -302,6 +304,7 @@ async def test_broker_down_queues_then_delivers_once(broker: Broker, store: Stor
         for n in range(1, 6):  # 5 deliveries into a queue of 3: the 2 oldest are dropped
             bridge.deliver(Deliver("s", parse_event(f"t/x n={n}"), MessageId(9, 1, n), 1))
         assert bridge.counters["dropped:queue_full"] == 2
+        assert dropped == [("mqtt_queue_full", MessageId(9, 1, n), "s") for n in (1, 2)]
         assert bridge.status()["queued"] == 3
         await broker.start()
         await until(lambda: bridge.status()["queued"] == 0, "the queue to drain")
@@ -326,11 +329,11 @@ async def test_unpersisted_event_is_not_acked_and_comes_again(broker: Broker, st
     real = store.outbox_add
     failures = [1]
 
-    def flaky(entries: Any) -> Any:
+    def flaky(entries: Any, **kw: Any) -> Any:
         if failures:
             failures.pop()
             raise StoreError("disk full")
-        return real(entries)
+        return real(entries, **kw)
 
     monkeypatch.setattr(store, "outbox_add", flaky)
     async with running(bridge), app_client(broker) as app:
@@ -378,6 +381,7 @@ async def test_redelivered_packet_is_recognised(store: Store) -> None:
     bridge.handle_batch([msg], client)
     bridge.handle_batch([msg], client)
     bridge.handle_batch([_msg("meshsub/pub/t", b'{"a": 2}', 17)], client)  # mid reused, new data
+    await bridge.acks.settled()  # publications are acknowledged after their fsync
     assert [e.attrs["a"] for e, _ in node.events] == [1, 2]
     assert client._client.acks == [17, 17, 17]
     assert bridge.counters["redelivered"] == 1
@@ -476,6 +480,8 @@ async def test_mixed_batch_keeps_order(store: Store) -> None:
         _msg("meshsub/sub/s", b"", 6),
     ], client)
     assert order == ["pub 1", "pub 2", "sub s", "pub 3", "unsub s"]
+    await bridge.acks.settled()
+    assert client._client.acks == [1, 2, 3, 4, 5, 6]  # in the order of the PUBLISH packets
     assert sorted(client._client.acks) == [1, 2, 3, 4, 5, 6]
     assert bridge.counters["rejected:bad_json"] == 1
     assert store.outbox_len() == 0
@@ -652,3 +658,33 @@ async def test_a_disjunction_is_one_core_subscription_per_alternative(
         assert set(restarted.subs) == {"any|0", "any|1"}
         await app.publish("meshsub/sub/any", b"", qos=1, retain=True)
         await until(lambda: not restarted.subs, "the unsubscription of every member")
+
+
+async def test_publication_goes_out_before_its_fsync_and_is_acked_after(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The event is fed to the node at once; its PUBACK waits for the WAL's fsync, which
+    runs off the event loop (it used to be a durable commit in the loop before the feed)."""
+    import threading
+    node = FakeNode()
+    bridge = MqttBridge(MqttSettings(), node=NODE, store=store,
+                        publisher=LocalPublisher(store, node.new_id, node.feed),
+                        on_subscribe=node.subscribe, on_unsubscribe=node.unsubscribe)
+    go, synced = threading.Event(), []
+    real = store.sync_wal
+
+    def slow_sync() -> None:
+        go.wait(5)
+        real()
+        synced.append(True)
+
+    monkeypatch.setattr(store, "sync_wal", slow_sync)
+    bridge.acks._sync = slow_sync
+    client: Any = _FakeClient()
+    bridge.handle_batch([_msg("meshsub/pub/t", b'{"a": 1}', 7)], client)
+    assert [e.attrs["a"] for e, _ in node.events] == [1]  # on its way, not yet synced
+    await asyncio.sleep(0.05)
+    assert client._client.acks == [] and not synced
+    go.set()
+    await bridge.acks.settled()
+    assert client._client.acks == [7] and synced
+    bridge.acks.close()

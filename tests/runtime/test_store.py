@@ -337,3 +337,18 @@ def test_a_buffer_on_disk_keeps_the_bodies_out_of_memory(tmp_path: Path) -> None
         s._db.execute("DELETE FROM buffer WHERE key=?", (str(MessageId(9, 1, 5)),))
         assert buf2.get(MessageId(9, 1, 5)) is None and buf2.corrupt == 1
         assert len(buf2) == 119
+
+
+def test_the_log_is_checkpointed_from_another_thread_and_restarts(store: Store) -> None:
+    """The node checkpoints in a worker thread (its own connection), so SQLite's own
+    checkpoint, two fsyncs in the committing thread (the event loop), is not reached."""
+    import concurrent.futures
+    with concurrent.futures.ThreadPoolExecutor(1) as worker:
+        for i in range(30):
+            store.put_subscription(f"s{i}", "a/b x=1")
+        busy, frames, done = worker.submit(store.checkpoint_wal).result()
+        assert busy == 0 and frames == done > 0
+        store.put_subscription("next", "a/b x=2")  # the next writer starts the log again
+        assert worker.submit(store.checkpoint_wal).result()[1] < frames
+    assert store.commits >= 31
+    assert store.subscriptions()["next"] == "a/b x=2"

@@ -72,6 +72,19 @@ def load_registry() -> dict[str, type[Protocol]]:
     return {name: cls for name, (_, cls) in by_name.items()}
 
 
+def load_protocol(name: str) -> type[Protocol]:
+    """The protocol registered as ``name``, loading no other (``load_registry`` checks
+    the whole group); the same errors for that one entry point."""
+    found = [ep for ep in entry_points(group=GROUP) if ep.name == name]
+    if not found:
+        raise UnknownProtocolError(name, available())
+    if len(found) > 1:
+        first, second = sorted(found, key=lambda e: e.value)[:2]
+        raise RegistryError(f"protocol name {name!r} is registered twice: "
+                            f"{_describe(first)} and {_describe(second)}")
+    return _load(found[0])
+
+
 def available() -> list[str]:
     """Names of every installed protocol, sorted (without loading them)."""
     return sorted({ep.name for ep in entry_points(group=GROUP)})

@@ -568,10 +568,11 @@ ProtocolLookup = Callable[[str], "type[Protocol]"]
 
 
 def registry_lookup(name: str) -> type[Protocol]:
-    """The installed protocol ``name`` (imported lazily: the registry loads plug-ins)."""
-    from meshsub.core.registry import get_protocol
+    """The installed protocol ``name`` (imported lazily: the registry loads plug-ins; in
+    ``meshsubd`` the whole registry is checked in a child, see runtime/protocolcheck.py)."""
+    from meshsub.runtime.protocolcheck import lookup
 
-    return get_protocol(name)
+    return lookup(name)
 
 
 def _protocol(root: _Table, lookup: ProtocolLookup) -> ProtocolConfig:

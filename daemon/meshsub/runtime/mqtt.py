@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import math
@@ -71,6 +72,7 @@ from meshsub.core.syntax import format_alternatives, parse_alternatives
 from meshsub.core.topics import validate_topic
 from meshsub.core.values import ContentError
 from meshsub.runtime import boundedjson
+from meshsub.runtime.durableacks import DurableAcks
 from meshsub.runtime.logging import get_logger
 from meshsub.runtime.mqttwindow import (
     INFLIGHT_MAX,
@@ -334,11 +336,18 @@ class MqttBridge:
         self._task: asyncio.Task[None] | None = None
         self._broker_dropped: int | None = None
         """The broker's cumulative dropped-publication count when we last read it."""
+        self.acks = DurableAcks(store.sync_wal, self._sync_failed)
+        """PUBACKs of publications wait for the fsync of their commit, off the loop."""
+        self.on_drop: Callable[[str, MessageId, str], None] | None = None
+        """Told of each delivery dropped (reason, event id, subscription): the node writes
+        a ``drop`` telemetry record for it, so that every lost delivery is accounted."""
 
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
         """Restore persisted MQTT subscriptions into the node, then connect in the background."""
+        if self.acks.closed:  # started again after a stop
+            self.acks = DurableAcks(self.store.sync_wal, self._sync_failed)
         for sub_id, text in self.store.subscriptions(source="mqtt").items():
             try:
                 alternatives = parse_alternatives(text)
@@ -382,9 +391,12 @@ class MqttBridge:
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
         self._task = None
+        self.acks.close()
         self._record_delivered()
         if self._out:
             self.counters["dropped:shutdown"] += len(self._out)
+            for item in self._out:
+                self._dropped("mqtt_shutdown", item)
             log.warning("undelivered MQTT messages at shutdown", count=len(self._out))
         self.state = "stopped"
 
@@ -400,6 +412,7 @@ class MqttBridge:
             "client_id": self.client_id,
             "prefix": s.prefix,
             "queued": len(self._out),
+            "acks": self.acks.status(),
             "subscriptions": len(self.subscriptions),
             "counters": dict(self.counters),
         }
@@ -442,11 +455,16 @@ class MqttBridge:
             self.counters["dropped:queue_full"] += 1
             if old.delivered is not None:
                 self._in_flight.discard(old.delivered)
+                self._dropped("mqtt_queue_full", old)
             if _sparse(self.counters["dropped:queue_full"]):
                 log.warning("MQTT queue full: dropping the oldest messages", topic=old.topic,
                             dropped=self.counters["dropped:queue_full"])
         self._out.append(item)
         self._wake.set()
+
+    def _dropped(self, reason: str, item: _Outgoing) -> None:
+        if item.delivered is not None and self.on_drop is not None:
+            self._call(self.on_drop, reason, *item.delivered)
 
     def _report(self, topic: str, reason: str, error: str) -> None:
         """Count a rejected application message and tell the application on ``<p>/error``."""
@@ -530,6 +548,9 @@ class MqttBridge:
             for task in (writer, reader):
                 task.cancel()
             await asyncio.gather(writer, reader, return_exceptions=True)
+            # PUBACKs for this session that wait for an fsync are not sent: the broker
+            # sends those messages again and they are recognised as redeliveries
+            self.counters["acks_abandoned"] += self.acks.drop_waiting()
 
     async def _writer(self, client: aiomqtt.Client) -> None:
         while True:
@@ -666,7 +687,7 @@ class MqttBridge:
             ingress = Ingress(message.mid, digest.digest())
             if self.store.ingress_seen(ingress) is not None:
                 self.counters["redelivered"] += 1
-                self._ack(client, message)
+                self._ack_durable(client, [message])  # its commit may not be synced yet
                 return None
         return _Pending(message, event, ingress)
 
@@ -675,7 +696,10 @@ class MqttBridge:
         if not pending:
             return
         try:
-            ids = self.publisher.persist([(p.event, p.ingress) for p in pending])
+            # written, not yet synced: the event goes out now, the PUBACKs after the
+            # fsync (runtime/durableacks.py); a power cut before it loses only
+            # publications nobody acknowledged
+            ids = self.publisher.persist([(p.event, p.ingress) for p in pending], durable=False)
         except OutboxFullError as exc:
             for p in pending:
                 self._report(p.message.topic.value, "outbox_full", str(exc))
@@ -686,8 +710,7 @@ class MqttBridge:
             self.counters["store_errors"] += 1
             log.error("cannot persist publications", exc=exc, count=len(pending))
             raise _Reconnect(str(exc)) from None
-        for p in pending:
-            self._ack(client, p.message)
+        self._ack_durable(client, [p.message for p in pending])
         self.counters["events_accepted"] += len(pending)
         try:
             self.publisher.feed_many([(p.event, i) for p, i in zip(pending, ids, strict=True)])
@@ -745,8 +768,19 @@ class MqttBridge:
             self._call(self.on_unsubscribe, member)
 
     def _ack(self, client: aiomqtt.Client, message: aiomqtt.Message) -> None:
+        """Acknowledge now, or behind acknowledgements still waiting for their fsync."""
         if message.qos > 0:
-            client._client.ack(message.mid, message.qos)
+            self.acks.ack(functools.partial(client._client.ack, message.mid, message.qos))
+
+    def _ack_durable(self, client: aiomqtt.Client, messages: list[aiomqtt.Message]) -> None:
+        """Acknowledge once an fsync makes what was committed so far durable."""
+        ack = client._client.ack
+        self.acks.ack_durable([functools.partial(ack, m.mid, m.qos) for m in messages
+                               if m.qos > 0])
+
+    def _sync_failed(self, exc: BaseException) -> None:
+        self.counters["store_errors"] += 1
+        log.error("cannot sync accepted publications to disk: not acknowledged", exc=exc)
 
     def _call(self, fn: Callable[..., None], *args: Any) -> None:
         try:
