@@ -2,21 +2,25 @@
 
 Generates synthetic telemetry with a realistic mix (publish, subscribe/unsubscribe,
 tx/rx per relay, deliver with late and duplicate copies, beacons, positions) at
-several sizes, then times on the same files:
+several sizes, then times on the same records, in one run:
 
-- Spark cold, before: the job with the session settings of before issue 16 (Parquet
-  cache written sorted by partition, broadcast joins chosen from the planner's estimate);
-- Spark cold: JSON Lines -> Parquet cache -> every metric (``mesheval.batch``), today;
-- Spark warm: the same with the Parquet cache reused;
+- before: the job of ``--before`` (default ``main``; its ``telemetry/mesheval`` taken
+  with ``git archive``) on the JSON Lines, cold, in a child process (the job's own time,
+  without the JVM's start);
+- JSON Lines: today's job, cold (JSON Lines -> Parquet cache -> every metric): what a
+  daemon-written run costs;
+- Parquet: today's job on the same records as the simulator's columnar telemetry
+  (``meshsim simulate --telemetry-format parquet``; converted with its writer's
+  function, not timed), cold: what a simulated run costs;
 - pandas: pyarrow reads the JSON Lines, pandas computes the delivery ratio only
   (ground truth with the same ``Subscription.matches``).
 
-Both delivery ratios are printed, as a cross-check. Usage:
+The delivery ratios of all four are printed, as a cross-check. Usage (one command):
 
-    .venv/bin/python bench/bench_eval.py [--sizes 1e5,1e6,1e7] [--dir /tmp/bench_eval]
+    .venv/bin/python bench/bench_eval.py [--sizes 1e6,1e7] [--dir /tmp/bench_eval]
 
 Issue 16's targets, printed with a verdict: 10 million records of a run cold in <= 60 s
-(simulated) and <= 180 s (daemon-written JSON Lines: the same format), on local[2].
+(simulated: Parquet) and <= 180 s (daemon-written JSON Lines), on local[2].
 """
 
 from __future__ import annotations
@@ -39,9 +43,7 @@ TOPICS = 20
 AREA_M = 1000.0
 FILES_PER_RUN = 8
 S = 1_000_000_000
-BEFORE_SETTINGS = {"spark.sql.maxConcurrentOutputFileWriters": "0",
-                   "spark.sql.autoBroadcastJoinThreshold": "10m"}
-"""The session settings issue 16 changed (mesheval.session), as they were before."""
+REPO = Path(__file__).resolve().parent.parent
 TARGET_RECORDS = 10_000_000
 TARGETS_S = {"simulated run": 60.0, "daemon JSON Lines": 180.0}
 
@@ -195,12 +197,50 @@ def pandas_in_child(rundir: Path) -> tuple[float, float, float]:
     return ratio, seconds, rss
 
 
+def before_job(rev: str, into: Path) -> Path:
+    """``telemetry/mesheval`` of ``rev`` under ``into`` (the folder to put on sys.path)."""
+    shutil.rmtree(into, ignore_errors=True)
+    into.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "telemetry/mesheval"],
+                             check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into / "telemetry"
+
+
+def job_in_child(path: Path, rundir: Path, out: Path) -> tuple[float, float]:
+    """(seconds, delivery ratio) of ``run_batch`` imported from ``path``, cold, in a fresh
+    process (a fresh JVM: nothing cached from the other measurements)."""
+    got = subprocess.run([sys.executable, __file__, "--job-only", str(path), str(rundir),
+                          str(out)], check=True, capture_output=True, text=True).stdout
+    seconds, ratio = (float(x) for x in got.split()[-2:])
+    return seconds, ratio
+
+
+def to_parquet(rundir: Path, out: Path) -> None:
+    """The run's records as the simulator writes them with ``--telemetry-format parquet``."""
+    import pyarrow.parquet as pq
+
+    from meshsim.telemetry_parquet import PARQUET_FILE, arrow_schema, lines_to_table
+
+    out.mkdir(parents=True, exist_ok=True)
+    schema = arrow_schema()
+    with pq.ParquetWriter(out / PARQUET_FILE, schema, compression="snappy") as writer:
+        for path in sorted(rundir.glob("*.jsonl")):
+            lines = path.read_bytes().splitlines()
+            for i in range(0, len(lines), 50_000):  # the writer's batch (FLUSH_LINES)
+                writer.write_table(lines_to_table(b"\n".join(lines[i:i + 50_000]) + b"\n",
+                                                  schema))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="1e5,1e6,1e7")
+    parser.add_argument("--sizes", default="1e6,1e7")
     parser.add_argument("--dir", type=Path, default=Path("/tmp/bench_eval"))
+    parser.add_argument("--before", default="main", metavar="REV",
+                        help="the git revision whose job is the baseline (default main)")
     parser.add_argument("--keep", action="store_true", help="keep the generated data")
     parser.add_argument("--pandas-only", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--job-only", type=Path, nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.pandas_only is not None:
         t = time.perf_counter()
@@ -209,14 +249,31 @@ def main() -> int:
         rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(ratio, seconds, rss_mb)
         return 0
-    sizes = [int(float(s)) for s in args.sizes.split(",")]
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "telemetry"))
-    from mesheval.batch import run_batch
-    from mesheval.session import get_session
+    if args.job_only is not None:
+        path, rundir, out = args.job_only
+        sys.path.insert(0, str(path))
+        import mesheval
+        from mesheval.batch import run_batch as job
+        from mesheval.session import get_session as session
 
-    t = time.perf_counter()
-    spark = get_session("local[2]")
-    print(f"spark session start: {time.perf_counter() - t:.1f} s (local[2], 2 cores)", flush=True)
+        assert Path(mesheval.__file__ or "").is_relative_to(path), mesheval.__file__
+
+        spark = session("local[2]")
+        t = time.perf_counter()
+        result = job(spark, [rundir], out)
+        seconds = time.perf_counter() - t
+        print(seconds, result.evaluation.runs["bench"]["delivery_ratio"])
+        spark.stop()
+        return 0
+    sizes = [int(float(s)) for s in args.sizes.split(",")]
+    rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", args.before],
+                         check=True, capture_output=True, text=True).stdout.strip()
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    old_job = before_job(rev, args.dir / "before-job")
+    now_job = REPO / "telemetry"
+    print(f"before: the job of {args.before} ({rev}); now: the job of this tree (HEAD {head}); "
+          "each cold, in a fresh process with a fresh local[2] JVM", flush=True)
     rows = []
     for size in sizes:
         base = args.dir / f"n{size}"
@@ -225,40 +282,30 @@ def main() -> int:
         count = generate(base / "run", size)
         gen_s = time.perf_counter() - t
         mb = sum(p.stat().st_size for p in (base / "run").glob("*.jsonl")) / 1e6
-        print(f"\n{count} records ({mb:.0f} MB JSONL) generated in {gen_s:.1f} s", flush=True)
-        now = {k: spark.conf.get(k) for k in BEFORE_SETTINGS}
-        for key, value in BEFORE_SETTINGS.items():
-            spark.conf.set(key, value)
-        t = time.perf_counter()
-        run_batch(spark, [base / "run"], base / "before")
-        before = time.perf_counter() - t
-        shutil.rmtree(base / "before", ignore_errors=True)
-        for key, value in now.items():
-            spark.conf.set(key, value)
-        print(f"  spark cold, settings before issue 16:       {before:.1f} s ({load()})",
-              flush=True)
-        t = time.perf_counter()
-        result = run_batch(spark, [base / "run"], base / "out")
-        cold = time.perf_counter() - t
-        print(f"  spark cold (JSONL->Parquet + all metrics): {cold:.1f} s ({load()})", flush=True)
-        t = time.perf_counter()
-        result = run_batch(spark, [base / "run"], base / "out")
-        warm = time.perf_counter() - t
-        print(f"  spark warm (Parquet reused):               {warm:.1f} s", flush=True)
-        spark_ratio = result.evaluation.runs["bench"]["delivery_ratio"]
+        to_parquet(base / "run", base / "run-parquet")
+        pq_mb = (base / "run-parquet" / "telemetry.parquet").stat().st_size / 1e6
+        print(f"\n{count} records ({mb:.0f} MB JSONL, {pq_mb:.0f} MB Parquet) generated in "
+              f"{gen_s:.1f} s", flush=True)
+        before, r_before = job_in_child(old_job, base / "run", base / "out-before")
+        print(f"  before ({rev}), JSON Lines, cold:  {before:7.1f} s ({load()})", flush=True)
+        jsonl, r_jsonl = job_in_child(now_job, base / "run", base / "out-jsonl")
+        print(f"  now, JSON Lines (daemon), cold:     {jsonl:7.1f} s ({load()})", flush=True)
+        parquet, r_pq = job_in_child(now_job, base / "run-parquet", base / "out-parquet")
+        print(f"  now, Parquet (simulator), cold:     {parquet:7.1f} s ({load()})", flush=True)
         pd_ratio, pd_s, rss = pandas_in_child(base / "run")
-        print(f"  pandas (delivery ratio only):              {pd_s:.1f} s, peak RSS {rss:.0f} MB",
-              flush=True)
-        rows.append((count, mb, before, cold, warm, pd_s, spark_ratio, pd_ratio, rss))
+        print(f"  pandas (delivery ratio only):       {pd_s:7.1f} s, peak RSS {rss:.0f} MB "
+              f"({load()})", flush=True)
+        rows.append((count, mb, pq_mb, before, jsonl, parquet, pd_s,
+                     (r_before, r_jsonl, r_pq, pd_ratio)))
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
     print(f"\n{load()}")
-    print("records     MB    before s  spark cold s  rec/s     spark warm s  rec/s     "
-          "pandas s  rec/s     pandas MB  ratio spark / pandas")
-    for count, mb, before, cold, warm, pd_s, r1, r2, rss in rows:
-        print(f"{count:<10d} {mb:6.0f}  {before:8.1f}  {cold:10.1f}  {count / cold:9.0f}  "
-              f"{warm:10.1f}  {count / warm:9.0f}  {pd_s:8.1f}  {count / pd_s:9.0f}  {rss:9.0f}  "
-              f"{r1:.4f} / {r2:.4f}")
+    print("records     JSONL MB  Parquet MB  before s  JSONL s  Parquet s  Parquet rec/s  "
+          "pandas s  delivery ratio before / JSONL / Parquet / pandas")
+    for count, mb, pq_mb, before, jsonl, parquet, pd_s, ratios in rows:
+        print(f"{count:<10d}  {mb:8.0f}  {pq_mb:10.0f}  {before:8.1f}  {jsonl:7.1f}  "
+              f"{parquet:9.1f}  {count / parquet:13.0f}  {pd_s:8.1f}  "
+              + " / ".join(f"{r:.4f}" for r in ratios))
     print("spark computes every metric; pandas only the delivery ratio (same ground truth)")
     big = [r for r in rows if r[0] >= TARGET_RECORDS * 0.95]
     for name, limit in TARGETS_S.items():
@@ -266,13 +313,12 @@ def main() -> int:
             print(f"target {name}: 10^7 records cold <= {limit:.0f} s: n/a "
                   f"(no size >= 9.5e6 measured; --sizes 1e7)")
             continue
-        count, cold = big[0][0], big[0][3]
+        count = big[0][0]
+        cold = big[0][5] if name == "simulated run" else big[0][4]
         scaled = cold * TARGET_RECORDS / count
         verdict = "met" if scaled <= limit else "NOT met"
         print(f"target {name}: 10^7 records cold <= {limit:.0f} s (rule: measured cold time "
-              f"scaled to 10^7 records): {scaled:.0f} s, {verdict}")
-    spark.stop()
-    os.environ.pop("SPARK_LOCAL_IP", None)
+              f"scaled to 10^7 records, at the load printed): {scaled:.0f} s, {verdict}")
     return 0
 
 

@@ -49,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="run directory for the telemetry (must be new or empty)")
     sim.add_argument("--run-id", help="run id in every record (default: derived from "
                                       "scenario name, seed and content)")
+    sim.add_argument("--telemetry-format", choices=("jsonl", "parquet"), default="jsonl",
+                     help="node-<id>.jsonl files (default) or one telemetry.parquet written "
+                     "in batches (same records; mesheval reads it without JSON parsing)")
     sim.add_argument("-q", "--quiet", action="store_true",
                      help="print nothing on success (no progress either)")
 
@@ -109,12 +112,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from meshsim.des.progress import Progress
     from meshsim.des.run import run_scenario
     from meshsim.des.summary import outcomes, totals
+    from meshsim.telemetry_parquet import writer_class
 
     scenario = _load(args)
     bar = None if args.quiet else Progress(f"meshsim simulate {scenario.meta.name}",
                                            scenario.end_s, unit="s simulated")
     result = run_scenario(scenario, args.out, run_id=args.run_id,
-                          progress=bar.update if bar is not None else None)
+                          progress=bar.update if bar is not None else None,
+                          writer_cls=writer_class(args.telemetry_format))
     if bar is not None:
         bar.finish()
     if args.quiet:

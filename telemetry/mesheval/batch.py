@@ -63,7 +63,8 @@ def run_batch(
     out.mkdir(parents=True, exist_ok=True)
     loaded = load_rundirs(spark, rundirs, out)
     settings = run_settings(loaded.records, loaded.manifests, warmup_override=warmup_s,
-                            default_range_m=range_m, deadline_override=deadline_s)
+                            default_range_m=range_m, deadline_override=deadline_s,
+                            census=loaded.census)
     if not settings:
         bad = sum(q.invalid for q in loaded.quality)
         raise InputError(f"no valid records: {bad} invalid lines in {len(loaded.quality)} files "
@@ -76,7 +77,9 @@ def run_batch(
         "run string, node long, group string, role string")
     evaluation = evaluate(loaded.records, settings_frame(spark, settings), window_s=window_s,
                           message_bits=message_bits, cache_window_s=cache_window_s,
-                          groups=members)
+                          groups=members, names=spark.createDataFrame(
+                              sorted({(r["run"], r["node"]) for r in loaded.census}),
+                              "run string, node long"))
     for run, share in broker_share(loaded.records, settings).items():
         evaluation.runs.setdefault(run, {})["broker_share"] = share
     optimum_events: list[dict[str, Any]] = []

@@ -72,7 +72,7 @@ def eval_parser() -> argparse.ArgumentParser:
         "'mesheval collect --help' for the live collector.",
     )
     p.add_argument("rundirs", nargs="*", type=Path, metavar="RUNDIR",
-                   help="run directories (*.jsonl read recursively, manifest.json)")
+                   help="run directories (*.jsonl and *.parquet read recursively, manifest.json)")
     p.add_argument("--out", type=Path, metavar="REPORTDIR",
                    help="where metrics.json, report.md/html, plots and the Parquet cache go "
                    "(default for a sweep directory: DIR/eval)")

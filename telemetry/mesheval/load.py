@@ -1,10 +1,11 @@
 """Reading run directories: JSON Lines in, validated records out, Parquet cached.
 
-Each RUNDIR is converted once into ``REPORTDIR/parquet/<dir>-<hash>/`` (partitioned
+JSON Lines of each RUNDIR are converted once into ``REPORTDIR/parquet/<dir>-<hash>/`` (partitioned
 by run, protocol and event, invalid rows kept with their error so the per-file counts can
 be recomputed); the cache is reused while the set of input files, their sizes and
-modification times are unchanged. Malformed lines never stop the job: they are
-counted per file and reported.
+modification times are unchanged. Parquet telemetry (the simulator's columnar
+format, ``meshsim.telemetry_parquet``) is read as it is, with the same checks. Malformed
+lines never stop the job: they are counted per file and reported.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from mesheval.manifest import ManifestError, RunInfo, read_manifest
@@ -55,12 +56,17 @@ class Loaded:
     manifests: dict[int, RunInfo | None]
     rundirs: list[Path]
     cache_hits: list[bool]
+    census: list[Row] = field(default_factory=list)
+    """Valid records per (run, node, rundir): count, first and last ``ts_ns``, protocol
+    (``mesheval.settings.run_settings`` takes it instead of scanning the records again)."""
 
 
-def telemetry_files(rundir: Path, exclude: Path | None = None) -> list[Path]:
-    """``*.jsonl`` files under ``rundir``, recursively; hidden temp files are skipped."""
+def telemetry_files(rundir: Path, exclude: Path | None = None,
+                    suffixes: tuple[str, ...] = (".jsonl",)) -> list[Path]:
+    """Files with one of ``suffixes`` under ``rundir``, recursively; hidden temp files
+    are skipped."""
     files = []
-    for path in sorted(rundir.rglob("*.jsonl")):
+    for path in sorted(p for p in rundir.rglob("*") if p.suffix in suffixes):
         rel = path.relative_to(rundir)
         if any(part.startswith((".", "_")) for part in rel.parts):
             continue
@@ -122,24 +128,32 @@ def _display_path(uri: str) -> str:
     return unquote(parsed.path) if parsed.scheme in ("file", "") else uri
 
 
-def _quality(data: DataFrame) -> list[FileQuality]:
-    rows = data.groupBy(FILE, ERROR).count().collect()
+def _census(data: DataFrame, index: int) -> DataFrame:
+    """Rows per (file, error, run, node): the file counts and the runs' extents in one pass."""
+    return (data.groupBy(FILE, ERROR, "run", "node")
+            .agg(F.count(F.lit(1)).alias("records"), F.min("ts_ns").alias("t0"),
+                 F.max("ts_ns").alias("t1"), F.min("protocol").alias("protocol"))
+            .withColumn("rundir", F.lit(index)))
+
+
+def _quality(rows: Sequence[Row]) -> list[FileQuality]:
     by_file: dict[str, FileQuality] = {}
     for row in rows:
         path = _display_path(row[FILE] or "?")
         q = by_file.setdefault(path, FileQuality(path))
-        q.lines += row["count"]
+        q.lines += row["records"]
         if row[ERROR] is None:
-            q.valid += row["count"]
+            q.valid += row["records"]
         else:
-            q.errors[row[ERROR]] = q.errors.get(row[ERROR], 0) + row["count"]
+            q.errors[row[ERROR]] = q.errors.get(row[ERROR], 0) + row["records"]
     return sorted(by_file.values(), key=lambda q: q.path)
 
 
 def load_rundirs(spark: SparkSession, rundirs: Sequence[Path], out: Path) -> Loaded:
     """Read every RUNDIR (through the Parquet cache) into one DataFrame of valid records."""
     frames: list[DataFrame] = []
-    quality: list[FileQuality] = []
+    counts: list[DataFrame] = []
+    unread: list[tuple[int, FileQuality]] = []
     manifests: dict[int, RunInfo | None] = {}
     hits: list[bool] = []
     resolved = [Path(os.path.abspath(r)) for r in rundirs]
@@ -152,20 +166,88 @@ def load_rundirs(spark: SparkSession, rundirs: Sequence[Path], out: Path) -> Loa
         except ManifestError:
             raise
         files = telemetry_files(rundir, exclude=out_abs)
-        if not files:
-            raise InputError(f"{rundir}: no *.jsonl telemetry files")
-        cache = cache_dir(out_abs, rundir)
-        fingerprint = _fingerprint(rundir, files)
-        hit = _cache_valid(cache, fingerprint)
-        if not hit:
-            _convert(spark, files, cache)
-            (cache / STAMP).write_text(json.dumps(fingerprint), encoding="utf-8")
+        columnar = telemetry_files(rundir, exclude=out_abs, suffixes=(".parquet",))
+        if not files and not columnar:
+            raise InputError(f"{rundir}: no *.jsonl or *.parquet telemetry files")
+        parts: list[DataFrame] = []
+        hit = False
+        if files:
+            cache = cache_dir(out_abs, rundir)
+            fingerprint = _fingerprint(rundir, files)
+            hit = _cache_valid(cache, fingerprint)
+            if not hit:
+                _convert(spark, files, cache)
+                (cache / STAMP).write_text(json.dumps(fingerprint), encoding="utf-8")
+            parts.append(spark.read.parquet(str(cache / "data")))
+        if columnar:
+            readable, unreadable = parquet_files(columnar)
+            unread += [(index, q) for q in unreadable]
+            if readable:
+                parts.append(read_columnar(spark, readable))
         hits.append(hit)
-        data = spark.read.parquet(str(cache / "data"))
-        quality += _quality(data)
-        frames.append(data.filter(F.col(ERROR).isNull()).withColumn("rundir", F.lit(index)))
-    records = frames[0]
+        for data in parts:
+            counts.append(_census(data, index))
+            frames.append(data.filter(F.col(ERROR).isNull()).withColumn("rundir", F.lit(index))
+                          .select(*RECORD_COLUMNS, "rundir"))
+    census: list[Row] = []
+    if counts:  # one Spark job for every file's counts and every run's extent
+        union = counts[0]
+        for frame in counts[1:]:
+            union = union.unionByName(frame)
+        census = union.collect()
+    quality = [q for index in range(len(resolved)) for q in sorted(  # by RUNDIR, then path
+        [q for i, q in unread if i == index]
+        + _quality([r for r in census if r["rundir"] == index]), key=lambda q: q.path)]
+    records = frames[0] if frames else spark.createDataFrame(
+        [], record_schema(with_corrupt=False)).withColumn("rundir", F.lit(0))
     for frame in frames[1:]:
         records = records.unionByName(frame)
-    records = records.drop(CORRUPT, ERROR)
-    return Loaded(records, quality, manifests, resolved, hits)
+    valid = [r for r in census if r[ERROR] is None]
+    return Loaded(records, quality, manifests, resolved, hits, valid)
+
+
+RECORD_COLUMNS = tuple(record_schema(with_corrupt=False).fieldNames())
+
+
+def parquet_files(paths: Sequence[Path]) -> tuple[list[Path], list[FileQuality]]:
+    """Parquet files whose columns fit the record schema, and the others counted invalid.
+
+    Checked from each file's footer (no data read): a column of the schema with another
+    type, or a file that is not Parquet, makes all its rows invalid with that reason; a
+    column the file lacks is null (an attribute never set), one the schema lacks ignored.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    wanted = {f.name: f.dataType.simpleString() for f in record_schema(with_corrupt=False)}
+    spark_name = {pa.int64(): "bigint", pa.float64(): "double", pa.string(): "string",
+                  pa.large_string(): "string"}
+    good: list[Path] = []
+    bad: list[FileQuality] = []
+    for path in paths:
+        try:
+            meta = pq.read_metadata(path)
+            schema = meta.schema.to_arrow_schema()
+        except (OSError, pa.ArrowException) as exc:
+            bad.append(FileQuality(str(path), lines=1, errors={
+                f"not a Parquet file: {str(exc).splitlines()[0][:120]}": 1}))
+            continue
+        wrong = [f"column {f.name} is {f.type}, not {wanted[f.name]}" for f in schema
+                 if f.name in wanted and spark_name.get(f.type) != wanted[f.name]]
+        if wrong:
+            bad.append(FileQuality(str(path), lines=meta.num_rows,
+                                   errors={wrong[0]: meta.num_rows} if meta.num_rows else {}))
+        else:
+            good.append(path)
+    return good, bad
+
+
+def read_columnar(spark: SparkSession, files: Sequence[Path]) -> DataFrame:
+    """Parquet telemetry (``meshsim simulate --telemetry-format parquet``) with the checks
+    of the JSON Lines path (``error_column``); no cache: the file is columnar already."""
+    return (
+        spark.read.schema(record_schema(with_corrupt=False)).parquet(*[str(p) for p in files])
+        .withColumn(CORRUPT, F.lit(None).cast("string"))
+        .withColumn(FILE, F.col("_metadata.file_path"))
+        .withColumn(ERROR, error_column())
+    )

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 
 from mesheval.energy import rx_energy_column, tx_energy_column
@@ -259,6 +259,8 @@ def _delivery_stats(pairs: DataFrame) -> Runs:
     """Ground truth against deliveries: ratio, latency, false positives, duplicates."""
     return _collect_by_run(pairs.groupBy("run").agg(
         F.sum(_i(F.col("interested") & _nonlocal())).alias("interested_pairs"),
+        F.sum(_i(F.col("interested") & _nonlocal() & (F.col("sub_start") > F.col("pub_ts"))))
+        .alias("interested_pairs_late"),
         F.sum(_i(_hit())).alias("first_deliveries"),
         F.sum(_i(F.col("state") == "fp")).alias("fp_deliveries"),
         F.sum(_i(F.col("state") == "local")).alias("local_deliveries"),
@@ -305,11 +307,15 @@ def _orphans(records: DataFrame, pubs: DataFrame) -> Runs:
     )
 
 
-def _event_tx(radio: DataFrame) -> DataFrame:
-    """Data transmissions per event (of measured events)."""
-    return (radio.filter((F.col("event") == "tx") & (F.col("msg_kind") == "data")
-                         & F.col("of_event"))
-            .groupBy("run", "event_id").agg(F.count(F.lit(1)).alias("data_tx")))
+def _event_tx(records: DataFrame, measured: DataFrame) -> DataFrame:
+    """Data transmissions per event (of measured events).
+
+    Counted per event id before meeting the events (one row per event leaves the scan,
+    not one per transmission): a transmission counts for a measured event whatever its
+    time, as in ``traffic``."""
+    return (records.filter((F.col("event") == "tx") & (F.col("msg_kind") == "data"))
+            .groupBy("run", "event_id").agg(F.count(F.lit(1)).alias("data_tx"))
+            .join(measured.select("run", "event_id"), ["run", "event_id"]))
 
 
 def event_detail(measured: DataFrame, interested: DataFrame, pairs: DataFrame,
@@ -365,21 +371,53 @@ def _event_stats(per_event: DataFrame) -> Runs:
     ))
 
 
-def _traffic_stats(radio: DataFrame) -> Runs:
-    """Counts, bytes and energy per (tx|rx, msg_kind); data energy of measured events."""
-    runs: Runs = {}
-    for row in radio.groupBy("run", "event", "msg_kind").agg(
+def _radio_by_node(radio: DataFrame) -> list[Row]:
+    """The traffic family in one pass: count, bytes and energy per (run, tx|rx,
+    msg_kind, node), collected (a few rows per node); ``_traffic_stats`` and the nodes'
+    load are sums of these rows."""
+    return radio.groupBy("run", "event", "msg_kind", "node").agg(
         F.count(F.lit(1)).alias("n"), F.sum("bytes").alias("b"), F.sum("energy_j").alias("e"),
         F.sum(F.when(F.col("of_event"), F.col("energy_j"))).alias("e_event"),
-    ).collect():
-        r = runs.setdefault(row["run"], {})
-        prefix = f"{row['event']}_{row['msg_kind']}"
-        r[f"{prefix}_count"] = row["n"]
-        r[f"{prefix}_bytes"] = row["b"]
-        r[f"{prefix}_energy_j"] = row["e"]
-        if row["msg_kind"] == "data":
-            r[f"{row['event']}_data_event_energy_j"] = row["e_event"] or 0.0
+    ).collect()
+
+
+def _add(a: Any, b: Any) -> Any:
+    """Spark's ``sum`` of two partial sums: null only if both are."""
+    return b if a is None else a if b is None else a + b
+
+
+def _traffic_stats(by_node: list[Row]) -> Runs:
+    """Counts, bytes and energy per (tx|rx, msg_kind); data energy of measured events."""
+    sums: dict[tuple[str, str, str], list[Any]] = {}
+    for row in by_node:
+        acc = sums.setdefault((row["run"], row["event"], row["msg_kind"]),
+                              [0, None, None, None])
+        for i, key in enumerate(("n", "b", "e", "e_event")):
+            acc[i] = _add(acc[i], row[key])
+    runs: Runs = {}
+    for (run, event, kind), (n, b, e, e_event) in sums.items():
+        r = runs.setdefault(run, {})
+        prefix = f"{event}_{kind}"
+        r[f"{prefix}_count"] = n
+        r[f"{prefix}_bytes"] = b
+        r[f"{prefix}_energy_j"] = e
+        if kind == "data":
+            r[f"{event}_data_event_energy_j"] = e_event or 0.0
     return runs
+
+
+def _tx_load(spark: SparkSession, by_node: list[Row]) -> DataFrame:
+    """Per (run, node): transmissions, their bytes and energy (from ``_radio_by_node``)."""
+    load: dict[tuple[str, int], list[Any]] = {}
+    for row in by_node:
+        if row["event"] == "tx":
+            acc = load.setdefault((row["run"], row["node"]), [0, None, None])
+            acc[0] += row["n"]
+            acc[1] = _add(acc[1], row["b"])
+            acc[2] = _add(acc[2], row["e"])
+    return spark.createDataFrame(
+        [(run, node, *values) for (run, node), values in sorted(load.items())],
+        "run string, node long, tx long, tx_bytes long, tx_energy_j double")
 
 
 def _windows(pairs: DataFrame, window_s: float) -> list[dict[str, Any]]:
@@ -399,17 +437,17 @@ def _windows(pairs: DataFrame, window_s: float) -> list[dict[str, Any]]:
     return windows
 
 
-def _nodes(records: DataFrame, radio: DataFrame, pairs: DataFrame) -> list[dict[str, Any]]:
-    """Per node: load (transmissions, bytes, energy), mean position, deliveries."""
-    load = radio.filter(F.col("event") == "tx").groupBy("run", "node").agg(
-        F.count(F.lit(1)).alias("tx"), F.sum("bytes").alias("tx_bytes"),
-        F.sum("energy_j").alias("tx_energy_j"))
+def _nodes(records: DataFrame, load: DataFrame, pairs: DataFrame,
+           names: DataFrame | None = None) -> list[dict[str, Any]]:
+    """Per node: load (transmissions, bytes, energy: ``_tx_load``), mean position,
+    deliveries."""
     place = records.filter(F.col("event") == "position").groupBy("run", "node").agg(
         F.avg("x").alias("x"), F.avg("y").alias("y"))
     recv = pairs.filter(_nonlocal()).groupBy("run", "node").agg(
         F.sum(_i(F.col("interested"))).alias("interested"), F.sum(_i(_hit())).alias("delivered"),
         F.sum(_i(F.col("state") == "fp")).alias("false_positives"))
-    names = records.select("run", "node").distinct()
+    if names is None:
+        names = records.select("run", "node").distinct()
     nodes = [
         row.asDict()
         for row in names.join(load, ["run", "node"], "left")
@@ -436,13 +474,14 @@ def _group_cdf(pairs: DataFrame) -> list[dict[str, Any]]:
 
 def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
              message_bits: int | None = None, *, cache_window_s: float = 0.0,
-             groups: DataFrame | None = None) -> Evaluation:
+             groups: DataFrame | None = None, names: DataFrame | None = None) -> Evaluation:
     """Compute everything per run; ``settings`` from ``mesheval.settings.settings_frame``.
 
     ``message_bits``: see ``traffic`` (energy per message instead of per frame byte).
     ``cache_window_s``: subscriptions starting this long after a publication still count
     for it. ``groups``: (run, node, group, role) of the scenarios' node groups (scoped
-    events, state size by role).
+    events, state size by role). ``names``: the (run, node) pairs of the records, if the
+    caller knows them already (``mesheval.load.Loaded.census``).
     """
     spark = records.sparkSession
     if groups is None:
@@ -457,7 +496,7 @@ def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
                   .groupBy("run", "event_id", "node")
                   .agg(F.min("start_ns").alias("sub_start")))
     pairs = delivery_pairs(records, measured.drop("content"), interested).cache()
-    radio = traffic(records, pubs, settings, message_bits).cache()
+    radio = traffic(records, pubs, settings, message_bits)
 
     runs: Runs = {}
     _merge(runs, _collect_by_run(pubs.groupBy("run").agg(
@@ -465,19 +504,16 @@ def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
         F.sum(_i(~F.col("measured"))).alias("events_warmup"),
         F.sum(F.col("pub_records") - 1).alias("publish_duplicates"),
     )))
-    _merge(runs, _collect_by_run(truth.filter(F.col("status") != "match").groupBy("run").agg(
+    _merge(runs, _collect_by_run(truth.groupBy("run").agg(  # the truth family in one pass
         F.countDistinct(F.when(F.col("status") == "bad_event", F.col("event_id")))
         .alias("bad_event_content"),
         F.countDistinct(F.when(F.col("status") == "bad_subscription",
                                F.concat_ws("/", F.col("node"), F.col("sub_id"))))
         .alias("bad_subscription_content"),
+        F.countDistinct(F.when(F.col("scope").isNotNull(), F.col("event_id")))
+        .alias("scoped_events"),
     )))
     _merge(runs, _delivery_stats(pairs))
-    _merge(runs, _collect_by_run(pairs.filter(_nonlocal() & F.col("interested")).groupBy("run")
-                                 .agg(F.sum(_i(F.col("sub_start") > F.col("pub_ts")))
-                                      .alias("interested_pairs_late"))))
-    _merge(runs, _collect_by_run(truth.filter(F.col("scope").isNotNull()).groupBy("run")
-                                 .agg(F.countDistinct("event_id").alias("scoped_events"))))
     state_runs, state_nodes, state_timeline = state_metrics(
         records, settings, groups.select("run", "node", "role").dropDuplicates(["run", "node"]))
     _merge(runs, state_runs)
@@ -486,17 +522,18 @@ def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
         .agg(F.countDistinct("node").alias("subscribers"))))
     _merge(runs, _late_subscribers(pairs, intervals))
     _merge(runs, _orphans(records, pubs))
-    event_tx = _event_tx(radio)
+    event_tx = _event_tx(records, measured).cache()
     per_event = _per_event(measured, pairs, event_tx)
     _merge(runs, _event_stats(per_event))
-    _merge(runs, _traffic_stats(radio))
+    by_node = _radio_by_node(radio)
+    _merge(runs, _traffic_stats(by_node))
     _merge(runs, _collect_by_run(forwarding_fp(records, pubs, settings)))
     _merge(runs, drops_by_reason(records))
     windows = _windows(pairs, window_s)
-    nodes = _nodes(records, radio, pairs)
-    by_node = {(n["run"], n["node"]): n for n in state_nodes}
+    nodes = _nodes(records, _tx_load(spark, by_node), pairs, names)
+    state_by_node = {(n["run"], n["node"]): n for n in state_nodes}
     for n in nodes:
-        s = by_node.get((n["run"], n["node"]), {})
+        s = state_by_node.get((n["run"], n["node"]), {})
         n.update({k: s.get(k) for k in ("role", "state_entries_mean", "state_bytes_mean",
                                         "state_bytes_max")})
     group_cdf = _group_cdf(pairs)
@@ -506,7 +543,7 @@ def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
         _derive(values)
     detail = event_detail(measured, interested, pairs, event_tx)
     return Evaluation(runs, windows, nodes, run_cdf, group_cdf, per_event, state_timeline,
-                      cached=[pubs, intervals, truth, pairs, radio], event_detail=detail)
+                      cached=[pubs, intervals, truth, pairs, event_tx], event_detail=detail)
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:

@@ -9,10 +9,11 @@ writer gives one (the virtual mesh), else the run's first record.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     DoubleType,
@@ -86,20 +87,13 @@ def run_settings(
     warmup_override: float | None,
     default_range_m: float,
     deadline_override: float | None = None,
+    census: Sequence[Row] | None = None,
 ) -> list[RunSettings]:
-    """One ``RunSettings`` per run id found in the records."""
-    rows = (
-        records.groupBy("run", "rundir")
-        .agg(
-            F.min("ts_ns").alias("t0"),
-            F.max("ts_ns").alias("t1"),
-            F.min("protocol").alias("protocol"),
-            F.countDistinct("node").alias("nodes"),
-            F.count(F.lit(1)).alias("records"),
-        )
-        .orderBy("run", "rundir")
-        .collect()
-    )
+    """One ``RunSettings`` per run id found in the records.
+
+    ``census``: the records' counts per (run, rundir, node) (``node_census``; the loader
+    collects it with the file counts, so the records are not scanned again here)."""
+    rows = _per_run(census if census is not None else node_census(records))
     out: list[RunSettings] = []
     seen: set[str] = set()
     for row in rows:
@@ -135,6 +129,35 @@ def run_settings(
             )
         )
     return out
+
+
+def node_census(records: DataFrame) -> list[Row]:
+    """(run, rundir, node, records, t0, t1, protocol) per node of each run."""
+    return (records.groupBy("run", "rundir", "node")
+            .agg(F.count(F.lit(1)).alias("records"), F.min("ts_ns").alias("t0"),
+                 F.max("ts_ns").alias("t1"), F.min("protocol").alias("protocol"))
+            .collect())
+
+
+def _per_run(census: Sequence[Row]) -> list[dict[str, Any]]:
+    """The census summed per (run, rundir), sorted: extent, protocol, nodes, records
+    (rows of one node from several files count it once)."""
+    runs: dict[tuple[str, int], dict[str, Any]] = {}
+    for r in census:
+        key = (r["run"], r["rundir"])
+        run = runs.get(key)
+        if run is None:
+            runs[key] = {"run": r["run"], "rundir": r["rundir"], "t0": r["t0"], "t1": r["t1"],
+                         "protocol": r["protocol"], "nodes": {r["node"]},
+                         "records": r["records"]}
+            continue
+        run["t0"], run["t1"] = min(run["t0"], r["t0"]), max(run["t1"], r["t1"])
+        if r["protocol"] is not None and (run["protocol"] is None
+                                          or r["protocol"] < run["protocol"]):
+            run["protocol"] = r["protocol"]
+        run["nodes"].add(r["node"])  # a node's records may span several files
+        run["records"] += r["records"]
+    return [{**runs[k], "nodes": len(runs[k]["nodes"])} for k in sorted(runs)]
 
 
 def _deadline_ns(override: float | None, info: RunInfo | None) -> int | None:

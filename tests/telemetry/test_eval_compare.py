@@ -34,3 +34,35 @@ def test_the_comparison_sees_a_changed_figure() -> None:
         ".runs[0].metrics.delivery_ratio: 0.5 before, 0.500001 now"]
     assert differences(before, {"runs": [{"metrics": {"delivery_ratio": 0.5, "events": 4}}]})
     assert differences(before, {"runs": []}) == [".runs: 1 items before, 0 now"]
+
+
+def test_parquet_runs_give_the_figures_of_their_json_lines(spark: Any, tmp_path: Path) -> None:
+    """The simulated runs as the simulator's Parquet (meshsim.telemetry_parquet): every
+    figure as from their JSON Lines; a file that is not Parquet, or whose columns have
+    other types, counts its rows invalid instead of stopping the job."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from mesheval.batch import run_batch
+    from meshsim.telemetry_parquet import PARQUET_FILE, arrow_schema, lines_to_table
+
+    runs = unpack_runs(tmp_path / "runs")
+    for rundir in runs[:2]:  # demo and tg: simulated; hand stays JSON Lines (a spool)
+        files = sorted(rundir.glob("node-*.jsonl"))
+        data = b"".join(f.read_bytes() for f in files)
+        pq.write_table(lines_to_table(data, arrow_schema()), rundir / PARQUET_FILE)
+        for f in files:
+            f.unlink()
+    (runs[0] / "junk.parquet").write_bytes(b"not parquet at all")
+    pq.write_table(pa.table({"run": ["demo"], "node": ["one"]}), runs[1] / "typed.parquet")
+    run_batch(spark, runs, tmp_path / "out")
+    now = json.loads((tmp_path / "out" / "metrics.json").read_text(encoding="utf-8"))
+    before = json.loads((DATA / "metrics-before.json").read_text(encoding="utf-8").replace(
+        "@RUNS@", str(tmp_path / "runs")))
+    for key in ("runs", "groups", "windows", "nodes", "state_timeline", "latency_cdf_groups"):
+        found = differences(before[key], now[key], f".{key}")
+        assert not found, "\n".join(found[:20])
+    bad = {Path(q["path"]).name: q["errors"] for q in now["quality"]["files"] if q["invalid"]}
+    (reason,) = bad["junk.parquet"]
+    assert reason.startswith("not a Parquet file") and bad["junk.parquet"][reason] == 1
+    assert bad["typed.parquet"] == {"column node is string, not bigint": 1}
