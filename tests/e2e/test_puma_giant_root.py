@@ -133,7 +133,11 @@ def test_giant_ferry_carries_between_brokers_that_never_meet(
     _until("the subscription delivered to A",
            lambda: b.proto()["stats"]["bundles_delivered"] >= 1)
     a.mqtt_pub("meshsub/pub/reading", json.dumps({"value": 7, "n": 1}))
-    _until("A recruited the ferry for the event", lambda: a.proto()["stats"]["recruited"] >= 1)
+    try:  # a loaded run (the lead's suite, once) took longer than the default 30 s
+        _until("A recruited the ferry for the event",
+               lambda: a.proto()["stats"]["recruited"] >= 1, guard=90.0)
+    except AssertionError as exc:  # say what A and the ferry hold if it ever fails again
+        raise AssertionError(f"{exc}: A {a.proto()}, ferry {b.proto()}") from None
     _until("C and the ferry out of touch", lambda: b.node_id not in c.neighbours())
 
     hear(("b", "c"))  # and to C with the event

@@ -90,7 +90,11 @@ async def test_interface_appearing_late_going_down_and_away(late: tuple[str, str
         assert link.local == ("10.251.7.2", 0)
     finally:
         await link.stop()
-    assert states[:4] == [LinkState.WAITING, LinkState.UP, LinkState.DOWN, LinkState.UP]
+    # a veth being created exists, down, for a moment before it is set up: when the kernel's
+    # event comes in that moment the link reports it (WAITING, DOWN, UP), a true report
+    seen = [s for i, s in enumerate(states)
+            if not (s == LinkState.DOWN and i > 0 and states[i - 1] == LinkState.WAITING)]
+    assert seen[:4] == [LinkState.WAITING, LinkState.UP, LinkState.DOWN, LinkState.UP], states
     assert link.counters["binds"] == 4 and link.counters["interface_events"] > 0
 
 
