@@ -463,6 +463,31 @@ def evaluate(rundir: Path, point: Point, wall_s: float, groups_from: Path) -> Ru
     return fig
 
 
+def evaluated(rundir: Path, point: Point, wall_s: float, groups_from: Path,
+              reuse: bool) -> RunFigures:
+    """``evaluate``, kept in ``rundir/figures.json``: with ``--reuse`` a finished run
+    evaluated by the same code against the same groups is not read again (a 500-node
+    run's records take about a minute)."""
+    import hashlib
+    import inspect
+
+    code = hashlib.sha256("".join(inspect.getsource(f) for f in (
+        evaluate, RunFigures, Membership, Positions, records, spt_broadcasts,
+        bfs_parents)).encode()).hexdigest()
+    key = {"code": code, "groups_from": str(groups_from.resolve()), "preset": asdict(point.preset)}
+    cache = rundir / "figures.json"
+    if reuse and cache.exists():
+        kept = json.loads(cache.read_text())
+        if kept.get("key") == key:
+            fig = RunFigures(**kept["figures"])
+            fig.wall_s = wall_s
+            fig.groups = tuple(fig.groups)  # type: ignore[assignment]
+            return fig
+    fig = evaluate(rundir, point, wall_s, groups_from)
+    cache.write_text(json.dumps({"key": key, "figures": asdict(fig)}) + "\n")
+    return fig
+
+
 # --------------------------------------------------------------------- summary
 
 
@@ -871,7 +896,7 @@ def sweep_main(plan: SweepPlan, form: str, args: argparse.Namespace) -> int:
     for point in points:
         rundir, wall = done[(point.preset.name, point.scheme, point.seed)]
         groups = done[(point.preset.name, "TG", point.seed)][0]
-        by_point[point.preset].append(evaluate(rundir, point, wall, groups))
+        by_point[point.preset].append(evaluated(rundir, point, wall, groups, args.reuse))
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     text = write_sweep_report(plan, form, by_point, load, time.perf_counter() - started)
     out = args.out if args.out != REPORT else Path(str(SWEEP_REPORT).format(name=plan.name))
@@ -948,7 +973,7 @@ def main(argv: list[str] | None = None) -> int:
         rundir, wall = done[(preset.name, point.scheme, point.seed)]
         groups = rundir if point.scheme.startswith("TG") \
             else done[(preset.name, "TG", point.seed)][0]
-        figs.append(evaluate(rundir, point, wall, groups))
+        figs.append(evaluated(rundir, point, wall, groups, args.reuse))
         f = figs[-1]
         print(f"{point.run_id}: delivery {f.delivery:.3f}, {f.overhead_per_s:.1f} tx/s, "
               f"memory {f.memory_bytes:.0f} B/node, latency {f.latency():.3f} s", flush=True)
