@@ -691,7 +691,7 @@ def write_report(preset: Preset, figs: list[RunFigures], load: str, wall: float,
         "maintenance with the nodes and links, so ST ≪ flooding depends on the size: "
         "compare the *notification tx/event* column at this preset's size with Table 2's "
         "500 nodes before reading the R2 verdict as the thesis's.",
-        *differences(e, claim_rows(e)),
+        *differences(e, claim_rows(e), preset.nodes),
         "",
         "## Runs",
         "",
@@ -829,7 +829,7 @@ def claim_rows(f: Figs) -> list[tuple[str, str, str, str]]:
     return out
 
 
-def differences(e: Figs, rows: list[tuple[str, str, str, str]]) -> list[str]:
+def differences(e: Figs, rows: list[tuple[str, str, str, str]], nodes: int) -> list[str]:
     """Why a claim does not hold here: one paragraph per claim whose verdict is not
     *holds*, each from the figures of this page (only where a cause is known)."""
     def fig(key: str, scheme: str) -> str:
@@ -858,7 +858,7 @@ def differences(e: Figs, rows: list[tuple[str, str, str, str]]) -> list[str]:
             "publisher's whole connected component, and Table 2's TTL of 10 does not "
             "reach across a 2000 m network with 150 m range (each node a flood reaches "
             f"broadcasts once: {fig('per_event', 'flooding')} per event, of "
-            f"{PRESETS['recipe'].nodes} nodes); the TTL is kept as the thesis has it. TG's "
+            f"{nodes} nodes); the TTL is kept as the thesis has it. TG's "
             "global events cross up to 32 groups (`GLOBAL_GROUP_TTL`) and 255 hops."),
         "R1: TG 'comparable' to flooding": (
             "See the row above: flooding's reach is bounded by its TTL of 10."),
