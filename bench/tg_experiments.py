@@ -881,11 +881,12 @@ def differences(e: Figs, rows: list[tuple[str, str, str, str]], nodes: int) -> l
         "R3: TG3": (
             f"TG3 sends {fig('notif', 'TG3')} notification and {fig('maint', 'TG3')} "
             f"maintenance transmissions per second, ST {fig('notif', 'ST')} and "
-            f"{fig('maint', 'ST')}: with depth 3 the groups are small and many "
-            f"({fig('groups0', 'TG3')} at the window's start), so a global event "
-            "crosses more gateways, each group's leader in its path "
-            f"({fig('per_event', 'TG3')} notification transmissions per event against "
-            f"ST's {fig('per_event', 'ST')})."),
+            f"{fig('maint', 'ST')}; TG3's notifications cost "
+            f"{fig('per_event', 'TG3')} transmissions per event against ST's "
+            f"{fig('per_event', 'ST')}. With depth 3 the groups are small and many "
+            f"({fig('groups0', 'TG3')} at the window's start, TG "
+            f"{fig('groups0', 'TG')}); the likely cause (not isolated by a run) is that "
+            "a global event climbs to each group's leader and crosses more gateways."),
         "R1: delivery TG > ST": (
             f"TG {fig('delivery', 'TG')}, ST {fig('delivery', 'ST')}; ST had "
             f"{fig('groups0', 'ST')} trees when the window opened (events do not cross "
