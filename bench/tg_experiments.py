@@ -867,15 +867,13 @@ def differences(e: Figs, rows: list[tuple[str, str, str, str]], nodes: int) -> l
             f"{fig('lat31', 'ST')} s. Every hop here costs the radio's 2 ms delay and "
             "the frame's airtime at 2 Mb/s; flooding adds a random wait of up to 10 ms "
             "per hop before rebroadcasting (`flooding.jitter`, against collisions of "
-            "the neighbours' rebroadcasts), TG and ST forward at once, so flooding's "
-            "shortest paths are not the fastest here."),
+            "the neighbours' rebroadcasts), TG and ST forward at once: the likely reason "
+            "flooding's shortest paths are not the fastest here."),
         "R6: latency TG ≈ flooding, 1:3": (
             "See R5: flooding's per-hop jitter against TG's immediate forwarding."),
         "R6: latency TG < ST, global:local 1:3": (
-            f"TG {fig('lat13', 'TG')} s, ST {fig('lat13', 'ST')} s: local events stay "
-            "within a few hops in both (ST routes them like global ones, but its "
-            "matching receivers of a local event are the publisher's group's, nearby), "
-            "so the difference is within the intervals."),
+            f"TG {fig('lat13', 'TG')} s, ST {fig('lat13', 'ST')} s; cause not "
+            "investigated."),
         "R2: overhead TG < ST": (
             f"TG {fig('overhead', 'TG')}, ST {fig('overhead', 'ST')} tx/s."),
         "R3: TG3": (
