@@ -10,7 +10,7 @@ PUBLISH frames crossed exactly the links towards a matching table (an event nobo
 subscribed to crossed none, where flooding would have sent every event over every
 link). The same check runs on the simulator's telemetry first (no root), so a
 failure on the containers is the deployment's, not the scenario's. Assertions are on
-telemetry and the applications' MQTT deliveries only; a 16-second scenario on four
+telemetry and the applications' MQTT deliveries only; a 10-second scenario on four
 devices of the session's fleet (``vmesh_fleet``).
 """
 
