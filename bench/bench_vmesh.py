@@ -15,10 +15,11 @@ sensor workload) with ``meshsim run``'s code for ``--traffic`` seconds, and prin
 The baseline, measured in the same run (``--baseline N``, default 20; 0 skips it): N
 devices from the bare base image deployed with the full ``site.yml`` over SSH, the way
 every fleet was deployed before the baked image (the playbook's first run installs
-the venv and meshsub on every device). ``--before REF`` runs the same sizes, in the
-same run, with the code and roles of git revision REF (a temporary worktree: its
-own bench script, wheelhouse, baked image and playbook), so a change to the
-deployment is shown before and after on the same host under the same load.
+the venv and meshsub on every device). ``--before REF`` runs the first size (or
+``--before-nodes``), in the same run, with the code and roles of git revision REF
+(a temporary worktree: its own bench script, wheelhouse, baked image and playbook),
+so a change to the deployment is shown before and after on the same host under the
+same load.
 ``--profile`` prints, per playbook task, how many devices it changed and the CPU
 it cost on the devices and on the controller (bench/ansible_callbacks). The host's
 own load is measured before the runs and its load average printed beside every
@@ -92,8 +93,8 @@ def before(ref: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
         if args.profile:
             env.update(profile_env(work / "before-profile.json"))
         cmd = [sys.executable, str(tree / "bench" / "bench_vmesh.py"), "--nodes",
-               *map(str, args.nodes), "--traffic", str(args.traffic), "--baseline", "0",
-               "--every", str(args.every)]
+               *map(str, args.before_nodes or args.nodes[:1]), "--traffic", str(args.traffic),
+               "--baseline", "0", "--every", str(args.every)]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
         lines = proc.stdout.strip().splitlines()
         if proc.returncode != 0 or not lines or not lines[-1].startswith("{"):
@@ -128,7 +129,9 @@ def main() -> int:
     ap.add_argument("--baseline", type=int, default=20, metavar="N",
                     help="devices of the full-playbook baseline (0: none)")
     ap.add_argument("--before", metavar="REF",
-                    help="also run the sizes with git revision REF's code and roles")
+                    help="also run with git revision REF's code and roles (first, in this run)")
+    ap.add_argument("--before-nodes", type=int, nargs="+", metavar="N",
+                    help="the sizes of the --before run (default: the first of --nodes)")
     ap.add_argument("--profile", action="store_true",
                     help="per playbook task: changes, devices' and controller's CPU")
     ap.add_argument("--every", type=float, default=10.0, help="CPU sampling period (s)")
@@ -160,7 +163,8 @@ def main() -> int:
     base = baseline(args.baseline) if args.baseline > 0 else None
     if args.profile:
         if args.before:
-            print_profile(f"{args.before}, {args.nodes[-1]} devices, configure",
+            print_profile(f"{args.before}, {(args.before_nodes or args.nodes)[0]} devices, "
+                          "configure",
                           work / "before-profile.json")
         for n in args.nodes:
             print_profile(f"this tree, {n} devices, configure", work / f"profile-{n}.json")
