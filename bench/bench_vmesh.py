@@ -74,9 +74,7 @@ def print_profile(label: str, path: Path) -> None:
           f"devices' CPU {total['devices_cpu_s']:.1f} s, controller's CPU "
           f"{total['controller_cpu_s']:.1f} s)")
     print(f"{'changed':>7} {'ok':>4} {'skip':>4} {'wall':>7} {'dev CPU':>8} {'ctl CPU':>8}  task")
-    for t in prof["tasks"]:
-        if t["ok"] + t["changed"] + t["failed"] == 0:
-            continue  # skipped on every device: no work
+    for t in prof["tasks"]:  # a task skipped everywhere still costs the controller
         print(f"{t['changed']:>7} {t['ok']:>4} {t['skipped']:>4} {t['wall_s']:>6.1f}s "
               f"{t['devices_cpu_s']:>7.1f}s {t['controller_cpu_s']:>7.1f}s  {t['task']}")
     changed = sum(t["changed"] for t in prof["tasks"])
