@@ -146,7 +146,12 @@ def main() -> int:
     others = host_busy_share(10.0)
     print(f"host busy before the runs (other work): {100 * others:.0f} % of {cores} cores; "
           f"{load_line()}", flush=True)
-    work = Path(tempfile.mkdtemp(prefix="msub-bench-vmesh-"))
+    with tempfile.TemporaryDirectory(prefix="msub-bench-vmesh-") as tmp:
+        return measure(args, Path(tmp), others, cores)
+
+
+def measure(args: argparse.Namespace, work: Path, others: float, cores: int) -> int:
+    """The runs (``--before`` first), then every table; ``work`` holds the profiles."""
     old = None
     if args.before:
         old = before(args.before, args, work)
