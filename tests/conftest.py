@@ -65,14 +65,14 @@ FLEET_GROUPS = ("vmesh",) if os.environ.get("MSUB_TEST_FLEETS") == "1" else ("vm
 """The virtual-mesh tests' xdist groups: one worker and one session fleet each.
 ``MSUB_TEST_FLEETS=1`` runs them all on one worker and one fleet, as before 2026-11-27."""
 FLEET_FILE_S = {
-    "test_run_root.py": 250, "test_bake_root.py": 150, "test_hesper_lake_root.py": 130,
-    "test_tg_meet_root.py": 120, "test_vmesh_root.py": 100, "test_structure_root.py": 90,
+    "test_run_root.py": 255, "test_vmesh_root.py": 180, "test_bake_root.py": 150,
+    "test_hesper_lake_root.py": 130, "test_structure_root.py": 130, "test_tg_meet_root.py": 115,
     "test_bsub_meet_root.py": 80, "test_pull_meet_root.py": 60, "test_df_line_root.py": 60,
 }
 """Seconds each virtual-mesh test file's default-run tests took in the final suites of
-2026-11-27 (03:33 and 06:18: ``--durations``, the fleet's bring-up left out; PULL's and
-DF's in suite15's root run at load 8-13); a file not named here counts
-``FLEET_FILE_DEFAULT_S``, the budget of one protocol's scenario."""
+2026-11-26/27 (``--durations``, the fleet's bring-up left out) and in suite15's root
+runs of 2026-11-27 (test_vmesh_root's playbook tests, PULL, DF); a file not named here
+counts ``FLEET_FILE_DEFAULT_S``, the budget of one protocol's scenario."""
 FLEET_FILE_DEFAULT_S = 45
 
 
