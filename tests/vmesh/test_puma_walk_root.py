@@ -30,6 +30,7 @@ from meshsim.scenario import load_scenario
 from meshsim.scenario.model import Scenario
 from meshsim.scenario.plan import Plan, make_plan
 from meshsim.vmesh.devices import run_records, scenario_sub_id
+from meshsub.core.api import FIRST_PROTOCOL_TYPE
 from meshsub.protocols.puma import messages as m
 
 SCENARIO = SCENARIOS / "vmesh-puma-walk.toml"
@@ -44,9 +45,11 @@ def scenario_for(protocol: str) -> Scenario:
 
 
 def _sent(recs: list[Rec], node: int) -> Counter[int]:
-    """Messages ``node`` sent, by type, each message once (retransmissions aside)."""
+    """PUMA messages ``node`` sent, by type, each once (retransmissions aside); the
+    daemon's own discovery beacons and per-hop ACKs (core types) are not PUMA's."""
     return Counter(t for t, _id in {(r["msg_type"], r["event_id"]) for r in recs
-                                    if r["event"] == "tx" and r["node"] == node})
+                                    if r["event"] == "tx" and r["node"] == node
+                                    and r.get("msg_type", 0) >= FIRST_PROTOCOL_TYPE})
 
 
 def check_walk(recs: list[Rec], scenario: Scenario, plan: Plan, t0_ns: float) -> set[str]:
