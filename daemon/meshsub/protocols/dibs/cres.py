@@ -83,6 +83,11 @@ class Neighbour:
         return None
 
 
+def cluster_group(ref: NodeId) -> str:
+    """The ``member`` group of reference ``ref``'s cluster (its tree) in telemetry."""
+    return f"dibs:{ref}"
+
+
 class Cres(Protocol):
     """The CRES substrate; DIBS (SPN) subclasses it."""
 
@@ -136,6 +141,21 @@ class Cres(Protocol):
     def on_tree_changed(self) -> None:
         """Successors came or went (our key zone changed)."""
 
+    def _moved(self, old_va: str | None, old_cl: NodeId | None) -> None:
+        """Our VA or cluster changed: count it, record a cluster move, tell SPN.
+
+        A move between clusters is a ``member`` record (leave the old cluster's
+        group, join the new one's), so the telemetry shows who was in which
+        reference's tree when: the evaluation's view of the tree and its repairs.
+        """
+        self.stats["va_changes"] += 1
+        if old_cl != self.cl:
+            if old_cl is not None:
+                self.leave_group(cluster_group(old_cl))
+            if self.cl is not None:
+                self.join_group(cluster_group(self.cl))
+        self.on_va_change(old_va, old_cl)
+
     # ================================================================ state views
 
     @property
@@ -163,6 +183,8 @@ class Cres(Protocol):
     # ================================================================ heartbeats
 
     def on_start(self) -> None:
+        if self.is_ref:
+            self.join_group(cluster_group(self.node))
         self.set_timer(T_HEARTBEAT, self.rng.uniform(0.0, self.period))
 
     def on_timer(self, name: str) -> None:
@@ -281,8 +303,7 @@ class Cres(Protocol):
         self.period = hb.hb_period
         self.trigger_heartbeat()
         if (old_va, old_cl) != (new_va, hb.cl):
-            self.stats["va_changes"] += 1
-            self.on_va_change(old_va, old_cl)
+            self._moved(old_va, old_cl)
 
     def _lose_predecessor(self, pred: NodeId) -> None:
         if self.is_ref or self.pred != pred:
@@ -506,8 +527,7 @@ class Cres(Protocol):
             self.period = nb.hb.hb_period
         self.trigger_heartbeat()
         if (old_va, old_cl) != (new_va, ack.cl):
-            self.stats["va_changes"] += 1
-            self.on_va_change(old_va, old_cl)
+            self._moved(old_va, old_cl)
 
     def _on_detach(self, sender: NodeId, slot: int) -> None:
         if sender == self.pred and slot == self.slot:
