@@ -2,9 +2,9 @@
 
 vmesh-dibs-repair: four static devices in a line, references 1 and 4 (Pham and
 Tran 2012, m = 2): node 2's query lives on reference 1 while node 2 is in 1's
-cluster; at t = 13 s reference 1's daemon is killed, node 2 joins reference 4's cluster (§3.3.2's
-repair, §3.1's nearest reference) and re-places its query there, and the
-deliveries resume. Checked from telemetry (the clusters from the ``member``
+cluster; at t = 13 s reference 1's daemon is killed, node 2 joins reference 4's
+cluster (§3.3.2's repair, §3.1's nearest reference) and re-places its query
+there, and the deliveries resume. Checked from telemetry (the clusters from the ``member``
 records, the designated nodes from the ``dibs_checked`` counters, deliveries)
 and from what the applications got over MQTT. The same check runs on the
 simulator's telemetry first (no root), so a failure on the containers is the
