@@ -3,37 +3,44 @@
 One command regenerates the page:
 
     .venv/bin/python bench/dibs_experiments.py --quick    # 200 x 80 m (~237 nodes), 3 seeds
-    .venv/bin/python bench/dibs_experiments.py            # the paper's 1479 nodes, 5 seeds
+    .venv/bin/python bench/dibs_experiments.py            # the paper's 1479 nodes, 3 seeds
 
-The network is the paper's (§4): nodes uniform in the field at its density
-(1479 per 500 m x 200 m), 20 m unit-disk range, the largest component; m
-references chosen at random in it (m = 1, 5, 10), k = 64. The workload is the
-paper's: queries of log-uniform size in 1 .. 2^64 at random subscribers, then
-events with uniform keys at random publishers, as explicit subscriptions and
-publications with hexadecimal keys (docs/protocols/dibs.md, "Keys"). DR runs on
-the same networks and workloads (``dr_halfwidth`` 4 m, docs/protocols/dr.md).
+(``--seeds N`` for another number; ``--cache FILE`` keeps every finished run,
+so a stopped plan resumes where it stopped and a page can be written from
+the seeds done.) The network is the paper's (§4): nodes uniform in the field
+at its density (1479 per 500 m x 200 m), 20 m unit-disk range, the largest
+component; m references chosen at random in it (m = 1, 5, 10), k = 64. The
+workload is the paper's: queries of log-uniform size in 1 .. 2^64 at random
+subscribers, exact-match queries, then events with uniform keys at random
+publishers, as explicit subscriptions and publications with hexadecimal keys
+(docs/protocols/dibs.md, "Keys"). DR runs on the same networks and workloads
+(``dr_halfwidth`` 4 m, docs/protocols/dr.md).
 
 Each query and each event gets its own time slot after the trees formed, and
-the protocols' counters are read at every slot boundary, so the figures per
-query and per event are measured, not derived:
+the protocols' counters are read at every slot boundary (the engine's progress
+steps, one per slot), so the figures per query and per event are measured,
+not derived:
 
-- **storage** (Fig. 5): nodes storing a query at the end of the run;
+- **storage** (Fig. 5): nodes storing a query once every query is placed, and
+  the network's stored queries from ``state_sizes()`` (entries and bytes);
 - **subscription messages** (Fig. 6): SUBSCRIBE transmissions in the query's slot;
 - **computation** (Fig. 7a): stored queries checked in the event's slot;
 - **publication messages** (Fig. 7b): PUBLISH transmissions in the event's slot;
 - **stretch** (Fig. 8), the ratio to the optimum path: a delivery's hops
   (publisher to designated node to subscriber) over the BFS hop distance
   between publisher and subscriber;
-- **completeness**: delivered matching (event, query) pairs over all.
-
+- **completeness**: delivered matching (event, query) pairs over all;
 - **repair cost** (Fig. 9b): 1 % of the nodes (not references) crash at once
-  after the events; 60 s later, the alive nodes whose VA or cluster changed,
-  per failed node (the paper: "the number of nodes that must update state").
+  after the events (the scenario's faults); 60 s later, the alive nodes whose
+  VA or cluster changed, per failed node (the paper: "the number of nodes
+  that must update state"), beside the failed nodes' descendants before it;
+- **recall** (Fig. 9a): 9 % more crash (10 % down), 60 s of repair, then
+  events from nodes still up: matching pairs found over the pairs of queries
+  whose subscriber is up.
 
-Recall under failures (Fig. 9a) is not measured by this script yet (n/a on
-the page). Each figure is the mean over seeds with a 95 %
-confidence interval (Student t); each verdict is computed from the figures with
-its rule and tolerance printed on the page.
+Each figure is the mean over seeds with a 95 % confidence interval (Student
+t); each verdict is computed from the figures with its rule and tolerance
+printed on the page.
 """
 
 from __future__ import annotations
