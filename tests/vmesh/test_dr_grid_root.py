@@ -1,4 +1,4 @@
-"""DR in the default run's virtual mesh: double ruling on six static devices (vmesh-dr-grid).
+"""DR in the default run's virtual mesh: double ruling on four static devices (vmesh-dr-grid).
 
 The location-based baseline of Pham and Tran (2012, §4): each device knows its
 place (the virtual mesh's configured coordinates), a query is stored along
@@ -26,10 +26,10 @@ from meshsim.vmesh.devices import run_records, scenario_sub_id
 from meshsub.core.syntax import parse_event, parse_subscription
 
 SCENARIO = SCENARIOS / "vmesh-dr-grid.toml"
-ON_LINES = {1: 1, 4: 1, 3: 1, 6: 1}
-"""Stored queries per node: "west" on x = 50 (nodes 1, 4), "east" on x = 210 (3, 6)."""
-CROSSING = 4
-"""Where the line of node 1's query meets the line y = 130 (events of nodes 5 and 6)."""
+ON_LINES = {1: 1, 2: 1, 3: 1, 4: 1}
+"""Stored queries per node: "west" on x = 50 (nodes 1, 3), "east" on x = 130 (2, 4)."""
+CROSSING = 3
+"""Where the line of node 1's query meets the line y = 130 (node 4's event)."""
 
 Rec = dict[str, Any]
 
@@ -44,16 +44,17 @@ def check_grid(recs: list[Rec]) -> set[tuple[int, str, str]]:
             for r in recs if r["event"] == "subscribe"]
     expected = {(node, sid, eid) for node, sid, sub in subs for eid, r in pubs.items()
                 if sub.matches(parse_event(r["content"]))}
-    assert expected == {(1, "west", eid_of[1]), (3, "east", eid_of[2]),
+    assert expected == {(1, "west", eid_of[1]), (2, "east", eid_of[2]),
                         (1, "west", eid_of[3])}, expected
     got = [(r["node"], r["sub_id"], r["event_id"]) for r in recs if r["event"] == "deliver"]
     assert sorted(got) == sorted(expected), sorted(got)  # each exactly once, nobody else
 
     checked = [r for r in recs if r["event"] == "counter" and r.get("reason") == "dr_checked"]
     stored = {r["node"]: r["entries"] for r in checked}
-    assert stored == ON_LINES, stored  # nodes 2 and 5 (x = 130) store nothing
-    for n in (1, 3):  # node 4 checks the events travelling along y = 130
-        assert any(r["node"] == CROSSING and r["event_id"] == eid_of[n] for r in checked), n
+    assert stored == ON_LINES, stored  # one query each: its own line's, not the other's
+    assert any(r["node"] == CROSSING and r["event_id"] == eid_of[1] for r in checked)
+    notified = [r for r in recs if r["event"] == "deliver" and r["event_id"] == eid_of[1]]
+    assert [r["hop"] for r in notified] == [2], notified  # 4 -> 3 (the crossing) -> 1
     return expected
 
 
