@@ -254,22 +254,24 @@ class Cres(Protocol):
     def _recompute_distances(self) -> None:
         """Bellman-Ford over the neighbour table, split horizon, ``MAX_HOPS`` as infinity."""
         p = self.params
+        me, now, limit = self.node, self.now, p.MAX_HOPS
         stale_after = p.ref_stale_periods * self.period
+        # Run on every heartbeat heard (the simulator's hot path at m = 10): the
+        # references still alive and the current next hops, looked up once.
+        alive = {ref for ref, (_, grew) in self._ref_seq.items() if now - grew <= stale_after}
+        kept_via = {ref: via for ref, (_, via) in self.dist.items()}
         best: dict[NodeId, tuple[int, NodeId | None]] = {}
         if self.is_ref:
-            best[self.node] = (0, None)
-        for nb_id in sorted(self.nbs):
-            for d in self.nbs[nb_id].hb.dist:
-                if d.ref == self.node or d.via == self.node or d.hops + 1 >= p.MAX_HOPS:
+            best[me] = (0, None)
+        nbs = self.nbs
+        for nb_id in sorted(nbs):
+            for d in nbs[nb_id].hb.dist:
+                ref, hops = d.ref, d.hops + 1
+                if ref == me or d.via == me or hops >= limit or ref not in alive:
                     continue
-                seen = self._ref_seq.get(d.ref)
-                if seen is None or self.now - seen[1] > stale_after:
-                    continue
-                hops = d.hops + 1
-                cur = best.get(d.ref)
-                keep = self.dist.get(d.ref, (INFINITE, None))[1]
-                if cur is None or hops < cur[0] or (hops == cur[0] and nb_id == keep):
-                    best[d.ref] = (hops, nb_id)
+                cur = best.get(ref)
+                if cur is None or hops < cur[0] or (hops == cur[0] and nb_id == kept_via.get(ref)):
+                    best[ref] = (hops, nb_id)
         if len(best) > p.max_references:
             kept = sorted(best, key=lambda r: (best[r][0], r))[:p.max_references]
             self.drop("reference_table_full", entries=len(best) - len(kept))
