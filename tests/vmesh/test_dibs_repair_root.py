@@ -2,7 +2,7 @@
 
 vmesh-dibs-repair: four static devices in a line, references 1 and 4 (Pham and
 Tran 2012, m = 2): node 2's query lives on reference 1 while node 2 is in 1's
-cluster; at t = 13 s reference 1's daemon is killed, node 2 joins reference 4's
+cluster; at t = 6 s reference 1's daemon is killed, node 2 joins reference 4's
 cluster (§3.3.2's repair, §3.1's nearest reference) and re-places its query
 there, and the deliveries resume. Checked from telemetry (the clusters from the ``member``
 records, the designated nodes from the ``dibs_checked`` counters, deliveries)
@@ -29,7 +29,7 @@ from meshsub.protocols.dibs.cres import cluster_group
 
 SCENARIO = SCENARIOS / "vmesh-dibs-repair.toml"
 DEAD_REF, LIVE_REF = 1, 4
-CRASH_S = 8.0
+CRASH_S = 6.0
 """The scenario's fault: reference 1 crashes at this scenario time."""
 
 Rec = dict[str, Any]
