@@ -120,6 +120,10 @@ class Run:
     """Alive nodes whose (VA, cluster) changed after the 1 % crash (§4.4's repair cost)."""
     descendants: int = 0
     """The 1 % crash's victims' descendants in the trees just before it (T20's prediction)."""
+    mean_descendants: float = math.nan
+    """Mean over every non-reference node of its descendants just before the 1 % crash:
+    the expected repair cost per failure (T20), of which the crash's few victims are
+    a small sample of a heavy-tailed quantity."""
     failed10: int = 0
     repaired10: int = 0
     """The same for the second crash, which takes the failed share from 1 % to 10 %."""
@@ -269,6 +273,19 @@ def descendants(view: dict[int, tuple[Any, Any, Any]], victims: list[int]) -> in
     return below
 
 
+def mean_descendants(view: dict[int, tuple[Any, Any, Any]], refs: set[int]) -> float:
+    """Every non-reference node's descendants in the successor trees, averaged."""
+    below = dict.fromkeys(view, 0)
+    for n, (_, _, pred) in view.items():
+        seen = {n}
+        while pred is not None and pred in view and pred not in seen:
+            below[pred] += 1
+            seen.add(pred)
+            pred = view[pred][2]
+    others = [below[n] for n in view if n not in refs]
+    return statistics.fmean(others) if others else math.nan
+
+
 def run_one(scheme: str, m: int, seed: int, preset: Preset) -> Run:
     rng = random.Random(f"dibs-bench:{seed}")
     n_all = round(DENSITY * preset.width * preset.height)
@@ -392,6 +409,7 @@ def run_one(scheme: str, m: int, seed: int, preset: Preset) -> Run:
         run.failed, run.failed10 = len(victims), len(more)
         run.repaired = changed(views["fail1"], views["fail10"], set(victims))
         run.descendants = descendants(views["fail1"], victims)
+        run.mean_descendants = mean_descendants(views["fail1"], refs)
         run.repaired10 = changed(views["fail10"], views["recall"], down)
     return run
 
@@ -525,6 +543,8 @@ def main(argv: list[str] | None = None) -> int:
         "repair cost (nodes per failure, p = 1 %)": lambda r: ratio(r.repaired, r.failed),
         "descendants per failed node (tree before the 1 % crash)":
             lambda r: ratio(r.descendants, r.failed),
+        "mean descendants per node (expected repair cost per failure)":
+            lambda r: r.mean_descendants,
         "repair cost per failure, 1 % -> 10 % down": lambda r: ratio(r.repaired10,
                                                                      r.failed10),
     }
