@@ -672,14 +672,27 @@ def main(argv: list[str] | None = None) -> int:
     verdict("recall at 10 % failures grows with m (§4.4, Fig. 9a)",
             "recall(m1) < recall(m5) <= recall(m10), tolerance 0",
             recs[0] < recs[1] <= recs[2], ", ".join(pc(x) for x in recs))
-    rc = {s: v("repair cost (nodes per failure, p = 1 %)", s) for s in dibs_ms}
+    rc = {s: v("mean descendants per node (expected repair cost per failure)", s)
+          for s in dibs_ms}
+    sampled = {s: v("repair cost (nodes per failure, p = 1 %)", s) for s in dibs_ms}
+    exact = [r for s in dibs_ms for r in runs[s]]
+    verdict("a failure changes exactly the failed nodes' descendants (re-prefix repair, "
+            "§3.3.2; the implementation specification's T20)",
+            "nodes whose VA or cluster changed = the victims' descendants before the 1 % "
+            "crash, in every DIBS run, tolerance 0",
+            all(r.repaired == r.descendants for r in exact),
+            f"{sum(r.repaired == r.descendants for r in exact)} of {len(exact)} runs")
+    with_mean = sorted({r.seed for r in exact if not math.isnan(r.mean_descendants)})
     for s, target in (("dibs-m1", 13.5), ("dibs-m5", 6.7)):
         verdict(f"{s}: repair cost {target} nodes per failure at p = 1 % (§4.4, Fig. 9b)",
-                f"|mean - {target}| <= 30 % of {target}",
-                abs(rc[s] - target) <= 0.3 * target, f"{rc[s]:.2f}")
+                f"|expected - {target}| <= 30 % of {target}; expected = mean descendants "
+                "per node (seeds " + ", ".join(map(str, with_mean)) + ")",
+                None if math.isnan(rc[s]) else abs(rc[s] - target) <= 0.3 * target,
+                f"expected {rc[s]:.2f}; the crash's own victims: {sampled[s]:.2f}")
     verdict("repair cost per failure falls as m grows (§4.4, Fig. 9b; m = 10 below m = 5)",
-            "mean(m1) > mean(m5) >= mean(m10), tolerance 0",
-            rc["dibs-m1"] > rc["dibs-m5"] >= rc["dibs-m10"],
+            "expected(m1) > expected(m5) >= expected(m10), tolerance 0",
+            None if any(math.isnan(x) for x in rc.values())
+            else rc["dibs-m1"] > rc["dibs-m5"] >= rc["dibs-m10"],
             ", ".join(f"{s} {rc[s]:.2f}" for s in dibs_ms))
     lines += ["", "## Verdicts", "", "| claim | rule and tolerance | figures | verdict |",
               "|---|---|---|---|"]
@@ -717,7 +730,12 @@ def main(argv: list[str] | None = None) -> int:
               "- **Repair cost** (Fig. 9b) counts the alive nodes whose VA or cluster changed "
               f"between just before the 1 % crash and {REPAIR_S:.0f} s after it, per failed "
               "node; the row below it counts the failed nodes' descendants in the trees "
-              "just before the crash (what the spec's T20 predicts for re-prefix repair). "
+              "just before the crash (what the spec's T20 predicts for re-prefix repair), "
+              "and the verdicts take the mean over every node's descendants in the same "
+              "trees: the expected cost of one random failure. A node's descendants are "
+              "heavy-tailed (most nodes are leaves, a node near a reference carries much "
+              "of the tree), so the 1 % crash's few victims per run mostly miss the tail "
+              "and their mean lies far below the expectation. "
               "The paper's 10 % figures (8.1 at m = 1, 4.7 at m = 5) are for 10 % failing at "
               "once on an intact network; the row \"1 % -> 10 % down\" is the second crash "
               "(9 % more, on the network repaired after the first), so it has no verdict.",
