@@ -728,9 +728,9 @@ def main(argv: list[str] | None = None) -> int:
               "the pairs whose subscriber is cut off from the event's path; nodes whose "
               "VA changed re-place what they no longer own (§3.3.2 says only \"delete some "
               "queries and forward some\"; docs/protocols/dibs.md, deviation 7). The "
-              "paper's recall is lower and explained by events dropped on broken paths, "
-              "which suggests its events ran before the repair; this one measures the "
-              "repaired network. DR has no repair; its recall is shown without a claim.",
+              "paper explains its recall losses by events dropped on broken paths, which "
+              "suggests its events ran before the repair; this one measures the repaired "
+              "network. DR has no repair; its recall is shown without a claim.",
               "- **Repair cost** (Fig. 9b) counts the alive nodes whose VA or cluster changed "
               f"between just before the 1 % crash and {REPAIR_S:.0f} s after it, per failed "
               "node; the row below it counts the failed nodes' descendants in the trees "
