@@ -480,6 +480,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_cache and args.cache is None:
         parser.error("--from-cache needs --cache")
     preset = PRESETS["quick" if args.quick else "full"]
+    plan_seeds = preset.seeds
     if args.seeds is not None:
         if not 1 <= args.seeds <= 9:
             parser.error("--seeds must be in 1..9")
@@ -576,15 +577,15 @@ def main(argv: list[str] | None = None) -> int:
         f"{100 * RECALL_FRACTION:.0f} %, and {REPAIR_S:.0f} s after that "
         f"{preset.recall_events} events come from nodes still up; seeds: "
         + "; ".join(f"{s} {', '.join(str(r.seed) for r in runs[s])}" for s in schemes)
-        + (f" (of the plan's 1..{preset.seeds}: the rest did not finish in the time "
-           "there was; the plan resumes with the same command and `--cache`)"
-           if any(len(runs[s]) < preset.seeds for s in schemes) else "") + ". "
+        + (f" (of the plan's 1..{plan_seeds}: the rest did not finish in the time "
+           "there was; the plan resumes with the command below and `--cache`)"
+           if any(len(runs[s]) < plan_seeds for s in schemes) else "") + ". "
         + ("The paper's network is 1479 nodes in 500 m x 200 m (run without `--quick`); "
            "on 16 % of the area clusters and paths are smaller, so the absolute "
            "figures are not the paper's. " if args.quick else "")
         + "Each figure: mean over seeds ± the 95 % confidence interval (Student t). "
         f"The whole plan is one command: `.venv/bin/python bench/dibs_experiments.py"
-        f"{' --quick' if args.quick else ''} --cache FILE` (seeds 1..{preset.seeds}; "
+        f"{' --quick' if args.quick else ''} --cache FILE` (seeds 1..{plan_seeds}; "
         "it resumes from FILE).",
         "",
         "| figure | " + " | ".join(schemes) + " |",
