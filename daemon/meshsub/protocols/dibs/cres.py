@@ -83,6 +83,11 @@ class Neighbour:
         return None
 
 
+def cluster_group(ref: NodeId) -> str:
+    """The ``member`` group of reference ``ref``'s cluster (its tree) in telemetry."""
+    return f"dibs:{ref}"
+
+
 class Cres(Protocol):
     """The CRES substrate; DIBS (SPN) subclasses it."""
 
@@ -136,6 +141,21 @@ class Cres(Protocol):
     def on_tree_changed(self) -> None:
         """Successors came or went (our key zone changed)."""
 
+    def _moved(self, old_va: str | None, old_cl: NodeId | None) -> None:
+        """Our VA or cluster changed: count it, record a cluster move, tell SPN.
+
+        A move between clusters is a ``member`` record (leave the old cluster's
+        group, join the new one's), so the telemetry shows who was in which
+        reference's tree when: the evaluation's view of the tree and its repairs.
+        """
+        self.stats["va_changes"] += 1
+        if old_cl != self.cl:
+            if old_cl is not None:
+                self.leave_group(cluster_group(old_cl))
+            if self.cl is not None:
+                self.join_group(cluster_group(self.cl))
+        self.on_va_change(old_va, old_cl)
+
     # ================================================================ state views
 
     @property
@@ -163,6 +183,8 @@ class Cres(Protocol):
     # ================================================================ heartbeats
 
     def on_start(self) -> None:
+        if self.is_ref:
+            self.join_group(cluster_group(self.node))
         self.set_timer(T_HEARTBEAT, self.rng.uniform(0.0, self.period))
 
     def on_timer(self, name: str) -> None:
@@ -232,22 +254,24 @@ class Cres(Protocol):
     def _recompute_distances(self) -> None:
         """Bellman-Ford over the neighbour table, split horizon, ``MAX_HOPS`` as infinity."""
         p = self.params
+        me, now, limit = self.node, self.now, p.MAX_HOPS
         stale_after = p.ref_stale_periods * self.period
+        # Run on every heartbeat heard (the simulator's hot path at m = 10): the
+        # references still alive and the current next hops, looked up once.
+        alive = {ref for ref, (_, grew) in self._ref_seq.items() if now - grew <= stale_after}
+        kept_via = {ref: via for ref, (_, via) in self.dist.items()}
         best: dict[NodeId, tuple[int, NodeId | None]] = {}
         if self.is_ref:
-            best[self.node] = (0, None)
-        for nb_id in sorted(self.nbs):
-            for d in self.nbs[nb_id].hb.dist:
-                if d.ref == self.node or d.via == self.node or d.hops + 1 >= p.MAX_HOPS:
+            best[me] = (0, None)
+        nbs = self.nbs
+        for nb_id in sorted(nbs):
+            for d in nbs[nb_id].hb.dist:
+                ref, hops = d.ref, d.hops + 1
+                if ref == me or d.via == me or hops >= limit or ref not in alive:
                     continue
-                seen = self._ref_seq.get(d.ref)
-                if seen is None or self.now - seen[1] > stale_after:
-                    continue
-                hops = d.hops + 1
-                cur = best.get(d.ref)
-                keep = self.dist.get(d.ref, (INFINITE, None))[1]
-                if cur is None or hops < cur[0] or (hops == cur[0] and nb_id == keep):
-                    best[d.ref] = (hops, nb_id)
+                cur = best.get(ref)
+                if cur is None or hops < cur[0] or (hops == cur[0] and nb_id == kept_via.get(ref)):
+                    best[ref] = (hops, nb_id)
         if len(best) > p.max_references:
             kept = sorted(best, key=lambda r: (best[r][0], r))[:p.max_references]
             self.drop("reference_table_full", entries=len(best) - len(kept))
@@ -281,8 +305,7 @@ class Cres(Protocol):
         self.period = hb.hb_period
         self.trigger_heartbeat()
         if (old_va, old_cl) != (new_va, hb.cl):
-            self.stats["va_changes"] += 1
-            self.on_va_change(old_va, old_cl)
+            self._moved(old_va, old_cl)
 
     def _lose_predecessor(self, pred: NodeId) -> None:
         if self.is_ref or self.pred != pred:
@@ -506,8 +529,7 @@ class Cres(Protocol):
             self.period = nb.hb.hb_period
         self.trigger_heartbeat()
         if (old_va, old_cl) != (new_va, ack.cl):
-            self.stats["va_changes"] += 1
-            self.on_va_change(old_va, old_cl)
+            self._moved(old_va, old_cl)
 
     def _on_detach(self, sender: NodeId, slot: int) -> None:
         if sender == self.pred and slot == self.slot:
