@@ -607,7 +607,14 @@ def differences(first: RunFigures) -> list[str]:
            "the ARV-level false positives of the paper's comparator (docs/protocols/brvst.md, "
            "'FP figures': 0.24 against 0.10 at alpha 0.9 with this range generator), so the "
            "paper's bound is not expected to hold under `safe`; the paper does not state its "
-           "range generator either."]
+           "range generator either.",
+           "- **Matching time and speed.** The rule compares BRVST's mean matching time over "
+           "the speeds with itself, static nodes included. With static nodes every manager is "
+           "where it announced; with moving ones a leg that misses its manager waits for the "
+           "area's next announcement (`T_ann` 2 s, `T_ann_zone` 6 s: docs/protocols/brvst.md, "
+           "'Stale positions and missing managers'), and a publication crosses up to four "
+           "legs, so the mean grows with speed. The paper's claim is relative to DRIP, which "
+           "this page cannot show."]
     if dur < 300:
         out.append(f"- **Short runs.** {dur:g} s runs with a {warm:g} s warm-up (the paper "
                    "gives no run length; the machine's time allowed this): subscriptions live "
