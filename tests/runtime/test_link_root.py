@@ -171,11 +171,15 @@ def veth_pair() -> Iterator[tuple[str, str, str]]:
         ip("netns", "add", ns)
         ip("link", "add", a, "type", "veth", "peer", "name", b)
         ip("link", "set", b, "netns", ns)
-        for args in (["-6", "addr", "add", "fe80::a1/64", "dev", a, "nodad"],
+        # only the configured link-local address: with the kernel's own EUI-64 one
+        # beside it, which source the peer's reply carries depends on DAD's timing
+        for args in (["link", "set", a, "addrgenmode", "none"],
+                     ["-6", "addr", "add", "fe80::a1/64", "dev", a, "nodad"],
                      ["addr", "add", "10.251.8.1/24", "brd", "+", "dev", a],
                      ["link", "set", a, "up"]):
             ip(*args)
-        for args in (["-6", "addr", "add", "fe80::b1/64", "dev", b, "nodad"],
+        for args in (["link", "set", b, "addrgenmode", "none"],
+                     ["-6", "addr", "add", "fe80::b1/64", "dev", b, "nodad"],
                      ["addr", "add", "10.251.8.2/24", "brd", "+", "dev", b],
                      ["link", "set", b, "up"], ["link", "set", "lo", "up"]):
             ip("netns", "exec", ns, "ip", *args)
