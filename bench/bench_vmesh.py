@@ -15,12 +15,20 @@ sensor workload) with ``meshsim run``'s code for ``--traffic`` seconds, and prin
 The baseline, measured in the same run (``--baseline N``, default 20; 0 skips it): N
 devices from the bare base image deployed with the full ``site.yml`` over SSH, the way
 every fleet was deployed before the baked image (the playbook's first run installs
-the venv and meshsub on every device). The host's own load is measured before the
-runs and its load average printed beside every figure: run this under
+the venv and meshsub on every device). ``--before REF`` runs the first size (or
+``--before-nodes``), in the same run, with the code and roles of git revision REF
+(a temporary worktree: its own bench script, wheelhouse, baked image and playbook),
+so a change to the deployment is shown before and after on the same host under the
+same load.
+``--profile`` prints, per playbook task, how many devices it changed and the CPU
+it cost on the devices and on the controller (bench/ansible_callbacks). The host's
+own load is measured before the runs and its load average printed beside every
+figure: run this under
 ``flock -x /tmp/msub-locks/cpu.lock`` (and the root lock), other work on the host
 slows every figure down.
 
     sudo .venv/bin/python bench/bench_vmesh.py [--nodes 20 50 100] [--traffic 60]
+        [--baseline N] [--before REF] [--profile]
 """
 
 from __future__ import annotations
@@ -28,10 +36,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from meshsim.vmesh import bake, deploy, lifecycle
 from meshsim.vmesh.usage import host_busy_share
@@ -40,6 +50,59 @@ from vmesh_load import load_line, load_run
 
 RUN = "bench"
 BASELINE_RUN = "bnchb"
+READY = ("bring_up_s", "reset_s", "deploy_s", "settle_s")
+REPO = Path(__file__).resolve().parents[1]
+CALLBACKS = REPO / "bench" / "ansible_callbacks"
+PACKAGE_DIRS = ("firmware-sim", "daemon", "workload", "telemetry", "bench")
+
+
+def profile_env(out: Path) -> dict[str, str]:
+    """The environment that makes every playbook of a load run write its task profile."""
+    return {"ANSIBLE_CALLBACK_PLUGINS": str(CALLBACKS),
+            "ANSIBLE_CALLBACKS_ENABLED": "msub_task_profile",
+            "MSUB_TASK_PROFILE": str(out), "MSUB_TASK_PROFILE_RUN": RUN}
+
+
+def print_profile(label: str, path: Path) -> None:
+    """Per task: devices changed, wall time, devices' and controller's CPU (s)."""
+    if not path.exists():
+        print(f"{label}: no task profile", flush=True)
+        return
+    prof = json.loads(path.read_text())
+    total = prof["total"]
+    print(f"\n{label}: per task ({total['devices']} devices; wall {total['wall_s']:.1f} s, "
+          f"devices' CPU {total['devices_cpu_s']:.1f} s, controller's CPU "
+          f"{total['controller_cpu_s']:.1f} s)")
+    print(f"{'changed':>7} {'ok':>4} {'skip':>4} {'wall':>7} {'dev CPU':>8} {'ctl CPU':>8}  task")
+    for t in prof["tasks"]:  # a task skipped everywhere still costs the controller
+        print(f"{t['changed']:>7} {t['ok']:>4} {t['skipped']:>4} {t['wall_s']:>6.1f}s "
+              f"{t['devices_cpu_s']:>7.1f}s {t['controller_cpu_s']:>7.1f}s  {t['task']}")
+    changed = sum(t["changed"] for t in prof["tasks"])
+    print(f"{changed:>7} changes in all; {load_line()}", flush=True)
+
+
+def before(ref: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """The same sizes with revision ``ref``'s code, roles and bench (its JSON line)."""
+    tree = work / "before"
+    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(tree), ref],
+                   check=True, capture_output=True, text=True)
+    try:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(str(tree / d) for d in PACKAGE_DIRS))
+        if args.profile:
+            env.update(profile_env(work / "before-profile.json"))
+        cmd = [sys.executable, str(tree / "bench" / "bench_vmesh.py"), "--nodes",
+               *map(str, args.before_nodes or args.nodes[:1]), "--traffic", str(args.traffic),
+               "--baseline", "0", "--every", str(args.every)]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+        lines = proc.stdout.strip().splitlines()
+        if proc.returncode != 0 or not lines or not lines[-1].startswith("{"):
+            tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
+            raise SystemExit(f"bench_vmesh: the run of {ref} failed: {' | '.join(tail)}")
+        result: dict[str, Any] = json.loads(lines[-1])
+        return result
+    finally:
+        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)],
+                       check=False, capture_output=True)
 
 
 def baseline(nodes: int) -> dict[str, float | int]:
@@ -63,6 +126,12 @@ def main() -> int:
     ap.add_argument("--traffic", type=float, default=60.0, help="scenario seconds per size")
     ap.add_argument("--baseline", type=int, default=20, metavar="N",
                     help="devices of the full-playbook baseline (0: none)")
+    ap.add_argument("--before", metavar="REF",
+                    help="also run with git revision REF's code and roles (first, in this run)")
+    ap.add_argument("--before-nodes", type=int, nargs="+", metavar="N",
+                    help="the sizes of the --before run (default: the first of --nodes)")
+    ap.add_argument("--profile", action="store_true",
+                    help="per playbook task: changes, devices' and controller's CPU")
     ap.add_argument("--every", type=float, default=10.0, help="CPU sampling period (s)")
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -77,12 +146,31 @@ def main() -> int:
     others = host_busy_share(10.0)
     print(f"host busy before the runs (other work): {100 * others:.0f} % of {cores} cores; "
           f"{load_line()}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="msub-bench-vmesh-") as tmp:
+        return measure(args, Path(tmp), others, cores)
+
+
+def measure(args: argparse.Namespace, work: Path, others: float, cores: int) -> int:
+    """The runs (``--before`` first), then every table; ``work`` holds the profiles."""
+    old = None
+    if args.before:
+        old = before(args.before, args, work)
+        print(f"{args.before}: done; {load_line()}", flush=True)
     rows = []
     for n in args.nodes:
+        if args.profile:
+            os.environ.update(profile_env(work / f"profile-{n}.json"))
         r = load_run(n, args.traffic, run=RUN, every_s=args.every)
         rows.append(r)
         print(f"{n} devices done; {load_line()}", flush=True)
     base = baseline(args.baseline) if args.baseline > 0 else None
+    if args.profile:
+        if args.before:
+            print_profile(f"{args.before}, {(args.before_nodes or args.nodes)[0]} devices, "
+                          "configure",
+                          work / "before-profile.json")
+        for n in args.nodes:
+            print_profile(f"this tree, {n} devices, configure", work / f"profile-{n}.json")
 
     print(f"\nvmesh-rwp-load, {args.traffic:.0f} s of traffic per size; host busy with other "
           f"work before the runs: {100 * others:.0f} % of {cores} cores")
@@ -100,6 +188,17 @@ def main() -> int:
               f"  {r.load[0]:.1f} {r.load[1]:.1f} {r.load[2]:.1f}")
     print("CPU in % of one core; memory: cgroup working set per device (MiB); ready = "
           "bring-up + reset + deployment + convergence")
+    if old is not None:
+        print(f"before: {args.before}'s code and roles, the same sizes in this run")
+        for o in old["runs"]:
+            t = o["timings"]
+            now = next((r for r in rows if r.nodes == o["nodes"]), None)
+            after = (f"  (this tree's deployment: {now.timings.get('deploy_s', 0):.1f} s)"
+                     if now else "")
+            print(f"{o['nodes']:>7} {t.get('bring_up_s', 0):>8.1f}s {t.get('deploy_s', 0):>7.1f}s "
+                  f"{t.get('settle_s', 0):>8.1f}s {sum(t.get(k, 0) for k in READY):>7.1f}s "
+                  f"{'yes' if o.get('settle') else 'NO':>9}  load {o['load'][0]:.1f} "
+                  f"{o['load'][1]:.1f} {o['load'][2]:.1f}{after}")
     if base is not None:
         print(f"baseline, {args.baseline} devices from the base image, full site.yml over "
               f"SSH: bring-up {base['bring_up_s']:.1f} s, deployment {base['deploy_s']:.1f} s "
@@ -117,7 +216,7 @@ def main() -> int:
                                 "usage": r.usage.__dict__ if r.usage else None,
                                 "mem_rest_mib": r.mem_rest_mib, "load": r.load,
                                 "deliveries": r.deliveries} for r in rows],
-                      "baseline": base}))
+                      "baseline": base, "before": old}))
     return 0
 
 

@@ -29,19 +29,23 @@ for helper_dir in ("protocol", "sim", "runtime", "e2e", "telemetry", "vmesh", "a
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``root`` skip, visibly, when not run as root.
 
-    Under pytest-xdist (``./test.sh`` runs ``-n 3 --dist loadgroup``) the virtual-mesh
-    tests share one worker, in order (one session fleet), the other tests that need
-    root another (one medium or set of namespaces at a time; their names never meet
-    the fleet's), mesheval's tests a third (tests/telemetry: one Spark JVM), and the
-    rest spread over the workers. The virtual-mesh tests mostly wait on real time, so
-    the rest of the suite runs beside them.
+    Under pytest-xdist (``./test.sh`` runs ``-n 4 --dist loadgroup``) the virtual-mesh
+    tests run on two workers, each with a session fleet of its own (``_fleet_groups``),
+    the other tests that need root on another (one medium or set of namespaces at a
+    time; their names never meet the fleets'), mesheval's tests on the fourth
+    (tests/telemetry: one Spark JVM), and the rest spread over the workers as they run
+    out of grouped work (pytest-xdist gives a worker more only when it has two tests or
+    fewer left). The virtual-mesh tests mostly wait on real time, so the rest of the
+    suite runs beside them.
     """
+    fleet_group = _fleet_groups(items)
     for item in items:
         if item.get_closest_marker("emulated_device") is not None:  # see below
             item.add_marker(pytest.mark.xdist_group("arm64"))
-        elif "root" in item.keywords:  # the fleet's tests apart from the namespaces' ones
+        elif "root" in item.keywords:  # the fleets' tests apart from the namespaces' ones
             vmesh = _TESTS / "vmesh" in Path(item.path).parents
-            item.add_marker(pytest.mark.xdist_group("vmesh" if vmesh else "root"))
+            item.add_marker(pytest.mark.xdist_group(fleet_group[item.path.name] if vmesh
+                                                    else "root"))
         elif _TESTS / "telemetry" in Path(item.path).parents:  # mesheval: Spark in-process
             item.add_marker(pytest.mark.xdist_group("spark"))
     # The emulated arm64 device's test (tests/vmesh/test_arch_root.py) waits for an
@@ -55,6 +59,49 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "root" in item.keywords:
             item.add_marker(skip)
+
+
+FLEET_GROUPS = ("vmesh",) if os.environ.get("MSUB_TEST_FLEETS") == "1" else ("vmesh", "vmesh2")
+"""The virtual-mesh tests' xdist groups: one worker and one session fleet each.
+``MSUB_TEST_FLEETS=1`` runs them all on one worker and one fleet, as before 2026-11-27."""
+FLEET_FILE_S = {
+    "test_run_root.py": 255, "test_vmesh_root.py": 180, "test_bake_root.py": 150,
+    "test_hesper_lake_root.py": 130, "test_structure_root.py": 130, "test_tg_meet_root.py": 115,
+    "test_bsub_meet_root.py": 80, "test_pull_meet_root.py": 60, "test_df_line_root.py": 60,
+}
+"""Seconds each virtual-mesh test file's default-run tests took in the final suites of
+2026-11-26/27 (``--durations``, the fleet's bring-up left out) and in suite15's root
+runs of 2026-11-27 (test_vmesh_root's playbook tests, PULL, DF); a file not named here
+counts ``FLEET_FILE_DEFAULT_S``, the budget of one protocol's scenario."""
+FLEET_FILE_DEFAULT_S = 45
+
+
+def _fleet_groups(items: list[pytest.Item]) -> dict[str, str]:
+    """Each virtual-mesh test file's group, the files split between ``FLEET_GROUPS`` so
+    that their expected times are about equal (longest first, each to the lighter group).
+
+    A file stays in one group: its tests share module fixtures and run in file order.
+    The virtual-mesh tests were the suite's critical path on one worker (about 900 of the
+    1156-1203 s of the final suites before the split), and each protocol adds a scenario.
+    """
+    fleet_items = [item for item in items if "root" in item.keywords
+                   and _TESTS / "vmesh" in Path(item.path).parents]
+    default_run = [i for i in fleet_items if i.get_closest_marker("long") is None]
+    # Balanced on the default run's tests (a long-tier file has its own, unweighed time;
+    # ``-m long`` selects before this hook does not, so leave those out unless all are).
+    files = sorted({item.path.name for item in default_run or fleet_items})
+    load = dict.fromkeys(FLEET_GROUPS, 0)
+    groups: dict[str, str] = {}
+    for name in sorted(files, key=lambda n: -FLEET_FILE_S.get(n, FLEET_FILE_DEFAULT_S)):
+        lighter = min(FLEET_GROUPS, key=lambda g: (load[g], FLEET_GROUPS.index(g)))
+        groups[name] = lighter
+        load[lighter] += FLEET_FILE_S.get(name, FLEET_FILE_DEFAULT_S)
+    for item in fleet_items:  # the long tier's files beyond: the lighter group in turn
+        if item.path.name not in groups:
+            lighter = min(FLEET_GROUPS, key=lambda g: (load[g], FLEET_GROUPS.index(g)))
+            groups[item.path.name] = lighter
+            load[lighter] += FLEET_FILE_DEFAULT_S
+    return groups
 
 
 @pytest.hookimpl(trylast=True)  # after pytest-xdist named the groups in the node ids
@@ -120,9 +167,17 @@ def vmesh_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The test session's virtual fleet (``tests/vmesh/fleet.py``): root tests only.
 
     Brought up by the first test that uses it and shared by every virtual-mesh test
-    after it; removed at the end of the session, also when tests failed.
+    after it (of this xdist worker: each has its own fleet, ``fleet.run_name``); removed
+    at the end of the session, also when tests failed. The fleet's name is locked for
+    the session (``fleet.fleet_lock``): a second test session on this host asking for
+    the same fleet fails at once in one line instead of tearing down the first one's.
     """
-    from fleet import session_fleet
+    from fleet import FleetInUse, fleet_lock, run_name, session_fleet
 
-    with session_fleet(tmp_path_factory) as fleet:
+    run = run_name()
+    try:
+        lock = fleet_lock(run)
+    except FleetInUse as exc:
+        pytest.fail(str(exc), pytrace=False)
+    with lock, session_fleet(tmp_path_factory, run) as fleet:
         yield fleet

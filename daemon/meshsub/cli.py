@@ -10,7 +10,6 @@ traceback.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import inspect
 import json
@@ -97,12 +96,39 @@ def meshsubd_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"meshsubd {__version__}")
     args = parser.parse_args(argv)
 
+    if args.check:
+        return _check(args.config)
     try:
         from meshsub.runtime.protocolcheck import isolated
     except ImportError as exc:
         return _fail("meshsubd", f"configuration support is missing: {exc}", EXIT_FAILURE)
     with isolated():  # every protocol is loaded in a child for the registry's checks, one here
         return _meshsubd(args)
+
+
+def _check(path: str) -> int:
+    """``--check``: the configuration alone, with only the protocol it names loaded.
+
+    The deployment runs it on every device before a new configuration may replace
+    the running one (deploy/ansible, role meshsub), so it costs what the check needs:
+    the file, its keys and its protocol's parameters. Whether the installed protocols
+    contradict each other (two claiming one name or frame id) is the installation's
+    question, not the file's: the daemon's start answers it (runtime/protocolcheck.py)
+    and refuses to run, naming both.
+    """
+    try:
+        from meshsub.core.registry import load_protocol
+        from meshsub.runtime.config import ConfigError, load_config
+    except ImportError as exc:
+        return _fail("meshsubd", f"configuration support is missing: {exc}", EXIT_FAILURE)
+    try:
+        config = load_config(path, protocol_lookup=load_protocol)
+    except ConfigError as exc:
+        return _fail("meshsubd", str(exc), EXIT_USAGE)
+    for warning in config.security.warnings:
+        print(f"meshsubd: warning: {warning}", file=sys.stderr)
+    print(f"meshsubd: {path}: configuration is valid")
+    return EXIT_OK
 
 
 def _meshsubd(args: argparse.Namespace) -> int:
@@ -114,11 +140,6 @@ def _meshsubd(args: argparse.Namespace) -> int:
         config = load_config(args.config)
     except ConfigError as exc:
         return _fail("meshsubd", str(exc), EXIT_USAGE)
-    if args.check:
-        for warning in config.security.warnings:
-            print(f"meshsubd: warning: {warning}", file=sys.stderr)
-        print(f"meshsubd: {args.config}: configuration is valid")
-        return EXIT_OK
 
     try:
         from meshsub.runtime.node import run
@@ -127,6 +148,8 @@ def _meshsubd(args: argparse.Namespace) -> int:
     try:
         result: Any = run(config)
         if inspect.iscoroutine(result):
+            import asyncio  # here: ``--check`` and meshsubctl need no event loop
+
             result = asyncio.run(result)
     except KeyboardInterrupt:
         return EXIT_OK

@@ -11,7 +11,6 @@ broker without logins: ``passwords`` is then empty and clients connect anonymous
 
 from __future__ import annotations
 
-import base64
 import getpass
 import json
 import os
@@ -62,8 +61,7 @@ def render(directory: Path, port: int, apps: list[dict[str, Any]],
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o400)
         with os.fdopen(fd, "w") as fh:
             fh.write(password + "\n")
-    results = [{"item": u, "content": base64.b64encode(p.encode()).decode()}
-               for u, p in passwords.items()]
+    made = {"made": [], "handed": [], "passwords": passwords}  # the role's credentials task
     play = directory / "render.yml"
     play.write_text(json.dumps([{
         "name": "Render the mosquitto role", "hosts": "localhost", "connection": "local",
@@ -81,7 +79,7 @@ def render(directory: Path, port: int, apps: list[dict[str, Any]],
     extra.write_text(json.dumps({
         "mosquitto_config_dir": str(directory), "mosquitto_port": port,
         "mosquitto_bind_address": bind, "mosquitto_apps": apps,
-        "mosquitto_passwords": {"results": results},
+        "mosquitto_credentials": {"stdout": json.dumps(made)},
         "ansible_python_interpreter": sys.executable}))
     env = dict(os.environ, ANSIBLE_NOCOLOR="1", PATH=f"{BIN}:{os.environ.get('PATH', '')}",
                ANSIBLE_LOCAL_TEMP=os.environ.get("TMPDIR", "/tmp"),

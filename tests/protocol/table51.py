@@ -63,8 +63,11 @@ class Table51:
     def _new_client(self) -> int:
         cid = self.next_client
         self.next_client += 1
+        # client_refresh_s 0: no refresh (the thesis's 12-unit runs); a refresh timer would
+        # outlive the client, which leaves the harness after its run (a long bench plan
+        # reached the default 3600 s and the timer fired for a node that is gone)
         values = {"cols": SIDE, "rows": SIDE, "beacon_s": 0.0, "role": "client",
-                  "reliable_control": False, **self.params}
+                  "reliable_control": False, "client_refresh_s": 0.0, **self.params}
         if self.cls is Puma:
             values["unit_s"] = 1.0
         proto = self.cls(cid, params=parse_params(self.cls.Params, values), seed=cid)

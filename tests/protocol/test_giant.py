@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from harness import Net
 
-from meshsub.core.api import FrameReceived, Message, MessageId
+from meshsub.core.api import FrameReceived, Message, MessageId, Position, PositionChanged
 from meshsub.core.buffer import MemoryStore
 from meshsub.core.grid import Cell
 from meshsub.core.lattice import hit_probability
@@ -101,6 +101,33 @@ def test_a_ferry_carries_advertisement_subscription_and_event_between_brokers() 
     assert d.net.deliveries(eid) == [(d.broker[Cell(4, 0)], "s")]
     assert d.broker_to_broker_txs() == 0  # brokers never talk to each other
     assert all(msg.type == gm.ADV for msg in carried(d, f))
+
+
+def test_a_ferry_heard_from_the_next_cell_is_no_contact_until_it_walks_in() -> None:
+    """The in-cell check (§6.2: a broker talks only with ferries in its hosting cell):
+    a radio that reaches the next cell does not make a contact there. The ferry, in
+    A's cell and in radio range of B too, exchanges with A only; B learns nothing
+    until the ferry walks into B's cell (and A's contact with it ends then)."""
+    d = Dtn({(0, 0): {"adverts": ["temp"]}, (1, 0): {}})
+    a, b = d.broker[Cell(0, 0)], d.broker[Cell(1, 0)]
+    d.net.subscribe(b, "s", sub("temp value>1"))
+    f = d.ferries[0]
+    d.net.feed(f, PositionChanged(d.net.now, Position(50.0, 50.0)))  # cell (0, 0)
+    d.net.link(f, a)
+    d.net.run(until=d.net.now + 2.0)
+    assert [msg.type for msg in carried(d, f)] == [gm.ADV]  # from A
+    d.net.link(f, b)  # still in A's cell
+    d.net.run(until=d.net.now + 2.0)
+    assert d.at((1, 0)).stats["advs_learned"] == 0
+    assert d.at((1, 0)).stats["out_of_cell"] >= 1 and d.node(f).stats["out_of_cell"] >= 1
+    assert not any({tx.src, tx.dst} == {f, b} and tx.message.type in (gm.ADV, gm.BUNDLE)
+                   for tx in d.net.txs)  # between B and the ferry: HELLOs only
+    d.net.feed(f, PositionChanged(d.net.now, Position(150.0, 50.0)))  # walks into (1, 0)
+    d.net.run(until=d.net.now + 2.0)
+    assert d.at((1, 0)).stats["advs_learned"] == 1
+    assert d.at((1, 0)).routes[("temp", Cell(0, 0))].upstream is not None
+    assert d.at((0, 0)).stats["left_cell"] == 1 and d.node(f).stats["left_cell"] == 1
+    assert d.node(f).status()["contacts"] == 1  # B only
 
 
 def test_two_hops_with_the_two_three_hop_preference() -> None:

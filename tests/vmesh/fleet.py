@@ -26,10 +26,16 @@ import pytest
 from meshsim.scenario.model import Scenario
 
 RUN = "ts"
-SIZE = int(os.environ.get("MSUB_TEST_FLEET_SIZE", "20"))
-"""The largest scenario of the suite (vmesh-hesper-grid) needs 20 devices. A smaller
-``MSUB_TEST_FLEET_SIZE`` brings up fewer devices, for running one test file whose
-scenarios need fewer (a scenario asking for more fails with a one-line error)."""
+"""The fleet's run name in a session of one process; under pytest-xdist each worker has
+its own (``run_name``), so two workers' fleets never share a name or a subnet."""
+SIZE = int(os.environ.get("MSUB_TEST_FLEET_SIZE", "10"))
+"""Devices brought up at first use. The default run's largest scenario (vmesh-hesper-lake)
+needs 9; a test asking for more (the long tier's 20-device vmesh-hesper-grid) grows the
+fleet, brought up again once at the larger size. A smaller ``MSUB_TEST_FLEET_SIZE``
+brings up fewer devices for running one test file whose scenarios need fewer."""
+FLEETS = 2
+"""Session fleets that may run at once (``./test.sh``: two virtual-mesh workers,
+tests/conftest.py): the host's inotify limit is raised for all of their devices."""
 SCENARIOS = Path(__file__).resolve().parents[2] / "firmware-sim" / "meshsim" / "scenarios"
 
 
@@ -37,18 +43,57 @@ def log(message: str) -> None:
     print(f"vmesh: {message}", flush=True)
 
 
+def run_name() -> str:
+    """``RUN``, or under pytest-xdist ``RUN`` and the worker's number (``ts0``, ``ts1``, ...;
+    each hashes to management and mesh subnets of its own, docs/vmesh.md)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return f"{RUN}{worker.removeprefix('gw')}" if worker.startswith("gw") else RUN
+
+
+LOCKS = Path("/run/lock")
+
+
+class FleetInUse(Exception):
+    """Another test session on this host holds the fleet's name."""
+
+
+def fleet_lock(run: str, locks: Path = LOCKS) -> contextlib.closing[Any]:
+    """Hold ``run``'s name for this session (released when closed or the process ends).
+
+    Two sessions with one fleet name tear down each other's devices (2026-11-27: three
+    ``pytest`` runs of ``*_root.py`` files started without the project's root lock
+    removed the final suite's fleet). ``FleetInUse`` at once if another holds it.
+    """
+    import fcntl
+
+    path = locks / f"msub-fleet-{run}.lock"
+    handle = path.open("a")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise FleetInUse(f"the virtual fleet {run!r} is in use by another test session on "
+                         f"this host ({path} is locked): run root tests under "
+                         "`flock /tmp/msub-locks/root.lock`") from None
+    return contextlib.closing(handle)
+
+
 class SessionFleet:
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, run: str = RUN) -> None:
         self.home = home
+        self.run = run
         self.size = SIZE
 
     def up(self, count: int) -> Any:
-        """The fleet (brought up on first use); ``devices`` are its first ``count``."""
+        """The fleet (brought up on first use, again larger when ``count`` exceeds it);
+        ``devices`` are its first ``count``."""
         from meshsim.vmesh import lifecycle
 
         if count > self.size:
-            raise ValueError(f"the session fleet has {self.size} devices, {count} asked")
-        res = lifecycle.up(self.size, RUN, log=log)
+            log(f"growing the session fleet {self.run!r} from {self.size} to {count} devices")
+            self.size = count
+        lifecycle.raise_host_limits(FLEETS * self.size, log)
+        res = lifecycle.up(self.size, self.run, log=log)
         return dataclasses.replace(res, devices=res.plan.nodes[:count])
 
     def scenario(self, scenario: Scenario | str, out: Path, **options: Any) -> Any:
@@ -56,10 +101,10 @@ class SessionFleet:
         from meshsim.scenario import load_scenario
         from meshsim.vmesh.scenario_run import RunOptions, run_on_vmesh
 
-        self.up(1)
         if isinstance(scenario, str):
             scenario = load_scenario(SCENARIOS / f"{scenario}.toml")
-        return run_on_vmesh(scenario, RunOptions(out=out, vmesh_run=RUN, keep=True,
+        self.up(scenario.nodes.count)
+        return run_on_vmesh(scenario, RunOptions(out=out, vmesh_run=self.run, keep=True,
                                                  reuse_larger=True, log=log, **options))
 
     def take(self, count: int) -> Any:
@@ -86,18 +131,19 @@ class SessionFleet:
         from meshsim.vmesh import lifecycle
         from meshsim.vmesh.plan import make_plan
 
-        Medium(make_plan(self.size, RUN).medium_netns, {}).remove()
-        lifecycle.teardown(RUN, purge=True)
+        Medium(make_plan(self.size, self.run).medium_netns, {}).remove()
+        lifecycle.teardown(self.run, purge=True)
 
 
 @contextlib.contextmanager
-def session_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionFleet]:
+def session_fleet(tmp_path_factory: pytest.TempPathFactory,
+                  run: str = RUN) -> Iterator[SessionFleet]:
     from meshsim.vmesh.runstate import HOME_ENV
 
     old = os.environ.get(HOME_ENV)
     home = tmp_path_factory.mktemp("vmesh-fleet")
     os.environ[HOME_ENV] = str(home)
-    fleet = SessionFleet(home)
+    fleet = SessionFleet(home, run)
     try:
         yield fleet
     finally:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fleet import RUN, SCENARIOS
+from fleet import SCENARIOS
 
 from meshsim.scenario import load_scenario
 from meshsim.vmesh.devices import run_records
@@ -57,7 +57,7 @@ def test_six_in_a_line_flood_over_five_hops_and_node_6_never_hears_node_1(
     def capture_nodes_2_3_6(_t0: float, devices: dict[int, NodePlan]) -> None:
         from meshsim.vmesh.lifecycle import load_plan
 
-        netns = load_plan(RUN).medium_netns
+        netns = load_plan(vmesh_fleet.run).medium_netns
         for node in (6, 2, 3):
             cap = Capture(netns, devices[node].medium_port, tmp_path / f"n{node}.pcap")
             cap.start()
@@ -113,7 +113,7 @@ def test_six_in_a_line_flood_over_five_hops_and_node_6_never_hears_node_1(
     assert sorted((e, hop) for n, s, e, hop in delivered if n == 6) == [(e, 5) for e in from_1]
     assert len(delivered) == len(set(delivered)) == 4
     frames = frames_by_source(tmp_path / "n6.pcap")
-    mac = {n: _mac(res, n) for n in (1, 5)}
+    mac = {n: _mac(res, n, vmesh_fleet.run) for n in (1, 5)}
     assert frames[mac[5]] > 0, frames  # the capture saw node 6's one neighbour
     assert frames[mac[1]] == 0, frames  # and never a frame straight from node 1
     # the Wireshark dissector on the medium's captures: node 1's alarms as node 2's radio
@@ -124,7 +124,7 @@ def test_six_in_a_line_flood_over_five_hops_and_node_6_never_hears_node_1(
                         if "_ws.expert.message" in p] for pcap, packets in dissected.items()}
     assert malformed["n3"] == [] and len(malformed["n2"]) == 1, malformed
     (source,), (why,) = malformed["n2"][0]
-    assert source == _node_plan(res, 1).mesh_ip and "truncated" in why, malformed
+    assert source == _node_plan(res, 1, vmesh_fleet.run).mesh_ip and "truncated" in why, malformed
     for pcap, (tx, hop) in (("n2", (1, 0)), ("n3", (2, 1))):
         packets = [p for p in dissected[pcap] if "_ws.expert.message" not in p]
         assert packets, pcap
@@ -179,14 +179,14 @@ def _dissect(*pcaps: Path) -> dict[str, list[dict[str, list[str]]]]:
     return out
 
 
-def _node_plan(res: Any, node: int) -> NodePlan:
+def _node_plan(res: Any, node: int, run: str) -> NodePlan:
     from meshsim.vmesh.lifecycle import load_plan
 
-    return load_plan(RUN).nodes[sorted(res.devices).index(node)]
+    return load_plan(run).nodes[sorted(res.devices).index(node)]
 
 
-def _mac(res: Any, node: int) -> str:
-    return _node_plan(res, node).mesh_mac.lower()
+def _mac(res: Any, node: int, run: str) -> str:
+    return _node_plan(res, node, run).mesh_mac.lower()
 
 
 @pytest.mark.long  # ./test.sh -m long

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fleet import RUN, SCENARIOS
+from fleet import SCENARIOS
 
 from meshsim.scenario import load_scenario
 from meshsim.vmesh.devices import run_records
@@ -90,7 +90,7 @@ def test_a_rolling_upgrade_under_traffic_loses_nothing_acknowledged(
 
     def upgrade(t0: float, devmap: dict[int, NodePlan]) -> None:
         time.sleep(max(0.0, t0 + ROLLOUT_AT_S - time.time()))
-        inventory = run_dir(RUN) / SCENARIO_INVENTORY
+        inventory = run_dir(vmesh_fleet.run) / SCENARIO_INVENTORY
         seen["rollout"] = rollout(inventory, [d.hostname for d in devmap.values()], wheels,
                                   serial="25%", log=log)
 

@@ -43,7 +43,9 @@ Log = Callable[[str], None]
 NAME = "msub-device-baked"
 LABEL = "org.meshsub.bake"
 RUN = "bake"
-KEEP = 3
+KEEP = 6
+"""Baked images kept per architecture: six worktrees bake their own on one host at once
+(2026-11-27); with three, each bake removed an image another was about to start from."""
 FORMAT = "1"
 """Bump when what this module does to the image changes (the hash cannot see code)."""
 DEPLOY_DIR = deploy.ANSIBLE_DIR.parent

@@ -126,11 +126,17 @@ class Giant(Protocol):
         """A broker's local subscriptions, by network id."""
         self._versions: dict[str, int] = {}
         self._contacts: dict[NodeId, m.Hello] = {}
+        """Peers in contact: heard, and the ferry in the broker's cell (``_in_cell``)."""
+        self._heard: dict[NodeId, m.Hello] = {}
+        """Every peer of the other role heard, with its latest HELLO."""
+        self._said: dict[NodeId, Cell | None] = {}
+        """The cell our latest HELLO to each neighbour gave."""
         self._outbox: dict[NodeId, deque[Message]] = {}
         self._inflight: dict[NodeId, int] = {}
         self._handovers: dict[MessageId, _Handover] = {}
         self.stats: dict[str, int] = {"contacts": 0, "recruited": 0, "refused": 0,
-                                      "bundles_delivered": 0, "advs_learned": 0}
+                                      "bundles_delivered": 0, "advs_learned": 0,
+                                      "out_of_cell": 0, "left_cell": 0}
         self._started = False
 
     # ================================================================ driver inputs
@@ -160,16 +166,16 @@ class Giant(Protocol):
             if self.role is Role.BROKER:
                 for topic in self.params.adverts:
                     self._advertise(topic)
+            else:
+                self._ferry_changed_cell()
 
     def on_neighbor_up(self, info: NeighborInfo) -> None:
-        hello = m.Hello(self.role is Role.FERRY, self.cell, self._adv_summary())
-        self.send_reliable(info.node, Message(m.HELLO, self.new_message_id(), hello.encode(),
-                                              ttl=1))
+        self._say_hello(info.node)
 
     def on_neighbor_down(self, node: NodeId) -> None:
-        self._contacts.pop(node, None)
-        for message in self._outbox.pop(node, deque()):
-            self._undo_handover(message.id)
+        self._heard.pop(node, None)
+        self._said.pop(node, None)
+        self._end_contact(node)
         self._inflight.pop(node, None)
 
     def on_timer(self, name: str) -> None:
@@ -265,6 +271,12 @@ class Giant(Protocol):
 
     # ================================================================ contacts
 
+    def _say_hello(self, peer: NodeId) -> None:
+        self._said[peer] = self.cell
+        hello = m.Hello(self.role is Role.FERRY, self.cell, self._adv_summary())
+        self.send_reliable(peer, Message(m.HELLO, self.new_message_id(), hello.encode(),
+                                         ttl=1))
+
     def _on_hello(self, sender: NodeId, hello: m.Hello) -> None:
         if hello.ferry == (self.role is Role.FERRY):
             return  # brokers never exchange with brokers, nor ferries with ferries (§6.2)
@@ -272,12 +284,53 @@ class Giant(Protocol):
             return  # a broker that does not know its cell yet
         if self.role is Role.BROKER and self.cell is None:
             return
+        self._heard[sender] = hello
+        if sender in self._said and self._said[sender] != self.cell:
+            self._say_hello(sender)  # it heard us where we no longer are
+        if not self._in_cell(hello):
+            if self._end_contact(sender):
+                self.stats["left_cell"] += 1
+            else:
+                self.stats["out_of_cell"] += 1
+            return
+        if sender in self._contacts and self._contacts[sender].cell == hello.cell:
+            self._contacts[sender] = hello  # the same contact, announced again
+            return
         self._contacts[sender] = hello
         self.stats["contacts"] += 1
         if self.carried is not None:
             self._ferry_meets_broker(sender, hello)
         else:
             self._broker_meets_ferry(sender, hello)
+
+    def _in_cell(self, hello: m.Hello) -> bool:
+        """Whether the ferry and the broker are in the same cell: the in-cell check.
+
+        §6.2: "a broker can directly communicate only with the message ferries
+        ... in the broker's hosting grid", and RecruitFerry (§6.4.3) computes a
+        recruited ferry's chance to reach the next broker from the sender's
+        cell. A real radio reaches further than one cell, so hearing a peer is
+        not enough: a contact needs the ferry in the broker's cell (by the
+        ferry's own position, in its HELLO). A ferry that does not know its
+        cell cannot be checked; radio range then stands for the cell.
+        """
+        ferry_cell = self.cell if self.role is Role.FERRY else hello.cell
+        broker_cell = hello.cell if self.role is Role.FERRY else self.cell
+        return ferry_cell is None or ferry_cell == broker_cell
+
+    def _end_contact(self, peer: NodeId) -> bool:
+        """Forget a contact; what was queued for it and not yet sent is not handed over."""
+        for message in self._outbox.pop(peer, deque()):
+            self._undo_handover(message.id)
+        return self._contacts.pop(peer, None) is not None
+
+    def _ferry_changed_cell(self) -> None:
+        """A ferry that walked into another cell says so to the brokers it hears, and
+        reconsiders its contacts: it may now be in one's cell, or have left one's."""
+        for peer in list(self._said):
+            self._say_hello(peer)
+        for broker, hello in list(self._heard.items()):
+            self._on_hello(broker, hello)
 
     def _enqueue(self, peer: NodeId, message: Message) -> None:
         self._outbox.setdefault(peer, deque()).append(message)
