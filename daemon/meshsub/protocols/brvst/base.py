@@ -244,8 +244,31 @@ class BrvstBase(Protocol):
                       env.to_wire(), hop=min(hop, HOP_LIMIT - ttl), ttl=ttl)
         self._route(msg, env, local=True)
 
-    def _route(self, msg: Message, env: m.Envelope, *, local: bool) -> None:
-        """Process here, re-target to a newer manager, forward by GPSR, or hold."""
+    def on_reliable_failed(self, node: NodeId, message: Message) -> None:
+        """A routed leg's next hop was given up: route the message again from here.
+
+        The hop to ``node`` failed because it left radio range (``neighbor_down``) or
+        stopped answering (retries spent). The message is not lost with that link: it
+        goes on by another neighbour (GPSR from here, ``node`` left out), or is held
+        for its area's next announcement, or dropped as the routing decides. A manager
+        handing its grid over as it walks out of range of its successor is the case
+        this serves (the state transfer's first hop is the successor itself, whose
+        link breaks a moment later); the loop guard bounds the retries.
+        """
+        if message.type not in m.ROUTED:
+            return
+        try:
+            env = m.Envelope.from_wire(message.body)
+        except ValueError:
+            return
+        self.counters["rerouted"] += 1
+        self._route(replace(message, reliable_id=None), replace(env, geo=GeoHeader()),
+                    local=message.id.origin == self.node, avoid=node)
+
+    def _route(self, msg: Message, env: m.Envelope, *, local: bool,
+               avoid: NodeId | None = None) -> None:
+        """Process here, re-target to a newer manager, forward by GPSR, or hold;
+        ``avoid``: a neighbour whose hop just failed (not used as the next hop)."""
         area: Area | None = None
         if env.kind is not m.Dest.NODE:
             area = (Level(int(env.kind)), env.ax, env.ay)
@@ -283,11 +306,14 @@ class BrvstBase(Protocol):
         if self.position is None:
             self.drop("no_position", msg)
             return
-        if env.dest is not None and env.dest in self._npos:
+        npos = self._npos
+        if avoid is not None and avoid in npos:
+            npos = {n: p for n, p in npos.items() if n != avoid}
+        if env.dest is not None and env.dest in npos:
             self._forward(env.dest, msg, replace(env, geo=GeoHeader()))
             return
         try:
-            nxt, header = next_hop(self.node, (self.position.x, self.position.y), self._npos,
+            nxt, header = next_hop(self.node, (self.position.x, self.position.y), npos,
                                    env.target, env.geo, dest=env.dest,
                                    radio_range=self.params.R)
         except GeoRoutingError:
