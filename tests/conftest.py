@@ -68,10 +68,13 @@ FLEET_FILE_S = {
     "test_run_root.py": 255, "test_vmesh_root.py": 180, "test_bake_root.py": 150,
     "test_hesper_lake_root.py": 130, "test_structure_root.py": 130, "test_tg_meet_root.py": 115,
     "test_bsub_meet_root.py": 80, "test_pull_meet_root.py": 60, "test_df_line_root.py": 60,
+    "test_puma_walk_root.py": 140, "test_brvst_walk_root.py": 70, "test_giant_ferry_root.py": 80,
+    "test_dibs_repair_root.py": 60, "test_dr_grid_root.py": 45, "test_st_line_root.py": 45,
 }
 """Seconds each virtual-mesh test file's default-run tests took in the final suites of
-2026-11-26/27 (``--durations``, the fleet's bring-up left out) and in suite15's root
-runs of 2026-11-27 (test_vmesh_root's playbook tests, PULL, DF); a file not named here
+2026-11-26/27 (``--durations``, the fleet's bring-up left out) and in the engineers'
+root runs of 2026-11-27 (test_vmesh_root's playbook tests and every protocol's
+scenario added that day, at loads of 2-17); a file not named here
 counts ``FLEET_FILE_DEFAULT_S``, the budget of one protocol's scenario."""
 FLEET_FILE_DEFAULT_S = 45
 
