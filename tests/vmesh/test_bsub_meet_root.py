@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from appdeliveries import app_deliveries
 from fleet import SCENARIOS
 from test_vmesh_bsub_scenarios import data_rx, delivered_once, expected_deliveries
 
 from meshsim.des.run import run_scenario
 from meshsim.scenario import load_scenario
-from meshsim.vmesh.devices import run_records, scenario_sub_id
+from meshsim.vmesh.devices import run_records
 
 SCENARIO = SCENARIOS / "vmesh-bsub-meet.toml"
 PRODUCER, CONSUMERS = 1, {2, 3}
@@ -70,9 +71,4 @@ def test_a_producer_meets_two_consumers_on_the_virtual_mesh(vmesh_fleet: Any,
     res = vmesh_fleet.scenario(load_scenario(SCENARIO), tmp_path / "run")
     print(f"timings: {res.timings}")
     expected = check_meet(run_records(res.out))
-    seen = set()
-    for node, report in res.agents.items():
-        assert report is not None, f"no workload report from node {node}"
-        seen |= {(node, scenario_sub_id(d["body"]["sub_id"]), d["body"]["event_id"])
-                 for d in report["deliveries"]}
-    assert seen == expected  # what the applications got over MQTT
+    assert app_deliveries(res) == expected  # what the applications got over MQTT
