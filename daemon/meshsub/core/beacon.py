@@ -1,13 +1,17 @@
 """One-hop state beacons: what each neighbour last announced, and when to announce.
 
 Tree protocols learn their neighbourhood from one-hop broadcasts of their own
-state, repeated periodically and soon after a change. DIBS's CRES (Pham and
-Tran 2012, §3.1) builds its clusters, virtual addresses and distance vectors
-from heartbeats "sent periodically and when something changes", a triggered
-one "at most one per 0.2 T", and detects a failed neighbour by its silence
-(§3.3.2); the tree-group machine of Liu (2011, §3.5) repairs its trees with a
-periodic heartbeat (HELLO) and finds groups to join in what neighbours
-announce (§3.1). Both need the same two pieces, kept here sans-I/O:
+state. DIBS's CRES (Pham and Tran 2012) builds its clusters, virtual
+addresses and distance vectors from a heartbeat each node "periodically
+sends ... advertising its information to all its neighbors", with one period
+for all (§3.1); each neighbour of a failed node "will detect the failure"
+(§3.3.2: here, by its silence), and a node whose VA changed advertises it at
+once (§3.3.2), which we rate-limit (docs/protocols/dibs.md, rule 1). The
+tree-group protocol of Liu (2011, §3.5) sends "a heartbeats message ...
+between parents and children nodes in a tree periodically to identify
+whether they are connected"; our machine also finds groups to join in its
+neighbours' heartbeats (docs/protocols/tg.md, rule 8). Both need the same two
+pieces, kept here sans-I/O:
 
 - ``BeaconTable``: each neighbour's latest beacon state (any type ``S``) with
   the time it was heard; ``silent``/``expire`` name the neighbours silent for
@@ -19,7 +23,7 @@ announce (§3.1). Both need the same two pieces, kept here sans-I/O:
 - ``BeaconSchedule``: the send decisions as pure functions of ``now``: the
   first beacon's phase, the jittered period, and triggered beacons, each
   soon after a change but never closer than ``min_gap`` periods to the
-  previous triggered one (DIBS §3.1's 0.2 T). The protocol arms the timers
+  previous triggered one (DIBS: 0.2 T, our value). The protocol arms the timers
   (``core.protocol``'s ``set_timer``) with the delays returned; the random
   draws come from the protocol's own generator, so runs stay reproducible.
 
@@ -179,8 +183,9 @@ class BeaconTable(Generic[S]):
 class BeaconSchedule:
     """When to send beacons: decisions on ``now`` and the protocol's random generator.
 
-    ``min_gap`` is the shortest spacing of triggered beacons in periods (DIBS
-    §3.1: at most one per 0.2 T); ``settle`` the range of a triggered beacon's
+    ``min_gap`` is the shortest spacing of triggered beacons in periods (a
+    burst of changes costs one beacon per ``min_gap`` periods, not one per
+    change; DIBS uses 0.2); ``settle`` the range of a triggered beacon's
     delay, so that a burst of changes in one input leaves as one beacon and
     neighbours told of one change do not all answer at once; ``jitter`` the
     range of the periodic interval in periods (periodic beacons of nodes

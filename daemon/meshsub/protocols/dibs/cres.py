@@ -70,7 +70,8 @@ T_HEARTBEAT = "dibs:hb"
 T_TRIGGERED = "dibs:hb_now"
 INFINITE = 1 << 30
 TRIGGERED_GAP = 0.2
-"""Triggered heartbeats are at least this many periods apart (§3.1: "at most one per 0.2 T")."""
+"""Triggered heartbeats are at least this many periods apart (ours: §3.3.2 only says a new VA
+is advertised; the limit keeps a burst of changes from costing a heartbeat each)."""
 
 Neighbour = Entry[Heartbeat]
 """A neighbour's latest heartbeat (``state``) and when it arrived."""
