@@ -20,7 +20,13 @@ from meshsub.core.content import Event, Subscription
 from meshsub.core.keyspace import format_key
 from meshsub.core.predicates import Predicate
 from meshsub.protocols.dibs import va as v
-from meshsub.protocols.dibs.messages import HEARTBEAT, PUBLISH, SUBSCRIBE
+from meshsub.protocols.dibs.messages import (
+    HEARTBEAT,
+    PUBLISH,
+    SUBSCRIBE,
+    DistEntry,
+    Heartbeat,
+)
 
 K = PARAMS.k
 
@@ -154,3 +160,28 @@ def test_paper_mode_stores_a_superset_and_still_meets_every_designated_node() ->
                                                          dibs(net, n).slots(), key, K))
             assert owner in holders[paper]
     assert holders[False] < holders[True]
+
+
+def test_the_neighbour_table_is_bounded_with_counted_drops() -> None:
+    """CRES keeps heartbeats in ``core.beacon``'s table: beyond its bounds, a counted drop."""
+    params = replace(PARAMS, max_neighbors=4, max_neighbor_bytes=28 + 3 * 16)  # ref 1's + 3
+    net = dibs_net([1, 2], {1}, params)
+    net.link(1, 2)
+    start(net, 5.0)
+    node = dibs(net, 2)
+    assert list(node.nbs) == [1]
+    before = dict(node.drops)
+    hb = Heartbeat(False, None, None, None, 0, False, (), (), 1.0)
+    for fake in range(100, 110):
+        net.feed(2, FrameReceived(net.now, fake, Message(HEARTBEAT, MessageId(fake, 0, 1),
+                                                          hb.encode(), ttl=1)))
+    assert len(node.nbs) == 4 and node.nbs.bytes <= params.max_neighbor_bytes
+    assert node.drops["neighbor_table_full"] - before.get("neighbor_table_full", 0) == 7
+    big = replace(hb, dist=tuple(DistEntry(r, 1, None, 1) for r in range(1, 7)))  # 88 bytes
+    net.feed(2, FrameReceived(net.now, 100, Message(HEARTBEAT, MessageId(100, 0, 2),
+                                                     big.encode(), ttl=1)))
+    assert node.drops["heartbeat_too_big"] - before.get("heartbeat_too_big", 0) == 1
+    assert node.nbs.get(100) is not None and node.nbs.get(100).state == hb  # type: ignore[union-attr]
+    assert node.state_sizes()["neighbors"] == (4, node.nbs.bytes)
+    net.run(until=net.now + 10.0)  # the fakes fall silent: forgotten after dead_periods · T
+    assert list(node.nbs) == [1]

@@ -21,8 +21,9 @@ from cluster_world import (
 )
 from harness import Net
 
-from meshsub.core.api import PositionChanged
+from meshsub.core.api import FrameReceived, Message, MessageId, PositionChanged
 from meshsub.core.cluster import messages as cm
+from meshsub.core.cluster.base import MAX_HEARD, MAX_HEARD_BYTES
 from meshsub.core.cluster.ids import GroupId
 from meshsub.core.content import Event
 from meshsub.core.params import ParameterError, parse_params
@@ -428,3 +429,24 @@ def test_bad_parameters_are_refused(values: dict[str, Any]) -> None:
 def test_group_ids_order_and_print() -> None:
     g = GroupId(0x1A, 2, 3)
     assert str(g) == "1a-2-3" and GroupId.decode(g.wire()) == g and g < GroupId(0x1A, 2, 4)
+
+
+def test_the_hello_table_is_bounded_and_forgets_the_silent() -> None:
+    """The machine keeps HELLOs in ``core.beacon``'s table: the least recently heard make room
+    (each a counted drop), and a neighbour silent for ``T_DEAD`` is forgotten at the next tick."""
+    net = fig1()
+    a = tg(net, A)
+    assert sorted(a._heard) == [B, C]
+    before = a.drops.get("heard_table_full", 0)
+    fakes = range(1000, 1000 + MAX_HEARD + 3)
+    for fake in fakes:
+        hello = cm.Hello(False, ())
+        net.feed(A, FrameReceived(net.now, fake, Message(cm.HELLO, MessageId(fake, 0, 1),
+                                                         hello.encode(), ttl=1)))
+    assert len(a._heard) == MAX_HEARD and a._heard.bytes <= MAX_HEARD_BYTES
+    assert a.drops["heard_table_full"] - before == 5
+    assert B not in a._heard and C not in a._heard  # the least recently heard went first
+    assert [n for n in fakes if n not in a._heard] == [1000, 1001, 1002]
+    net.run(until=net.now + a.params.T_DEAD + 2 * a.params.T_HELLO)
+    assert sorted(a._heard) == [B, C]  # back with their next HELLOs; the fakes fell silent
+    check_invariants(World(net, [(A, B), (A, C), (B, D), (B, E), (C, F)]))

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from meshsub.core import bodies
 from meshsub.core.api import Message, MsgKind, NodeId
+from meshsub.core.beacon import BeaconSchedule, BeaconTable
 from meshsub.core.cluster import messages as m
 from meshsub.core.cluster.ids import (
     GatewayRecord,
@@ -46,6 +47,8 @@ REPLY_PREFIX = "c:reply:"
 """Timers of the machine; a subclass names its own without the ``c:`` prefix."""
 MAX_HEARD = 512
 """Neighbours whose last HELLO a node remembers (a bound against floods of fake ids)."""
+MAX_HEARD_BYTES = 1 << 20
+"""Bytes of HELLOs a node remembers (``hello_size``); the least recently heard make room."""
 MAX_PENDING_REPLIES = 64
 MAX_COVERED = 64
 STATUS_RESEND = 2.0
@@ -83,7 +86,11 @@ class ClusterBase(Protocol, Generic[P]):
         self._started = False
         self._founded = 0
         self._topo = 0
-        self._heard: OrderedDict[NodeId, tuple[float, m.Hello]] = OrderedDict()
+        self._heard: BeaconTable[m.Hello] = BeaconTable(
+            max_entries=MAX_HEARD, max_bytes=MAX_HEARD_BYTES, size_of=m.hello_size,
+            evict_stalest=True)
+        """Each neighbour's last HELLO (§3.1: groups to join nearby), the shared one-hop beacon."""
+        self.beacon = BeaconSchedule()
         self._last_frame: dict[NodeId, float] = {}
         self._replies: dict[str, tuple[NodeId, Message]] = {}
         self._repairs: list[GroupId] = []

@@ -294,9 +294,9 @@ class Joining(ClusterBase[P]):
         if any(ms.orphan for ms in list(self.memberships.values())):
             return
         horizon = self.now - self.params.T_DEAD
-        for when, hello in self._heard.values():
-            if when >= horizon and any(g.open and self._worth_joining(g.gid)
-                                       for g in hello.groups):
+        for entry in self._heard.entries():
+            if entry.last_heard >= horizon and any(g.open and self._worth_joining(g.gid)
+                                                   for g in entry.state.groups):
                 self._start_join(Purpose.ADDITIONAL)
                 return
 

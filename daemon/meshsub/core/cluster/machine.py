@@ -41,7 +41,6 @@ from meshsub.core import bodies
 from meshsub.core.api import Action, Input, Message, NeighborInfo, NodeId
 from meshsub.core.cluster import messages as m
 from meshsub.core.cluster.base import (
-    MAX_HEARD,
     REPLY_PREFIX,
     T_DISCOVER,
     T_JOIN,
@@ -71,7 +70,7 @@ class GroupTreeProtocol(Merging[P]):
         return super().handle(inp)
 
     def _hello_delay(self) -> float:
-        return self.params.T_HELLO * self.rng.uniform(0.9, 1.1)
+        return self.beacon.interval(self.params.T_HELLO, self.rng)
 
     def on_frame(self, sender: NodeId, message: Message) -> None:
         if sender in self.neighbors:
@@ -98,7 +97,7 @@ class GroupTreeProtocol(Merging[P]):
 
     def on_neighbor_down(self, node: NodeId) -> None:
         self._last_frame.pop(node, None)
-        self._heard.pop(node, None)
+        self._heard.forget(node)
         for ms in list(self.memberships.values()):
             if not self._live(ms):
                 continue
@@ -182,6 +181,7 @@ class GroupTreeProtocol(Merging[P]):
                 self._leader_update(ms)
             if ms.lock_small is not None and ms.lock_small[1] <= now:
                 ms.lock_small = None
+        self._heard.expire(now, p.T_DEAD)  # too old for _discover: of no use, only room taken
         if self.memberships:
             self.broadcast(self._ctl(m.HELLO, self._hello().encode()))
         if self._merge is not None and self._merge.expires <= now:
@@ -201,10 +201,8 @@ class GroupTreeProtocol(Merging[P]):
         return m.Hello(self.params.leader_capable, tuple(groups))
 
     def _on_Hello(self, sender: NodeId, message: Message, hello: m.Hello) -> None:
-        self._heard[sender] = (self.now, hello)
-        self._heard.move_to_end(sender)
-        while len(self._heard) > MAX_HEARD:
-            self._heard.popitem(last=False)
+        for evicted in self._heard.hear(sender, hello, self.now).evicted:
+            self.drop("heard_table_full", peer=evicted)
         by_gid = {g.gid: g for g in hello.groups}
         for ms in list(self.memberships.values()):
             if ms.parent != sender or ms.orphan:

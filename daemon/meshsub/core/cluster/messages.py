@@ -165,6 +165,11 @@ class Hello:
                    tuple(HelloGroup.decode(g) for g in b.items(groups, "groups", MAX_GROUPS)))
 
 
+def hello_size(hello: Hello) -> int:
+    """Bytes a HELLO takes in a neighbour's table: its fields as 32-bit words, ids and lists."""
+    return 4 + sum(24 + 12 * len(g.linked) + 4 * len(g.children) for g in hello.groups)
+
+
 @dataclass(frozen=True, slots=True)
 class JoinQuery:
     purpose: Purpose

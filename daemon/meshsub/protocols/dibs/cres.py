@@ -11,7 +11,9 @@ Rules (docs/protocols/dibs.md lists each with its section and our reasons):
 
 - **heartbeats** (§3.1): every node, attached or not, broadcasts its VA,
   cluster, predecessor, slot, the detached flag, its distance vector and its
-  successors every ``T``, and at once (rate-limited) after a change;
+  successors every ``T``, and at once (rate-limited) after a change; the
+  neighbour table and the send schedule are the shared one-hop beacon
+  (``meshsub.core.beacon``);
 - **distance vector** (§3.1, "like DSDV with m destinations"): recomputed
   from the current neighbour table with split horizon, ``MAX_HOPS`` as
   infinity; a reference's sequence number proves it alive, and a reference
@@ -36,11 +38,11 @@ Subclasses (SPN) hear of changes through ``on_va_change`` and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from meshsub.core import bodies
 from meshsub.core.api import Message, MsgKind, NodeId
+from meshsub.core.beacon import BeaconSchedule, BeaconTable, Entry, Status
 from meshsub.core.params import ProtocolParams
 from meshsub.core.protocol import Protocol
 from meshsub.protocols.dibs import va as vam
@@ -67,20 +69,17 @@ REFERENCE_ROLE = "reference"
 T_HEARTBEAT = "dibs:hb"
 T_TRIGGERED = "dibs:hb_now"
 INFINITE = 1 << 30
+TRIGGERED_GAP = 0.2
+"""Triggered heartbeats are at least this many periods apart (ours: §3.3.2 only says a new VA
+is advertised; the limit keeps a burst of changes from costing a heartbeat each)."""
+
+Neighbour = Entry[Heartbeat]
+"""A neighbour's latest heartbeat (``state``) and when it arrived."""
 
 
-@dataclass(slots=True)
-class Neighbour:
-    """A neighbour's latest heartbeat and when it arrived."""
-
-    hb: Heartbeat
-    last_heard: float
-
-    def dist(self, ref: NodeId) -> DistEntry | None:
-        for d in self.hb.dist:
-            if d.ref == ref:
-                return d
-        return None
+def heartbeat_size(hb: Heartbeat) -> int:
+    """Bytes a heartbeat takes in the neighbour table: the state-size measure's estimate."""
+    return 16 + 12 * len(hb.dist)
 
 
 def cluster_group(ref: NodeId) -> str:
@@ -108,7 +107,9 @@ class Cres(Protocol):
         self.period = p.hb_period
         self.dist: dict[NodeId, tuple[int, NodeId | None]] = {node: (0, None)} if self.is_ref \
             else {}
-        self.nbs: dict[NodeId, Neighbour] = {}
+        self.nbs: BeaconTable[Heartbeat] = BeaconTable(
+            max_entries=p.max_neighbors, max_bytes=p.max_neighbor_bytes, size_of=heartbeat_size)
+        self.beacon = BeaconSchedule(min_gap=TRIGGERED_GAP)
         self._ref_seq: dict[NodeId, tuple[int, float]] = {}
         """Per reference: the highest sequence number seen and when it last grew."""
         self._own_seq = 0
@@ -126,7 +127,6 @@ class Cres(Protocol):
         self._unregistered_since: float | None = None
         self._nearer_since: float | None = None
         self._pred_worse_since: float | None = None
-        self._last_triggered = -float(INFINITE)
         self.stats: dict[str, int] = {"va_changes": 0, "attaches": 0, "repairs": 0,
                                       "switches": 0}
 
@@ -185,13 +185,13 @@ class Cres(Protocol):
     def on_start(self) -> None:
         if self.is_ref:
             self.join_group(cluster_group(self.node))
-        self.set_timer(T_HEARTBEAT, self.rng.uniform(0.0, self.period))
+        self.set_timer(T_HEARTBEAT, self.beacon.phase(self.period, self.rng))
 
     def on_timer(self, name: str) -> None:
         if name == T_HEARTBEAT:
             self._maintain()
             self._send_heartbeat()
-            self.set_timer(T_HEARTBEAT, self.period * self.rng.uniform(0.9, 1.1))
+            self.set_timer(T_HEARTBEAT, self.beacon.interval(self.period, self.rng))
         elif name == T_TRIGGERED:
             self._send_heartbeat()
         else:
@@ -201,12 +201,10 @@ class Cres(Protocol):
         """A timer of the subclass."""
 
     def trigger_heartbeat(self) -> None:
-        """A heartbeat soon after a change, at most one per ``0.2 T``."""
-        if self._last_triggered > self.now:
-            return  # one is due: it will carry this change too
-        at = max(self.now + self.rng.uniform(0.02, 0.1), self._last_triggered + 0.2 * self.period)
-        self._last_triggered = at
-        self.set_timer(T_TRIGGERED, at - self.now)
+        """A heartbeat soon after a change, at most one per ``0.2 T`` (one due carries it too)."""
+        delay = self.beacon.trigger(self.now, self.period, self.rng)
+        if delay is not None:
+            self.set_timer(T_TRIGGERED, delay)
 
     def _send_heartbeat(self) -> None:
         if self.is_ref:
@@ -222,13 +220,14 @@ class Cres(Protocol):
         self.broadcast(Message(HEARTBEAT, self.new_message_id(), hb.encode(), ttl=1))
 
     def _on_heartbeat(self, sender: NodeId, hb: Heartbeat) -> None:
-        if sender not in self.nbs and len(self.nbs) >= self.params.max_neighbors:
-            self.drop("neighbor_table_full", peer=sender)
-            return
         if hb.va is not None and len(hb.va) > self.params.max_va_bits:
             self.drop("va_too_long", peer=sender)
             return
-        self.nbs[sender] = Neighbour(hb, self.now)
+        heard = self.nbs.hear(sender, hb, self.now)
+        if not heard.kept:
+            self.drop("neighbor_table_full" if heard.status is Status.FULL
+                      else "heartbeat_too_big", peer=sender)
+            return
         for d in hb.dist:
             self._note_ref_seq(d.ref, d.seq)
         if sender == self.pred:
@@ -264,8 +263,8 @@ class Cres(Protocol):
         if self.is_ref:
             best[me] = (0, None)
         nbs = self.nbs
-        for nb_id in sorted(nbs):
-            for d in nbs[nb_id].hb.dist:
+        for nb_id, nb in sorted(nbs.items()):
+            for d in nb.state.dist:
                 ref, hops = d.ref, d.hops + 1
                 if ref == me or d.via == me or hops >= limit or ref not in alive:
                     continue
@@ -345,7 +344,7 @@ class Cres(Protocol):
         self._forget(node)
 
     def _forget(self, node: NodeId) -> None:
-        self.nbs.pop(node, None)
+        self.nbs.forget(node)
         if node == self.pred:
             self._lose_predecessor(node)
         if node in self.succ:
@@ -358,8 +357,8 @@ class Cres(Protocol):
     def _maintain(self) -> None:
         p = self.params
         dead_after = p.dead_periods * self.period
-        for node in [n for n, nb in self.nbs.items() if self.now - nb.last_heard > dead_after]:
-            self._forget(node)
+        for node in self.nbs.silent(self.now, dead_after):
+            self._forget(node)  # one at a time: each loss is seen with the others still listed
         for slot in [s for s, until in self._held.items() if until <= self.now]:
             del self._held[slot]
         for node in [n for n, until in self._refused.items() if until <= self.now]:
@@ -385,7 +384,7 @@ class Cres(Protocol):
             self._pred_worse_since = None
             return
         nb = self.nbs.get(self.pred)
-        d = nb.dist(self.cl) if nb is not None else None
+        d = nb.state.dist_to(self.cl) if nb is not None else None
         if d is not None and d.hops < self.hops_to(self.cl):
             self._pred_worse_since = None
             return
@@ -401,7 +400,7 @@ class Cres(Protocol):
 
     def _excluded(self, nb: Neighbour) -> bool:
         """Our own subtree and the failed predecessor's former subtree (D3's prefix test)."""
-        hb = nb.hb
+        hb = nb.state
         if hb.va is None or hb.pred == self.node:
             return True
         if self.succ and self.va is not None and hb.cl == self.cl and hb.va.startswith(self.va):
@@ -422,11 +421,11 @@ class Cres(Protocol):
         mine = self.hops_to(target)
         ranked: list[tuple[int, int, float, NodeId]] = []
         for node, nb in self.nbs.items():
-            hb = nb.hb
+            hb = nb.state
             if node in self._refused or hb.detached or self._excluded(nb):
                 continue
             assert hb.va is not None
-            d = nb.dist(target)
+            d = hb.dist_to(target)
             hops = d.hops if d is not None else INFINITE
             if not relaxed and (hb.cl != target or hops >= mine):
                 continue
@@ -526,7 +525,7 @@ class Cres(Protocol):
             self.stats["switches"] += 1
         nb = self.nbs.get(parent)
         if nb is not None:
-            self.period = nb.hb.hb_period
+            self.period = nb.state.hb_period
         self.trigger_heartbeat()
         if (old_va, old_cl) != (new_va, ack.cl):
             self._moved(old_va, old_cl)
@@ -584,17 +583,17 @@ class Cres(Protocol):
             mine = self.hops_to(target_cl)
             best: tuple[int, bool, NodeId] | None = None
             for node, nb in self.nbs.items():
-                d = nb.dist(target_cl)
+                d = nb.state.dist_to(target_cl)
                 if d is None or d.hops >= mine:
                     continue
-                cand = (d.hops, nb.hb.cl != target_cl, node)
+                cand = (d.hops, nb.state.cl != target_cl, node)
                 if best is None or cand < best:
                     best = cand
             return None if best is None else best[2]
         here = vam.tree_metric(self.va, dst)
         best_t: tuple[int, bool, NodeId] | None = None
         for node, nb in self.nbs.items():
-            hb = nb.hb
+            hb = nb.state
             if hb.cl != target_cl or hb.va is None:
                 continue
             t = vam.tree_metric(hb.va, dst)

@@ -114,6 +114,13 @@ class Heartbeat:
     succ: tuple[tuple[NodeId, int], ...]
     hb_period: float
 
+    def dist_to(self, ref: NodeId) -> DistEntry | None:
+        """The sender's distance-vector entry for reference ``ref``, if it lists one."""
+        for d in self.dist:
+            if d.ref == ref:
+                return d
+        return None
+
     def encode(self) -> list[Any]:
         return [self.is_ref, va_wire(self.va), self.cl, self.pred, self.slot, self.detached,
                 [[d.ref, d.hops, d.via, d.seq] for d in self.dist],

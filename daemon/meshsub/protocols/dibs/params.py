@@ -47,6 +47,8 @@ class DIBSParams(ReliableParams):
     """Longest VA accepted or taken (a node whose VA is longer than k owns no keys)."""
     max_neighbors: int = 256
     """Heartbeat states kept (more neighbours are a counted drop)."""
+    max_neighbor_bytes: int = 1 << 18
+    """Bytes of heartbeat states kept, by the state-size measure (more are a counted drop)."""
     max_successors: int = 64
     """Tree children per node (more attach requests are refused)."""
     max_references: int = 32
@@ -71,6 +73,7 @@ class DIBSParams(ReliableParams):
         "key_attr": ParamDoc("", OUR_DECISION),
         "max_va_bits": ParamDoc("bits", OUR_DECISION),
         "max_neighbors": ParamDoc("entries", OUR_DECISION),
+        "max_neighbor_bytes": ParamDoc("bytes", OUR_DECISION),
         "max_successors": ParamDoc("entries", OUR_DECISION),
         "max_references": ParamDoc("entries", OUR_DECISION),
         "max_queries": ParamDoc("entries", OUR_DECISION),
@@ -94,7 +97,7 @@ class DIBSParams(ReliableParams):
             raise ParameterError("key_attr", "must be an attribute name")
         if not 8 <= self.max_va_bits <= 4096:
             raise ParameterError("max_va_bits", "must be in 8..4096")
-        for name in ("max_neighbors", "max_successors", "max_references", "max_queries",
-                     "max_query_bytes"):
+        for name in ("max_neighbors", "max_neighbor_bytes", "max_successors", "max_references",
+                     "max_queries", "max_query_bytes"):
             if getattr(self, name) < 1:
                 raise ParameterError(name, "must be at least 1")

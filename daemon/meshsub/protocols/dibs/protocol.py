@@ -306,8 +306,7 @@ class DIBS(Cres):
         """Stored queries (the paper's storage cost) and the neighbour table (§3.1)."""
         return {**super().state_sizes(),
                 "queries": (len(self.store), self._store_bytes),
-                "neighbors": (len(self.nbs), sum(16 + 12 * len(nb.hb.dist)
-                                                 for nb in self.nbs.values()))}
+                "neighbors": (len(self.nbs), self.nbs.bytes)}
 
     def status(self) -> dict[str, Any]:
         return {**super().status(), "stored_queries": len(self.store)}
