@@ -248,13 +248,14 @@ def test_3_replays_after_a_restart_and_a_reimaged_sender(mesh: Mesh) -> None:
 # ------------------------------------------------------------------ item 2
 
 
-def insider_frames(count: int, size: int) -> list[bytes]:
+def insider_frames(count: int, size: int, first_seq: int = 0) -> list[bytes]:
     """``count`` unique epidemic DATA messages of ~``size`` bytes that never expire, from a
-    node with the key that never beacons, as fragment frames."""
+    node with the key that never beacons, as fragment frames (sequence numbers from
+    ``first_seq``, so a second batch is new events, not repeats)."""
     codec = FrameCodec(0x666, 1, KEYS)
     pad = {f"p{i}": "x" * 1000 for i in range(size // 1010)}
     frames = []
-    for seq in range(count):
+    for seq in range(first_seq, first_seq + count):
         body = encode_data(Event(f"junk/{seq}", pad).to_wire(), time.time(), 1e12)
         frames += codec.encode(2, Message(DATA, MessageId(0x666 + seq % 7, 1, seq), body, ttl=8))
     return frames
@@ -300,12 +301,16 @@ def test_2_an_insider_cannot_erase_acknowledged_events(mesh: Mesh) -> None:
     for n in range(3):
         c.mqtt_pub("meshsub/pub/kept/x", json.dumps({"n": n}))  # acknowledged at QoS 1
     wait_for(lambda: len(own_entries(c)) == 3, "C carries its 3 events")
-    # the insider, in B's namespace: 500 unique ~60 KB events that never expire
-    frames = insider_frames(500, 60_000)
+    # the insider, in B's namespace: batches of 500 unique ~60 KB events that never expire,
+    # until more than the buffer holds have arrived (a busy host's socket buffer drops some
+    # of a batch: 298 of 500 arrived at a load of 25)
     first = frame_counters(c).get("messages_in", 0)
-    send_from(b, c, frames)
-    arrived = settled(lambda: frame_counters(c).get("messages_in", 0) - first)
-    # more than the buffer holds (some are lost in the socket buffer on a busy host)
+    arrived = 0
+    for batch in range(4):
+        send_from(b, c, insider_frames(500, 60_000, first_seq=500 * batch))
+        arrived = settled(lambda: frame_counters(c).get("messages_in", 0) - first)
+        if arrived > EPIDEMIC["buffer_size"]:
+            break
     assert arrived > EPIDEMIC["buffer_size"], c.ctl("status")["frames"]["counters"]
     assert c.ctl("status")["protocol"]["buffered"] <= EPIDEMIC["buffer_size"]
     assert state_bytes(c) <= 20_000_000

@@ -91,9 +91,12 @@ async def test_interface_appearing_late_going_down_and_away(late: tuple[str, str
     finally:
         await link.stop()
     # a veth being created exists, down, for a moment before it is set up: when the kernel's
-    # event comes in that moment the link reports it (WAITING, DOWN, UP), a true report
-    seen = [s for i, s in enumerate(states)
-            if not (s == LinkState.DOWN and i > 0 and states[i - 1] == LinkState.WAITING)]
+    # event comes in that moment the link reports it (WAITING, DOWN, UP), a true report; on a
+    # busy host the link may also see it up before its address (WAITING, DOWN, WAITING, UP):
+    # that transient DOWN dropped, repeats of one state count once
+    transient = [s for i, s in enumerate(states)
+                 if not (s == LinkState.DOWN and i > 0 and states[i - 1] == LinkState.WAITING)]
+    seen = [s for i, s in enumerate(transient) if i == 0 or transient[i - 1] != s]
     assert seen[:4] == [LinkState.WAITING, LinkState.UP, LinkState.DOWN, LinkState.UP], states
     assert link.counters["binds"] == 4 and link.counters["interface_events"] > 0
 

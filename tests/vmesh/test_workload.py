@@ -102,14 +102,21 @@ def test_agent_plays_the_schedule_and_records_deliveries(tmp_path: Path) -> None
         daemon.subscribe([("meshsub/pub/#", 1), ("meshsub/sub/+", 1)])
         daemon.loop_start()
         time.sleep(0.3)  # let the subscription reach the broker before the agent starts
-        sched = schedules(_plan(tmp_path), t0=time.time() + 0.5, end_s=2.5)
+        # the agents play until t0 + 5 s: on a busy host their start alone can take seconds
+        sched = schedules(_plan(tmp_path), t0=time.time() + 0.5, end_s=5.0)
         (tmp_path / "s2.json").write_text(sched[2].to_json())
         (tmp_path / "s1.json").write_text(sched[1].to_json())
         procs = [subprocess.Popen([sys.executable, "-m", "meshsub_workload.agent",
                                    "--schedule", str(tmp_path / f"s{n}.json"),
                                    "--out", str(tmp_path / f"r{n}.json"),
                                    "--port", str(broker.port)]) for n in (1, 2)]
-        time.sleep(1.0)
+        # deliver once agent 2 asked for "hot": it subscribed to its deliveries before that
+        deadline = time.monotonic() + 20.0
+        while time.monotonic() < deadline:
+            with lock:
+                if any(t == "meshsub/sub/hot" for t, _p, _r in seen):
+                    break
+            time.sleep(0.05)
         delivery = {"sub_id": "hot", "topic": "sensors/temp", "event_id": "1-1-2"}
         daemon.publish("meshsub/deliver/hot/sensors/temp", json.dumps(delivery), qos=1)
         assert [p.wait(timeout=30) for p in procs] == [0, 0]
