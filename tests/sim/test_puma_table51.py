@@ -8,10 +8,8 @@ run alone. docs/results/puma.md is made from these counts.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from simhelpers import read_run
@@ -21,18 +19,11 @@ from meshsim.des.run import run_scenario
 from meshsim.scenario import load_scenario
 from meshsub.protocols.puma import messages as m
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "puma_table51.py"
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import puma_table51 as t51
+
 CLIENT = 626
-
-
-@pytest.fixture(scope="module")
-def t51() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("puma_table51", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["puma_table51"] = module  # dataclasses resolve their module
-    spec.loader.exec_module(module)
-    return module
 
 
 def scripted(columns: list[int]) -> str:
@@ -46,7 +37,7 @@ def scripted(columns: list[int]) -> str:
     return f'nodes.groups[1].mobility={{model = "scripted", waypoints = [{", ".join(points)}]}}'
 
 
-def run_walk(t51: ModuleType, batch: object, columns: list[int]) -> object:
+def run_walk(batch: t51.Batch, columns: list[int]) -> t51.ClientCounts:
     scenario = load_scenario(t51.SCENARIO, [*t51.overrides(batch), scripted(columns)])
     counter = t51.CostCounter([CLIENT])
     Simulation(scenario, counter).run()
@@ -54,7 +45,7 @@ def run_walk(t51: ModuleType, batch: object, columns: list[int]) -> object:
     return counter.clients[CLIENT]
 
 
-def test_puma_costs_of_a_back_and_forth_walk_are_the_hand_count(t51: ModuleType) -> None:
+def test_puma_costs_of_a_back_and_forth_walk_are_the_hand_count() -> None:
     """th = 100 %, an event every unit; the client steps east and back, 6 times.
 
     Odd units, client in (13, 12), last heard at the centre one unit ago: the
@@ -63,12 +54,12 @@ def test_puma_costs_of_a_back_and_forth_walk_are_the_hand_count(t51: ModuleType)
     Even units, client back at its previous broker: LOCAL and REPLY: 2.
     """
     batch = t51.Batch("puma", 1, 1, 1, (("th", 1.0),))
-    got = run_walk(t51, batch, [13, 12] * 6)
+    got = run_walk(batch, [13, 12] * 6)
     assert got.by_type == {m.DELIVER: 6 * 4, m.LOCAL: 12, m.REPLY: 6 * 2 + 6}
     assert (got.system, got.client, got.events, got.delivered) == (6 * 7 + 6 * 2, 12, 12, 12)
 
 
-def test_paging_costs_of_a_two_cell_swing_are_the_hand_count(t51: ModuleType) -> None:
+def test_paging_costs_of_a_two_cell_swing_are_the_hand_count() -> None:
     """dist 2, an event every 2 units; the client goes east, east, west, west, 3 times.
 
     Units 2, 6, 10 (client in (14, 12), 2 cells from its last report): REPORT and
@@ -77,7 +68,7 @@ def test_paging_costs_of_a_two_cell_swing_are_the_hand_count(t51: ModuleType) ->
     cells from the last report): REPORT straight to it; the event handed over: 1 + 1.
     """
     batch = t51.Batch("paging", 2, 1, 1, (("dist", 2),))
-    got = run_walk(t51, batch, [13, 14, 13, 12] * 3)
+    got = run_walk(batch, [13, 14, 13, 12] * 3)
     assert got.by_type == {m.REPORT: 3 * 3 + 3, m.PAGE: 3 * 2, m.DELIVER: 3 * 4, m.LOCAL: 6}
     assert (got.system, got.client, got.events, got.delivered) == (3 * 10 + 3 * 2, 6, 6, 6)
 
@@ -85,7 +76,7 @@ def test_paging_costs_of_a_two_cell_swing_are_the_hand_count(t51: ModuleType) ->
 @pytest.mark.parametrize("protocol, params", [("puma", (("th", 0.6),)),
                                               ("paging", (("dist", 2),))])
 def test_a_client_is_counted_alike_alone_and_among_others(
-        t51: ModuleType, protocol: str, params: tuple[tuple[str, float], ...]) -> None:
+        protocol: str, params: tuple[tuple[str, float], ...]) -> None:
     """Sharing a simulation changes nothing a client is charged (fixed seed, lattice walk)."""
     alone = t51.simulate(t51.Batch(protocol, 3, 1, 7, params)).clients
     company = t51.simulate(t51.Batch(protocol, 3, 6, 7, params)).clients
@@ -94,8 +85,7 @@ def test_a_client_is_counted_alike_alone_and_among_others(
     assert len({c.system for c in company.values()}) > 1  # the others walked elsewhere
 
 
-def test_counting_the_written_telemetry_gives_the_same_counts(
-        t51: ModuleType, tmp_path: Path) -> None:
+def test_counting_the_written_telemetry_gives_the_same_counts(tmp_path: Path) -> None:
     """The scenario file as written (4 clients, I_event 2) through ``meshsim simulate``'s
     path into a run directory, counted from its files, equals the in-memory sink's count."""
     run_scenario(load_scenario(t51.SCENARIO), tmp_path / "run")
@@ -110,7 +100,7 @@ def test_counting_the_written_telemetry_gives_the_same_counts(
     assert all(c.client == 6 for c in live.clients.values())  # one reply per event
 
 
-def test_a_topic_of_two_clients_or_a_message_of_none_is_refused(t51: ModuleType) -> None:
+def test_a_topic_of_two_clients_or_a_message_of_none_is_refused() -> None:
     counter = t51.CostCounter([626, 627])
     counter.add(626, "subscribe", {"topic": "c626"})
     with pytest.raises(t51.AttributionError, match="c626"):
@@ -122,6 +112,6 @@ def test_a_topic_of_two_clients_or_a_message_of_none_is_refused(t51: ModuleType)
     assert counter.clients[626] == counter.clients[627] == t51.ClientCounts()
 
 
-def test_a_batch_without_clients_is_refused(t51: ModuleType) -> None:
+def test_a_batch_without_clients_is_refused() -> None:
     with pytest.raises(ValueError, match="at least one client"):
         t51.overrides(t51.Batch("puma", 2, 0, 1))
