@@ -11,9 +11,10 @@ cost per delivered event under two counting rules (docs/protocols/puma.md):
   come out;
 
 then paging's costs (Monte Carlo of the literal §5.4.1 rules), PUMA's best
-as a share of paging's, and the client costs. ``--sim RUNS`` also drives the
-real protocols through the test harness (slow: about 0.2 s a run) at the
-thesis's optimal th and prints their measured costs beside the model.
+as a share of paging's, and the client costs. ``--sim RUNS`` also runs the
+real protocols in the simulator (``puma_table51``: one simulation of RUNS
+clients per point, a few seconds each) at the thesis's optimal th and prints
+their measured costs beside the model.
 
     .venv/bin/python bench/puma_model.py [--paging-runs 4000] [--sim 0]
 """
@@ -23,7 +24,6 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from pathlib import Path
 
 from meshsub.protocols.puma.analysis import (
     DIST_VALUES,
@@ -44,7 +44,7 @@ INTERVALS = (2, 3, 4, 5, 6, 7)
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--paging-runs", type=int, default=4000)
-    ap.add_argument("--sim", type=int, default=0, help="harness runs per point (0: none)")
+    ap.add_argument("--sim", type=int, default=0, help="simulated runs per point (0: none)")
     args = ap.parse_args(argv)
     setup = Setup()
     rules = {"protocol": {}, "thesis": {"anchor": "last", "relay": False, "direct": False}}
@@ -95,28 +95,31 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def simulate(runs: int) -> None:
-    """The real protocols through the harness at the thesis's optimal th, beside the model."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "protocol"))
-    from table51 import Table51  # a test helper: the harness and the Table 5.1 driver
-
-    from meshsub.protocols.puma import Paging, Puma
+    """The real protocols in the simulator at the thesis's optimal th, beside the model."""
+    from puma_table51 import Batch
+    from puma_table51 import simulate as run_batch
 
     setup = Setup()
-    print(f"\nharness simulation of the protocols, {runs} runs per point (mean +- 2 SE)")
+    print(f"\nthe protocols in the simulator, {runs} runs (clients of one simulation) per "
+          "point (mean +- 2 SE)")
     for interval in INTERVALS:
         th = THESIS_BEST_TH[interval]
-        totals = Table51(Puma, th=th, ack_timeout_s=0.2).run(interval, runs, seed=interval)
-        mean, err = _ratio(totals.per_run or [])
+        clients = run_batch(Batch("puma", interval, runs, interval, (("th", th),))).clients
+        mean, err = _ratio([(c.system, c.delivered) for c in clients.values()])
+        delivered = sum(c.delivered for c in clients.values())
+        events = sum(c.events for c in clients.values())
+        client = sum(c.client for c in clients.values()) / max(1, delivered)
         model = puma_expected(setup, interval, th).system
         print(f"PUMA   I_event {interval} th {int(th * 100)}%: {mean:6.2f} +- {2 * err:4.2f} "
-              f"(model {model:6.2f}); client {totals.client_cost:.3f}; "
-              f"delivered {totals.delivered}/{totals.events}")
+              f"(model {model:6.2f}); client {client:.3f}; delivered {delivered}/{events}")
     for interval in INTERVALS:
-        totals = Table51(Paging, dist=2).run(interval, runs, seed=interval)
-        mean, err = _ratio(totals.per_run or [])
+        clients = run_batch(Batch("paging", interval, runs, interval, (("dist", 2),))).clients
+        mean, err = _ratio([(c.system, c.delivered) for c in clients.values()])
+        delivered = sum(c.delivered for c in clients.values())
+        client = sum(c.client for c in clients.values()) / max(1, delivered)
         model = PagingModel(setup, 2).costs(interval, 4000, seed=interval)
         print(f"paging I_event {interval} dist 2: {mean:6.2f} +- {2 * err:4.2f} "
-              f"(model {model.system:6.2f}); client {totals.client_cost:.3f} "
+              f"(model {model.system:6.2f}); client {client:.3f} "
               f"(model {model.client:.3f})")
 
 

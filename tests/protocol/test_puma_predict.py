@@ -96,6 +96,22 @@ def test_cost_model_counts_the_worked_example() -> None:
     assert puma_event_cost(s, ROOT, Cell(10, 12), 2, 0.6, relay=False) == 16
 
 
+def test_cost_model_with_the_hot_tree_reaching_a_client_on_its_path() -> None:
+    """Last seen at (15, 12), t = 2, th = 50 %: the hot cells (14, 11), (14, 13), (15, 12)
+    hang on a 5-edge tree from the centre through (13, 12), where the client may be (two
+    steps west, 1/16). The protocol's station there hands it the event in the hot round;
+    counted by the hot set alone, the 11-edge cold tree follows."""
+    s = Setup()
+    last, now = Cell(15, 12), Cell(13, 12)
+    assert puma_event_cost(s, last, now, 2, 0.5) == 5 + 11 + 2 + 1
+    assert puma_event_cost(s, last, now, 2, 0.5, tree_reach=True) == 5 + 2 + 1
+    assert puma_event_cost(s, last, Cell(17, 12), 2, 0.5, tree_reach=True) == \
+        puma_event_cost(s, last, Cell(17, 12), 2, 0.5)  # off the tree: both rounds either way
+    reach = puma_expected(s, 3, 0.5, tree_reach=True).system
+    assert reach < puma_expected(s, 3, 0.5).system
+    assert puma_expected(s, 3, 1.0, tree_reach=True).system == puma_expected(s, 3, 1.0).system
+
+
 def test_expected_cost_at_i_event_two() -> None:
     """Only one event-interval family is checked here (the full table is bench/puma_model.py).
 

@@ -83,34 +83,41 @@ class Costs:
 
 @lru_cache(maxsize=65536)
 def _trees(setup: Setup, root: Cell, last: Cell, t: int, th: float
-           ) -> tuple[frozenset[Cell], int, int]:
-    """(hot cells, hot-tree edges, cold-tree edges) for one prediction."""
+           ) -> tuple[frozenset[Cell], frozenset[Cell], int, int]:
+    """(hot cells, the hot tree's cells, hot-tree edges, cold-tree edges) for one prediction."""
     dist = walk_distribution(last, t, setup.lattice)
     s = split(dist, th, setup.inside)
-    hot_edges = delivery_tree(root, s.hot).edge_count
+    hot_tree = delivery_tree(root, s.hot)
     cold_edges = delivery_tree(root, s.cold).edge_count if s.cold else 0
-    return frozenset(s.hot), hot_edges, cold_edges
+    return frozenset(s.hot), frozenset(hot_tree.cells), hot_tree.edge_count, cold_edges
 
 
 def puma_event_cost(setup: Setup, last: Cell, now: Cell, t: int, th: float, *,
-                    anchor: str = "fixed", relay: bool = True, direct: bool = True) -> int:
+                    anchor: str = "fixed", relay: bool = True, direct: bool = True,
+                    tree_reach: bool = False) -> int:
     """System messages for one event to a client last seen at ``last``, now at ``now``.
 
     ``direct``: a client in the root's own cell is handed the event without a
     tree (the protocol does; the thesis's counting evidently did not).
+    ``tree_reach``: a client on any cell of the hot tree, a path cell between
+    hot cells included, gets the event in the hot round, as the protocol's
+    base stations hand it to a client present wherever the tree passes; without
+    it (§5.3.1's wording) the cold round is counted whenever the client is
+    outside the hot set.
     """
     root = setup.centre if anchor == "fixed" else last
     if direct and now == root:
         return 2
-    hot, hot_edges, cold_edges = _trees(setup, root, last, t, th)
-    cost = hot_edges + (0 if now in hot else cold_edges) + 2
+    hot, hot_tree, hot_edges, cold_edges = _trees(setup, root, last, t, th)
+    reached = hot_tree if tree_reach else hot
+    cost = hot_edges + (0 if now in reached else cold_edges) + 2
     if relay:
         cost += manhattan(now, setup.centre)
     return cost
 
 
 def puma_expected(setup: Setup, interval: int, th: float, *, anchor: str = "fixed",
-                  relay: bool = True, direct: bool = True) -> Costs:
+                  relay: bool = True, direct: bool = True, tree_reach: bool = False) -> Costs:
     """Exact expectation (no sampling) of PUMA's costs per delivered event.
 
     The client's cell at each event is a distribution; the cost of an event
@@ -131,7 +138,8 @@ def puma_expected(setup: Setup, interval: int, th: float, *, anchor: str = "fixe
             for now, p_now in step.items():
                 cost_k += p_last * p_now * puma_event_cost(setup, last, now, gap, th,
                                                            anchor=anchor, relay=relay,
-                                                           direct=direct)
+                                                           direct=direct,
+                                                           tree_reach=tree_reach)
         total += cost_k
         last_dist = walk_distribution(setup.centre, interval * (k + 1), setup.lattice)
     n = len(times)
