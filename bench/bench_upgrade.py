@@ -32,12 +32,13 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from meshsim.scenario import load_scenario
 from meshsim.vmesh import lifecycle
-from meshsim.vmesh.delivery import account
+from meshsim.vmesh.delivery import account, frames_before_restore, trace
 from meshsim.vmesh.plan import NodePlan
 from meshsim.vmesh.runstate import run_dir
 from meshsim.vmesh.scenario_run import SCENARIO_INVENTORY, RunOptions, run_on_vmesh
@@ -48,6 +49,8 @@ from vmesh_load import load_line
 REPO = Path(__file__).resolve().parents[1]
 SCENARIO = REPO / "firmware-sim" / "meshsim" / "scenarios" / "vmesh-upgrade.toml"
 RUN = "upg"
+TRACE_MAX = 10
+"""Lost deliveries traced through the subscriber's records (``delivery.trace``)."""
 
 
 def records(out: Path) -> list[dict[str, Any]]:
@@ -56,7 +59,7 @@ def records(out: Path) -> list[dict[str, Any]]:
 
 
 def one(protocol: str, nodes: int, duration: float, rollout_at: float, rate: float,
-        wheels: Path, serial: str) -> dict[str, Any]:
+        wheels: Path, serial: str, keep: Path | None = None) -> dict[str, Any]:
     scenario = load_scenario(SCENARIO, [f"nodes.count={nodes}", f"protocol.name={protocol}",
                                         f"scenario.duration_s={duration}",
                                         f"workload.generator.rate_per_s={rate}"])
@@ -70,6 +73,7 @@ def one(protocol: str, nodes: int, duration: float, rollout_at: float, rate: flo
 
     def start(t0: float, devmap: dict[int, NodePlan]) -> None:
         seen["t0"] = t0
+        seen["devmap"] = devmap
         seen["thread"] = threading.Thread(target=upgrade, args=(t0, devmap), daemon=True)
         seen["thread"].start()
 
@@ -81,22 +85,31 @@ def one(protocol: str, nodes: int, duration: float, rollout_at: float, rate: flo
 
     lifecycle.teardown(RUN)
     with tempfile.TemporaryDirectory(prefix="msub-upg-") as tmp:
+        out = keep / protocol if keep is not None else Path(tmp) / "run"
         try:
             res = run_on_vmesh(scenario, RunOptions(
-                out=Path(tmp) / "run", vmesh_run=RUN, keep=True,
+                out=out, vmesh_run=RUN, keep=True,
                 log=lambda m: print(f"run: {m}", flush=True), on_start=start, on_end=end))
             ro = seen["rollout"]
             ro.downtime = seen["restarts"]
             t0 = seen["t0"]
-            acct = account(records(res.out), res.agents, windows={
+            recs = records(res.out)
+            acct = account(recs, res.agents, windows={
                 "before": (t0, ro.started), "during": (ro.started, ro.ended),
                 "after": (ro.ended, t0 + duration)})
+            by_node = {sid: ro.downtime[d.hostname] for sid, d in seen["devmap"].items()
+                       if d.hostname in ro.downtime}
+            early = frames_before_restore(recs)
+            traces = [trace(recs, lost, by_node, res.agents.get(lost[0]))
+                      for lost in sorted(acct.lost)[:TRACE_MAX]]
         finally:
             lifecycle.teardown(RUN, purge=True)
     return {"protocol": protocol, "nodes": nodes, "rollout": ro.summary(),
             "versions": sorted(set(map(str, seen["versions"].values()))),
             "deliveries": acct.summary(), "timings": res.timings, "load": seen["load"],
-            "traffic_s": duration, "rollout_at_s": rollout_at}
+            "traffic_s": duration, "rollout_at_s": rollout_at, "traces": traces,
+            "early": {"daemons": len(early),
+                      "frames": dict(sum(early.values(), Counter()))}}
 
 
 def report(r: dict[str, Any]) -> None:
@@ -127,6 +140,11 @@ def report(r: dict[str, Any]) -> None:
         print(f"loss during the rollout: {d['windows']['during']['lost']} of "
               f"{d['windows']['during']['owed']} owed deliveries; before it (baseline of the "
               f"same run): {d['windows']['before']['lost']} of {d['windows']['before']['owed']}")
+    early = r["early"]
+    print(f"restarted subscribers that took frames before their subscriptions were "
+          f"restored: {early['daemons']}, frames by kind: {early['frames'] or 'none'}")
+    for lines in r["traces"]:  # where each lost delivery went missing (the first few)
+        print("\n".join(lines))
 
 
 def main() -> int:
@@ -137,6 +155,9 @@ def main() -> int:
     ap.add_argument("--rollout-at", type=float, default=60.0, help="seconds into the traffic")
     ap.add_argument("--rate", type=float, default=1.0, help="events per second, whole fleet")
     ap.add_argument("--serial", default="25%", help="devices per batch (Ansible serial)")
+    ap.add_argument("--keep", type=Path, metavar="DIR",
+                    help="keep each run's artefacts (telemetry, journals, agents' reports) "
+                         "in DIR/<protocol>")
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("bench_upgrade: needs root", file=sys.stderr)
@@ -148,7 +169,7 @@ def main() -> int:
         print(f"newer build: meshsub {version}; {load_line()}", flush=True)
         for protocol in args.protocols:
             results.append(one(protocol, args.nodes, args.traffic, args.rollout_at, args.rate,
-                               wheels, args.serial))
+                               wheels, args.serial, args.keep))
             report(results[-1])
     print(json.dumps(results))
     return 0

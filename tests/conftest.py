@@ -70,6 +70,7 @@ FLEET_FILE_S = {
     "test_bsub_meet_root.py": 80, "test_pull_meet_root.py": 60, "test_df_line_root.py": 60,
     "test_puma_walk_root.py": 140, "test_brvst_walk_root.py": 70, "test_giant_ferry_root.py": 80,
     "test_dibs_repair_root.py": 60, "test_dr_grid_root.py": 45, "test_st_line_root.py": 45,
+    "test_upgrade_small_root.py": 150,
 }
 """Seconds each virtual-mesh test file's default-run tests took in the final suites of
 2026-11-26/27 (``--durations``, the fleet's bring-up left out) and in the engineers'

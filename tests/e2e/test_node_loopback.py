@@ -518,6 +518,55 @@ async def test_a_copy_sent_to_a_restarting_neighbour_is_offered_to_its_next_proc
         await a.stop()
 
 
+async def test_inputs_at_the_links_first_moment_meet_the_restored_subscriptions(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A restarted subscriber's persisted MQTT subscriptions are the protocol's before any
+    frame or local publication is. On a device the link binds in its watcher task while
+    ``Node.start`` waits for it (``_link_settled``), and the loop runs: a neighbour's
+    retransmission of an epidemic copy sent to the node's previous process arrives at
+    once, and the control socket already takes ``meshsubctl pub``. Both used to meet a
+    protocol without subscriptions (the bridge restored them only after the link): the
+    events were carried and marked seen but never delivered to them, and no later copy
+    is (the rolling upgrade's lost delivery, docs/benchmarks.md). Now the link reads
+    nothing and the publisher feeds nothing before the subscriptions are back."""
+    from meshsub.core.api import Message, MessageId
+    from meshsub.core.content import Event
+    from meshsub.protocols.epidemic import DATA, Epidemic, encode_data
+    from meshsub.runtime.store import Store
+
+    port, peer_port = free_udp_port(), free_udp_port()
+    cfg = make_config(tmp_path, 2, port, [peer_port],
+                      protocol={"name": "epidemic", "params": {"ttl_s": 600.0}})
+    with Store.in_state_dir(Path(cfg.storage.state_dir)) as store:  # the previous process's
+        store.put_subscription("app/all", "upgrade/#", source="mqtt")
+    event = Event("upgrade/t", {"v": 1})
+    copy = Message(DATA, MessageId(1, 7, 1), encode_data(event.to_wire(), time.time(), 600.0),
+                   hop=0, ttl=32)
+    frame = FrameCodec(1, 7, KeyRing.from_hex({"1": KEY}, 1)).encode(Epidemic.protocol_id,
+                                                                      copy)[0]
+    settled = Node._link_settled
+    published: list[str] = []
+
+    async def inputs_on_bind(self: Node, guard_s: float = 5.0) -> None:
+        await settled(self, guard_s)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.sendto(frame, ("127.0.0.1", port))  # readable at once (loopback)
+        published.append(self._ctl_publish(Event("upgrade/own", {"v": 2})))
+        await asyncio.sleep(0.05)  # the loop turns: a reading socket is read now
+
+    monkeypatch.setattr(Node, "_link_settled", inputs_on_bind)
+    node = Node(cfg, notifier=SystemdNotifier({}))
+    try:
+        await node.start()
+        await until(lambda: node.codec.counters["messages_in"] > 0, "the copy read")
+        held = {str(m) for m in node.protocol.buffer.summary_vector()}  # type: ignore[attr-defined]
+        assert {str(copy.id), published[0]} <= held
+        assert node.bridge is not None and node.bridge.owns("app/all")
+        assert node.counters["delivered_mqtt"] == 2, node.counters
+    finally:
+        await node.stop()
+
+
 KEY_2 = "a3f1c85e07d94b26e1b8c4d39f0a7e52c6d81b4f93a2e70d5b18c6f4e29a03d7"
 
 

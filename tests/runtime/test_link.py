@@ -78,6 +78,29 @@ async def test_handler_errors_are_counted_not_fatal() -> None:
         assert a.drops["handler_error"] == 2 and a.state == LinkState.UP
 
 
+async def test_a_paused_link_sends_but_reads_only_after_resume() -> None:
+    """The daemon starts its link paused (runtime/node.py): bound, so it can send, but
+    nothing is read until the node's own state is restored; what came meanwhile waits
+    in the socket's buffer and is read after ``resume``, in order."""
+    got_a: Received = []
+    got_b: Received = []
+    async with loopback_link("127.0.0.6", got_a, paused=True) as a, \
+            loopback_link("127.0.0.7", got_b) as b:
+        assert a.state == LinkState.UP and a.local is not None and b.local is not None
+        assert a.send_to(b.local, b"out") is True
+        await until(lambda: len(got_b) == 1)
+        b.send_to(a.local, b"one")
+        b.send_to(a.local, b"two")
+        await asyncio.sleep(0.05)  # the loop turns: a reading socket would be read now
+        assert got_a == [] and a.counters["rx"] == 0
+        a.resume()
+        await until(lambda: len(got_a) == 2)
+        assert [d for d, _ in got_a] == [b"one", b"two"]
+        a.resume()  # again: nothing changes
+        b.send_to(a.local, b"three")
+        await until(lambda: len(got_a) == 3)
+
+
 async def test_own_frames_dropped() -> None:
     got: Received = []
     async with loopback_link("127.0.0.6", got) as a:

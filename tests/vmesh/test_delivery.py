@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from meshsim.vmesh.delivery import account
+from meshsim.vmesh.delivery import account, frames_before_restore, trace
 
 S = 1_000_000_000
 
@@ -88,3 +88,44 @@ def test_the_daemons_names_of_the_agents_subscriptions_are_the_scenarios() -> No
     acct = account(records, {1: agent(1), 2: agent(0, ("workload/hot", "e1"))})
     assert acct.owed == acct.delivered == {(2, "hot", "e1")}
     assert acct.lost == set() and acct.unowed == set()
+
+
+def test_a_lost_delivery_is_traced_through_the_subscribers_records() -> None:
+    """The subscriber's records about the event, its (re)subscriptions, its daemon's
+    restart and its agent's errors, in publication-relative time; other nodes' records
+    and other events are left out."""
+    records = [
+        sub(3, "workload/all", "sensors/#", 1),
+        pub(1, "e1", "sensors/temp value=25", 10),
+        {"event": "rx", "node": 3, "event_id": "e1", "peer": 2, "hop": 1, "epoch": 4,
+         "ts_ns": round(10.5 * S)},
+        sub(3, "workload/all", "sensors/#", 10.6),  # re-read after the restart
+        {"event": "rx", "node": 2, "event_id": "e1", "peer": 1, "ts_ns": round(10.2 * S)},
+        {"event": "deliver", "node": 3, "event_id": "e0", "sub_id": "all",
+         "ts_ns": round(10.7 * S)},
+    ]
+    agent_report = {"errors": [{"ts": 12.0, "error": "broker: gone"}]}
+    lines = trace(records, (3, "all", "e1"), {3: (9.0, 10.4)}, agent_report)
+    assert lines[0] == "lost: event e1 (published by node 1) to node 3 subscription all"
+    assert [line.split("s  ", 1)[1] for line in lines[1:]] == [
+        "subscribe sub_id=workload/all", "daemon stopped (systemd)",
+        "daemon active again (systemd)", "rx epoch=4 peer=2 hop=1",
+        "subscribe sub_id=workload/all", "agent: broker: gone"]
+    assert lines[2].startswith("     -1.000 s")
+    assert trace([], (3, "all", "e9"))[0].startswith("lost: event e9 (no publish record)")
+
+
+def test_frames_a_restarted_subscriber_took_before_its_subscriptions_were_back() -> None:
+    def rec(event: str, node: int, epoch: int, t: float, **kw: Any) -> dict[str, Any]:
+        return {"event": event, "node": node, "epoch": epoch, "ts_ns": round(t * S), **kw}
+
+    records = [
+        rec("rx", 3, 1, 0.5, msg_kind="beacon"),  # first epoch: before the agent subscribed
+        rec("subscribe", 3, 1, 1.0, sub_id="all"),
+        rec("rx", 3, 2, 20.0, msg_kind="data"), rec("rx", 3, 2, 20.001, msg_kind="beacon"),
+        rec("subscribe", 3, 2, 20.01, sub_id="all"), rec("rx", 3, 2, 20.02, msg_kind="data"),
+        rec("rx", 4, 2, 20.0, msg_kind="data"),  # a restarted publisher: no subscriptions
+        rec("subscribe", 5, 1, 1.0, sub_id="all"), rec("subscribe", 5, 2, 30.0, sub_id="all"),
+        rec("rx", 5, 2, 30.5, msg_kind="data"),  # after the restore
+    ]
+    assert frames_before_restore(records) == {(3, 2): {"data": 1, "beacon": 1}}

@@ -18,17 +18,20 @@ import dataclasses
 import json
 import os
 import shutil
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fleet import SCENARIOS
+from upgrades import (
+    check_each_took_the_build_in_turn,
+    check_nothing_acknowledged_lost,
+    log,
+    roll_back,
+    rollout_under_traffic,
+)
 
 from meshsim.scenario import load_scenario
-from meshsim.vmesh.devices import run_records
-from meshsim.vmesh.plan import NodePlan
 
 pytestmark = [
     pytest.mark.root,
@@ -41,14 +44,7 @@ pytestmark = [
 
 DEVICES = 4
 ROLLOUT_AT_S = 10.0
-
-
-def log(message: str) -> None:
-    print(f"upgrade: {message}", flush=True)
-
-
-def records(out: Path) -> list[dict[str, Any]]:
-    return run_records(out)
+DURATION_S = 150.0
 
 
 @pytest.fixture(scope="module")
@@ -65,70 +61,21 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, st
     return out
 
 
-def roll_back(fleet: Any) -> None:
-    """The first devices back on the baked build (the run's wheelhouse and version)."""
-    from meshsim.vmesh.deploy import deploy
-    from meshsim.vmesh.scenario_run import SCENARIO_INVENTORY
-
-    res = fleet.up(DEVICES)
-    deploy(res.rundir / SCENARIO_INVENTORY, "--limit",
-           ",".join(d.hostname for d in res.devices))
-
-
 def test_a_rolling_upgrade_under_traffic_loses_nothing_acknowledged(
         vmesh_fleet: Any, builds: dict[str, tuple[Path, str]], tmp_path: Path) -> None:
-    from meshsim.vmesh.delivery import account
-    from meshsim.vmesh.runstate import run_dir
-    from meshsim.vmesh.scenario_run import SCENARIO_INVENTORY
-    from meshsim.vmesh.upgrade import restart_times, rollout, running_versions
-
     wheels, version = builds["post1"]
     scenario = load_scenario(SCENARIOS / "vmesh-upgrade.toml",
-                             [f"nodes.count={DEVICES}", "scenario.duration_s=150",
+                             [f"nodes.count={DEVICES}", f"scenario.duration_s={DURATION_S}",
                               "scenario.drain_s=20", "workload.generator.rate_per_s=1.0"])
-    seen: dict[str, Any] = {}
-
-    def upgrade(t0: float, devmap: dict[int, NodePlan]) -> None:
-        time.sleep(max(0.0, t0 + ROLLOUT_AT_S - time.time()))
-        inventory = run_dir(vmesh_fleet.run) / SCENARIO_INVENTORY
-        seen["rollout"] = rollout(inventory, [d.hostname for d in devmap.values()], wheels,
-                                  serial="25%", log=log)
-
-    def start(t0: float, devmap: dict[int, NodePlan]) -> None:
-        seen["t0"] = t0
-        seen["thread"] = threading.Thread(target=upgrade, args=(t0, devmap), daemon=True)
-        seen["thread"].start()
-
-    def end(devmap: dict[int, NodePlan]) -> None:
-        seen["thread"].join(600)
-        seen["versions"] = running_versions(list(devmap.values()))
-        seen["restarts"] = restart_times(list(devmap.values()))
-
     try:
-        res = vmesh_fleet.scenario(scenario, tmp_path / "run", on_start=start, on_end=end)
-        ro = seen["rollout"]
-        print(json.dumps(ro.summary()))
-        hosts = [res.manifest["devices"][str(n)] for n in sorted(res.devices)]
-        assert ro.returncode == 0 and not ro.failed and not ro.not_reached, ro.output[-3000:]
+        run = rollout_under_traffic(vmesh_fleet, scenario, wheels, tmp_path / "run",
+                                    rollout_at_s=ROLLOUT_AT_S)
         # a quarter at a time: four batches of one device, in inventory order
-        assert len(ro.batches) == DEVICES and all(len(b) == 1 for b in ro.batches), ro.batches
-        assert set(seen["versions"].values()) == {version}, seen["versions"]
-        for host, (stopped, active) in seen["restarts"].items():  # each restarted in its turn
-            assert ro.started <= stopped <= active <= ro.ended, (host, stopped, active)
-        assert len(seen["restarts"]) == DEVICES, (hosts, seen["restarts"])
-        t0, end_s = seen["t0"], seen["t0"] + scenario.meta.duration_s
-        acct = account(records(res.out), res.agents, windows={
-            "before": (t0, ro.started), "during": (ro.started, ro.ended),
-            "after": (ro.ended, end_s)})
-        summary = acct.summary()
-        print(json.dumps(summary))
-        assert acct.windows["during"].owed > 0  # traffic ran through the rollout
-        assert acct.unaccepted == {}  # every acknowledged event entered the mesh ...
-        assert acct.lost == set(), sorted(acct.lost)[:10]  # ... and reached every subscriber
-        assert acct.unowed == set()
-        assert summary["acknowledged"] == summary["accepted"] > 0
+        check_each_took_the_build_in_turn(run, version, DEVICES, batches=DEVICES)
+        assert all(len(b) == 1 for b in run.rollout.batches), run.rollout.batches
+        check_nothing_acknowledged_lost(run, DURATION_S)
     finally:
-        roll_back(vmesh_fleet)
+        roll_back(vmesh_fleet, DEVICES)
 
 
 def test_a_device_whose_upgrade_fails_stops_the_rollout_and_is_named(

@@ -222,13 +222,16 @@ class Link:
         on_state: Callable[[LinkState], None] | None = None,
         lookup: Callable[[str], InterfaceInfo | None] = interface_info,
         events: bool = True,
+        paused: bool = False,
     ) -> None:
         """``interface=""`` is for tests only: no device binding, ``bind_host``
         instead, and "broadcast" sent as unicast copies to ``broadcast_peers``.
         ``max_datagram`` bounds what we send (the configured payload size);
         ``max_receive`` what we accept (default the same; the codec's
         ``max_frame`` when peers may be configured differently).
-        ``events=False`` relies on polling alone (tests with a fake ``lookup``)."""
+        ``events=False`` relies on polling alone (tests with a fake ``lookup``).
+        ``paused``: bind (and send) as usual but read nothing until ``resume()``;
+        what arrives meanwhile waits in the socket's receive buffer."""
         if family not in ("ipv4", "ipv6"):
             raise ValueError(f"unknown address family {family!r}")
         if mode not in ("adhoc", "batman"):
@@ -270,6 +273,7 @@ class Link:
         self._kernel_drops_base = 0
         self.kernel_drops = 0
         """Datagrams the kernel dropped for our sockets (receive buffer full), all binds."""
+        self._paused = paused
 
     # ------------------------------------------------------------ lifecycle
 
@@ -285,6 +289,16 @@ class Link:
         else:
             self._bind(None)
         self._watcher = asyncio.create_task(self._watch(), name=f"link-{self.interface}")
+
+    def resume(self) -> None:
+        """Begin reading (a link made ``paused``): the datagrams that arrived since the
+        bind are read at the loop's next turn, in order, then every later one."""
+        if not self._paused:
+            return
+        self._paused = False
+        if self._sock is not None:
+            (self._loop or asyncio.get_running_loop()).add_reader(self._sock.fileno(),
+                                                                 self._readable)
 
     async def stop(self) -> None:
         if self._watcher is not None:
@@ -459,7 +473,8 @@ class Link:
         sock = self._make_socket(info)
         loop = self._loop or asyncio.get_running_loop()
         try:
-            loop.add_reader(sock.fileno(), self._readable)
+            if not self._paused:
+                loop.add_reader(sock.fileno(), self._readable)
         except BaseException:
             sock.close()
             raise

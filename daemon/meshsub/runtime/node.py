@@ -261,6 +261,7 @@ class Node:
             broadcast_peers=[] if cfg.link.interface else _peer_addresses(cfg),
             receive_buffer=cfg.link.receive_buffer,
             on_state=self._on_link_state,
+            paused=True,  # no frame before the node's own state is back (resume below)
         )
         self.frames = FrameIO(codec=self.codec, link=self.link, protocol=self.protocol,
                               record=self.record)
@@ -325,6 +326,13 @@ class Node:
             raise StartupError(str(exc)) from None
         await self._link_settled()
         await self.bridge.start()  # restores the persisted MQTT subscriptions first
+        # Only now does the protocol take frames. The link is bound already (sends go
+        # out; what arrives waits in the socket's buffer): a frame read before the
+        # persisted subscriptions are back meets a protocol without them, and an event
+        # in it (a neighbour's retransmission to the previous process, at once after a
+        # restart) is carried and marked seen but never delivered (docs/vmesh.md,
+        # "Rolling upgrades").
+        self.link.resume()
         if self.feed is not None:
             await self.feed.start()
         self._started = True
@@ -689,9 +697,12 @@ class Node:
                                   self.config.link.interface))
 
     def _can_publish(self) -> bool:
-        """Feed local publications now? Not while the link cannot carry a frame, nor
-        while earlier ones still wait for the re-feed (acceptance order is kept)."""
-        return self.link is not None and self.publisher.held == 0 and self.link.can_send()
+        """Feed local publications now? Not before the start restored the node's
+        subscriptions (a ``meshsubctl pub`` while it starts: the outbox keeps it for the
+        start's re-feed), not while the link cannot carry a frame, nor while earlier
+        ones still wait for the re-feed (acceptance order is kept)."""
+        return (self._started and self.link is not None and self.publisher.held == 0
+                and self.link.can_send())
 
     def _on_link_state(self, state: LinkState) -> None:
         if state == LinkState.UP:

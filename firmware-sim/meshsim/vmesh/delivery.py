@@ -131,3 +131,79 @@ def account(records: Iterable[Mapping[str, Any]],
             events=sum(1 for _o, ts, _e in pubs.values() if lo <= ts < hi),
             owed=len(inside), delivered=len(inside & result.delivered))
     return result
+
+
+def frames_before_restore(
+        records: Iterable[Mapping[str, Any]]) -> dict[tuple[int, int], Counter[str]]:
+    """Per (node, boot epoch) of a restarted subscriber, the frames (``rx`` records, by
+    ``msg_kind``) its daemon took before its persisted subscriptions were restored (the
+    epoch's first ``subscribe`` record). A node's first epoch is left out: its
+    subscriptions are made by the applications, later. A frame taken then meets a
+    protocol without the node's subscriptions: an event in it is carried and marked
+    seen but never delivered to them (docs/vmesh.md, "Rolling upgrades")."""
+    first_sub: dict[tuple[int, int], int] = {}
+    rx: list[tuple[int, int, int, str]] = []
+    epochs: dict[int, set[int]] = {}
+    for r in records:
+        if "epoch" not in r:
+            continue
+        node, epoch, ts = int(r["node"]), int(r["epoch"]), int(r["ts_ns"])
+        epochs.setdefault(node, set()).add(epoch)
+        if r.get("event") == "subscribe":
+            key = (node, epoch)
+            first_sub[key] = min(ts, first_sub.get(key, ts))
+        elif r.get("event") == "rx":
+            rx.append((node, epoch, ts, str(r.get("msg_kind", "?"))))
+    out: dict[tuple[int, int], Counter[str]] = {}
+    for node, epoch, ts, kind in rx:
+        since = first_sub.get((node, epoch))
+        if since is not None and epoch != min(epochs[node]) and ts < since:
+            out.setdefault((node, epoch), Counter())[kind] += 1
+    return out
+
+
+TRACED = ("rx", "deliver", "drop", "subscribe")
+"""The subscriber's records a lost delivery is traced through (``trace``)."""
+
+
+def trace(records: Iterable[Mapping[str, Any]], lost: Owed,
+          restarts: Mapping[int, tuple[float, float]] | None = None,
+          agent: Mapping[str, Any] | None = None) -> list[str]:
+    """Where one lost delivery went missing, in the subscriber's own records: one line for
+    the event's publication, one per record of the subscribing node about that event
+    (``rx``, ``deliver``, ``drop``) and per (re)subscription of the subscription, the
+    node's daemon restart (``restarts``: node -> (stopped, active again), unix seconds)
+    and the errors its workload agent met (``agent``: its report; a broker that went
+    away), all in seconds after the publication; so that a run's artefacts name the
+    layer that lost it (never received, received before the subscription was back,
+    delivered by the protocol but dropped on the way to the broker, ...)."""
+    node, sid, eid = lost
+    published: float | None = None
+    origin: int | None = None
+    lines: list[tuple[float, str]] = []
+    for r in records:
+        if r.get("event") == "publish" and r.get("event_id") == eid and published is None:
+            published, origin = int(r["ts_ns"]) / 1e9, int(r["node"])
+    base = published if published is not None else 0.0
+    for r in records:
+        if int(r.get("node", -1)) != node or r.get("event") not in TRACED:
+            continue
+        if r["event"] == "subscribe":
+            if scenario_sub_id(str(r.get("sub_id"))) != sid:
+                continue
+        elif r.get("event_id") != eid:
+            continue
+        extra = " ".join(f"{k}={r[k]}" for k in ("epoch", "peer", "hop", "sub_id", "reason")
+                         if k in r)
+        lines.append((int(r["ts_ns"]) / 1e9 - base, f"{r['event']} {extra}".rstrip()))
+    if restarts and node in restarts:
+        stopped, active = restarts[node]
+        lines.append((stopped - base, "daemon stopped (systemd)"))
+        lines.append((active - base, "daemon active again (systemd)"))
+    for err in (agent or {}).get("errors", []):
+        if isinstance(err, dict) and isinstance(err.get("ts"), int | float):
+            lines.append((float(err["ts"]) - base, f"agent: {err.get('error', err)}"))
+    head = (f"lost: event {eid} (published by node {origin}) to node {node} "
+            f"subscription {sid}" if published is not None
+            else f"lost: event {eid} (no publish record) to node {node} subscription {sid}")
+    return [head] + [f"  {t:+9.3f} s  {what}" for t, what in sorted(lines)]
