@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import math
 import random
 import statistics
 import sys
@@ -249,8 +250,9 @@ def sim_differences(sim: dict[SimPoint, dict[str, Estimate]], cpu: float, runs: 
     keys = sorted(sim)
 
     def span(f: Any) -> str:
-        vals = [f(sim[k]) for k in keys]
-        return f"{min(vals):.2f} .. {max(vals):.2f}"
+        """Range over the points; a point without the figure (no tree built) is left out."""
+        vals = [x for x in (f(sim[k]) for k in keys) if not math.isnan(x)]
+        return f"{min(vals):.2f} .. {max(vals):.2f}" if vals else "n/a"
 
     return [
         "## Why the simulator differs from the model", "",

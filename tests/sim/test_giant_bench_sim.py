@@ -11,7 +11,7 @@ protocol's own records.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import math
 import sys
 from pathlib import Path
@@ -24,7 +24,7 @@ from meshsub.core.grid import Cell
 from meshsub.protocols.giant.model import giant_tree, tree_cost
 from meshsub.protocols.giant.params import Tree
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "giant_sim.py"
+BENCH = Path(__file__).resolve().parents[2] / "bench"
 PHB = Cell(0, 0)
 DR = {Cell(3, 0): 0.5, Cell(2, 2): 0.9}
 PARENTS = {Tree.GIANT: {Cell(3, 0): PHB, Cell(2, 2): PHB},
@@ -33,12 +33,12 @@ PARENTS = {Tree.GIANT: {Cell(3, 0): PHB, Cell(2, 2): PHB},
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("giant_sim", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["giant_sim"] = module  # dataclasses resolve their module
-    spec.loader.exec_module(module)
-    return module
+    """bench/giant_sim.py, imported as the bench script imports it (bench/ on the path)."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        return importlib.import_module("giant_sim")
+    finally:
+        sys.path.remove(str(BENCH))
 
 
 @pytest.fixture(scope="module", params=[Tree.GIANT, Tree.PRIM], ids=["giant", "prim"])
