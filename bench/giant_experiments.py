@@ -50,7 +50,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from giant_sim import EVENT_GAP, EVENTS, SIM_POINTS, Timeline, point_figures, run_point
+from giant_sim import (
+    EVENT_GAP,
+    EVENTS,
+    SIM_POINTS,
+    SIM_SEEDS,
+    Timeline,
+    point_figures,
+    run_point,
+)
 from meshsub.core.grid import Cell
 from meshsub.core.lattice import ferries_needed, hit_probability, hit_probability_dp
 from meshsub.core.lattice_tree import CellTree, TreeError, tree_from_parents
@@ -166,19 +174,21 @@ SimPoint = tuple[int, int, int]
 """(side, interval, subscribers)"""
 
 
-def sim_group3(seeds: int, cache: Path | None, sides: tuple[int, ...] = tuple(SIM_POINTS)
+def sim_group3(seeds: dict[int, int], cache: Path | None,
+               sides: tuple[int, ...] = tuple(SIM_POINTS)
                ) -> tuple[dict[SimPoint, dict[str, Estimate]], float, int]:
-    """Every point of SIM_POINTS (of ``sides``) in the simulator: per-seed figures as
-    estimates, the CPU seconds the runs took (cached ones included) and the number of runs."""
+    """Every point of SIM_POINTS (of ``sides``) in the simulator with ``seeds[side]`` seeds:
+    per-seed figures as estimates, the CPU seconds the runs took (cached ones included)
+    and the number of runs."""
     out: dict[SimPoint, dict[str, Estimate]] = {}
     cpu, runs = 0.0, 0
-    for side, (intervals, counts) in SIM_POINTS.items():
+    for side, points in SIM_POINTS.items():
         if side not in sides:
             continue
-        for interval in intervals:
+        for interval, counts in points:
             for n in counts:
                 pairs = []
-                for seed in range(1, seeds + 1):
+                for seed in range(1, seeds[side] + 1):
                     pair = run_point(side, interval, n, seed, cache)
                     cpu += sum(m.cpu_s for m in pair.values())
                     runs += len(pair)
@@ -358,14 +368,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--placements", type=int, default=0, help="placements per seed")
     ap.add_argument("--out", type=Path, default=PAGE)
     ap.add_argument("--sim-seeds", type=int, default=0,
-                    help="placements (seeds) per simulator point (default 3, --quick 2)")
+                    help="placements (seeds) per simulator point (default "
+                         + ", ".join(f"{k} x {k}: {v}" for k, v in SIM_SEEDS.items())
+                         + "; --quick 2)")
     ap.add_argument("--sim-cache", type=Path, default=ROOT / "runs" / "giant-sim.jsonl",
                     help="finished simulator runs, reused (JSON lines)")
     ap.add_argument("--sim-only", type=int, nargs="*", metavar="SIDE",
                     help="run the simulator's points (of these region sides, default all) "
                          "into the cache and stop")
     args = ap.parse_args(argv)
-    sim_seeds = args.sim_seeds or (2 if args.quick else 3)
+    sim_seeds = {side: args.sim_seeds or (2 if args.quick else n)
+                 for side, n in SIM_SEEDS.items()}
     args.sim_cache.parent.mkdir(parents=True, exist_ok=True)
     if args.sim_only is not None:
         _, cpu, runs = sim_group3(sim_seeds, args.sim_cache,
@@ -514,20 +527,24 @@ def main(argv: list[str] | None = None) -> int:
                      f"{opt[iv]['hit'].fmt(2)} |")
     tl10, tl20 = Timeline.for_side(10), Timeline.for_side(20)
     lines += ["", "## Group 3 in the simulator: GIANT and Prim as protocols in meshsim", "",
-              f"{sim_seeds} seeds per point, each a random placement (PHB and SHBs on "
+              f"{sim_seeds[10]} (10 x 10) and {sim_seeds[20]} (20 x 20) seeds per point, "
+              "each a random placement (PHB and SHBs on "
               "distinct random cells, DR from 0.5..0.9) run with both trees; "
               "`side * side / interval` ferries on the lattice walk, one cell per unit; "
               "the SHBs join one after another (GIANT's in increasing distance from the "
               "PHB, Prim's in Prim's order), "
               f"then the PHB publishes {EVENTS} events {EVENT_GAP} units apart, and "
               f"deliveries count up to {tl10.horizon:.0f} (10 x 10) or {tl20.horizon:.0f} "
-              "(20 x 20) units after the last (`bench/giant_sim.py`). Points: every "
-              "subscriber count of 10 x 10 at intervals "
-              f"{', '.join(map(str, SIM_POINTS[10][0]))}; 20 x 20 with "
-              f"{' and '.join(map(str, SIM_POINTS[20][1]))} subscribers at interval "
-              f"{', '.join(map(str, SIM_POINTS[20][0]))}, where the thesis's 20 x 20 claims "
-              "are (Fig. 6.15 at interval 2; 10 -> 20 subscribers): the whole grid would "
-              "take hours of CPU. Ferries and delay are per event (delay in units, from "
+              "(20 x 20) units after the last (`bench/giant_sim.py`). Points: "
+              + "; ".join(f"{side} x {side} with {', '.join(map(str, counts))} subscribers "
+                          f"at interval {iv}" for side, pts in SIM_POINTS.items()
+                          for iv, counts in pts)
+              + ". Every count of 10 x 10 at the shortest interval, and 20 x 20 where the "
+              "thesis's 20 x 20 claims are (Fig. 6.15 at interval 2; 10 -> 20 subscribers); "
+              "one 20 x 20 run with 200 ferries costs 30-45 s of CPU on an idle core, one "
+              "10 x 10 run 2-7 s, and the machine was shared, so the model's whole grid "
+              "(4 intervals, 7 counts per region, 10 seeds) was out of reach. Ferries and delay "
+              "are per event (delay in units, from "
               "publication to delivery, over delivered pairs); model: the same placements "
               "under the model (its tree, and the tree the simulator built).", "",
               *sim_table(sim), "", *sim_differences(sim, sim_cpu, sim_runs), ""]

@@ -302,13 +302,16 @@ def read_cache(cache: Path | None) -> dict[str, Measured]:
     return out
 
 
-SIM_POINTS: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {
-    10: ((2, 4), (4, 5, 6, 7, 8, 9, 10)),
-    20: ((2,), (10, 20)),
+SIM_POINTS: dict[int, tuple[tuple[int, tuple[int, ...]], ...]] = {
+    10: ((2, (4, 5, 6, 7, 8, 9, 10)), (4, (4, 6, 8, 10))),
+    20: ((2, (10, 20)),),
 }
-"""(intervals, subscriber counts) per region side: every count of the 10 x 10 region at the
-shortest and a longer interval, and the 20 x 20 region where the thesis's claims are
-(20 subscribers at interval 2, Fig. 6.15; 10 -> 20 subscribers, Figs. 6.16/6.17)."""
+"""(interval, subscriber counts) per region side: every count of the 10 x 10 region at the
+shortest interval and every other one at interval 4, and the 20 x 20 region where the
+thesis's claims are (20 subscribers at interval 2, Fig. 6.15; 10 -> 20 subscribers,
+Figs. 6.16/6.17). A 20 x 20 run with 200 ferries costs 30-45 s of CPU."""
+SIM_SEEDS = {10: 3, 20: 2}
+"""Placements (seeds) per point, by region side."""
 
 FIGURES = ("ferries", "distinct", "delivery", "delay", "target", "interval",
            "model_ferries", "model_distinct", "model_delay", "built_ferries", "built_delay",
