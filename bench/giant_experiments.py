@@ -56,7 +56,9 @@ from giant_sim import (
     SIM_POINTS,
     SIM_SEEDS,
     Timeline,
+    cache_key,
     point_figures,
+    read_cache,
     run_point,
 )
 from meshsub.core.grid import Cell
@@ -174,8 +176,17 @@ SimPoint = tuple[int, int, int]
 """(side, interval, subscribers)"""
 
 
+def _await_cache(cache: Path | None, until: float, side: int, interval: int, n: int,
+                 seed: int) -> None:
+    """Wait (until ``until``, monotonic) for another process filling the cache
+    (``--sim-only``) to finish this point, rather than run it a second time."""
+    keys = [cache_key(side, interval, n, seed, t) for t in (Tree.GIANT, Tree.PRIM)]
+    while time.monotonic() < until and not all(k in read_cache(cache) for k in keys):
+        time.sleep(20)
+
+
 def sim_group3(seeds: dict[int, int], cache: Path | None,
-               sides: tuple[int, ...] = tuple(SIM_POINTS)
+               sides: tuple[int, ...] = tuple(SIM_POINTS), wait_until: float = 0.0
                ) -> tuple[dict[SimPoint, dict[str, Estimate]], float, int]:
     """Every point of SIM_POINTS (of ``sides``) in the simulator with ``seeds[side]`` seeds:
     per-seed figures as estimates, the CPU seconds the runs took (cached ones included)
@@ -189,6 +200,7 @@ def sim_group3(seeds: dict[int, int], cache: Path | None,
             for n in counts:
                 pairs = []
                 for seed in range(1, seeds[side] + 1):
+                    _await_cache(cache, wait_until, side, interval, n, seed)
                     pair = run_point(side, interval, n, seed, cache)
                     cpu += sum(m.cpu_s for m in pair.values())
                     runs += len(pair)
@@ -373,6 +385,9 @@ def main(argv: list[str] | None = None) -> int:
                          + "; --quick 2)")
     ap.add_argument("--sim-cache", type=Path, default=ROOT / "runs" / "giant-sim.jsonl",
                     help="finished simulator runs, reused (JSON lines)")
+    ap.add_argument("--sim-wait", type=float, default=0.0, metavar="SECONDS",
+                    help="wait up to this long for --sim-only processes to fill the cache "
+                         "before running a missing simulator point here")
     ap.add_argument("--sim-only", type=int, nargs="*", metavar="SIDE",
                     help="run the simulator's points (of these region sides, default all) "
                          "into the cache and stop")
@@ -396,7 +411,8 @@ def main(argv: list[str] | None = None) -> int:
     g2 = {iv: {h: path_cost(hop_offsets(h), 0.9, iv) for h in GROUP2_HOPS} for iv in (2, 8)}
     g3 = group3(seeds, per_seed, intervals)
     opt = optimum(seeds, max(1, per_seed // 5), intervals)
-    sim, sim_cpu, sim_runs = sim_group3(sim_seeds, args.sim_cache)
+    sim, sim_cpu, sim_runs = sim_group3(sim_seeds, args.sim_cache,
+                                        wait_until=time.monotonic() + args.sim_wait)
     elapsed = time.monotonic() - started
 
     v: list[Verdict] = [Verdict(
