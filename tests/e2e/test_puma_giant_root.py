@@ -81,10 +81,7 @@ def puma(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Protoco
     }, first=(("a", "b"), ("a", "c")))
 
 
-@pytest.fixture(params=["giant", pytest.param("prim", marks=pytest.mark.xfail(
-    strict=True, reason="on meshsubd (2026-11-27) C attached to A, not to the on-tree D: D's "
-    "updated advertisement copy did not reach C in one visit, while the same walk attaches "
-    "C to D in the protocol harness; not yet investigated (report giant17)"))])
+@pytest.fixture(params=["giant", "prim"])
 def giant(request: pytest.FixtureRequest,
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ProtocolNode]]:
     common = {"cols": 5, "rows": 3, "cell_size_m": 100.0, "unit_s": 1.0, "DR": 0.9,

@@ -190,6 +190,24 @@ def test_an_older_copy_of_the_advertisement_does_not_take_a_broker_off_the_tree(
     assert up is not None and up.upstream == Cell(3, 3)
 
 
+def test_an_advertisement_that_overtakes_the_ferrys_hello_still_goes_back_updated() -> None:
+    """On a real radio a ferry's first HELLO can be lost and its ADV arrive first; the
+    broker must still hand its record back, or no later contact would (the ferry already
+    holds the ADV's id) and Prim's rule would not see the broker on the tree."""
+    d = Dtn({(0, 0): {"adverts": ["temp"]}, (2, 2): {}}, tree="prim")
+    f = d.ferries[0]
+    d.visit(f, (0, 0), 1)
+    adv = next(msg for msg in carried(d, f) if msg.type == gm.ADV)
+    shb = d.node(d.broker[Cell(2, 2)])
+    d.net.subscribe(shb.node, "s", sub("temp"))
+    d.net.run(until=2)
+    actions = shb.handle(FrameReceived(2.0, f, adv))  # no NeighborUp, no HELLO yet
+    back = [gm.Adv.decode(a.message.body, 32) for a in actions
+            if isinstance(a, SendTo) and a.node == f and a.message.type == gm.ADV]
+    assert back and [(s.cell, s.on_tree) for s in back[0].senders] == [
+        (Cell(0, 0), True), (Cell(2, 2), True)]
+
+
 def test_each_recruitment_is_a_record_and_ferries_do_not_greet_ferries() -> None:
     d = Dtn({(0, 0): {"adverts": ["temp"]}, (2, 0): {}}, ferries=2)
     a, b = d.ferries

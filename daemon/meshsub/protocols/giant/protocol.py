@@ -459,7 +459,10 @@ class Giant(Protocol):
         if len(senders) > self.params.max_senders:  # keep the PHB's record, drop the oldest
             senders = senders[:1] + senders[len(senders) - self.params.max_senders + 1:]
         entry.adv_senders = tuple(senders)
-        if sender in self._contacts:
+        if sender in self._contacts or sender not in self._heard:
+            # the ferry that brought it carries our record on; its ADV may overtake its
+            # HELLO (a lost first HELLO is sent again later), and then no later contact
+            # would hand the update over: the ferry already holds this ADV's id
             entry.handed.add(sender)
             back = m.Adv(adv.topic, adv.phb, entry.adv_senders, adv.remaining_s)
             self._enqueue(sender, Message(m.ADV, message.id, back.encode()))
