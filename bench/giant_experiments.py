@@ -25,6 +25,14 @@ protocol's own RecruitFerry, Theorem 6.1 hit probabilities and upstream choice
 - **the optimum**: the fewest ferries any tree on the brokers needs, found by
   trying every tree (feasible for 4 subscribers in 10 x 10 only: 125 trees);
   GIANT's and Prim's ratios to it. Elsewhere GIANT's ratio to Prim is given.
+- **group 3 in the simulator** (``bench/giant_sim.py``): GIANT and Prim run as
+  protocols in meshsim on seeded random placements (ferries on the lattice
+  walk, recruitment as the protocol does it), measuring the ferries
+  recruited, the delivery ratio and the delay, beside the model's prediction
+  for the same placements; at the points of ``giant_sim.SIM_POINTS`` (one run
+  of 20 x 20 with 20 subscribers costs about 45 s of CPU, so not all of them).
+  Finished runs are kept in ``--sim-cache`` (``runs/giant-sim.jsonl``), so an
+  interrupted bench resumes.
 
 Each verdict is computed from the figures by its printed rule.
 """
@@ -33,13 +41,26 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import math
 import random
 import statistics
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+from giant_sim import (
+    EVENT_GAP,
+    EVENTS,
+    SIM_POINTS,
+    SIM_SEEDS,
+    Timeline,
+    cache_key,
+    point_figures,
+    read_cache,
+    run_point,
+)
 from meshsub.core.grid import Cell
 from meshsub.core.lattice import ferries_needed, hit_probability, hit_probability_dp
 from meshsub.core.lattice_tree import CellTree, TreeError, tree_from_parents
@@ -151,6 +172,187 @@ def optimum(seeds: int, per_seed: int, intervals: tuple[int, ...]
     return out
 
 
+SimPoint = tuple[int, int, int]
+"""(side, interval, subscribers)"""
+
+
+def _cached(cache: Path | None, side: int, interval: int, n: int, seed: int) -> bool:
+    done = read_cache(cache)
+    return all(cache_key(side, interval, n, seed, t) in done for t in (Tree.GIANT, Tree.PRIM))
+
+
+def _await_cache(cache: Path | None, until: float, side: int, interval: int, n: int,
+                 seed: int) -> None:
+    """Wait (until ``until``, monotonic) for another process filling the cache
+    (``--sim-only``) to finish this point, rather than run it a second time."""
+    while time.monotonic() < until and not _cached(cache, side, interval, n, seed):
+        time.sleep(20)
+
+
+def sim_group3(seeds: dict[int, int], cache: Path | None,
+               sides: tuple[int, ...] = tuple(SIM_POINTS), wait_until: float = 0.0,
+               cached_only: bool = False
+               ) -> tuple[dict[SimPoint, dict[str, Estimate]], float, int]:
+    """Every point of SIM_POINTS (of ``sides``) in the simulator with ``seeds[side]`` seeds:
+    per-seed figures as estimates, the CPU seconds the runs took (cached ones included)
+    and the number of runs. ``cached_only``: only the seeds the cache holds (a point
+    without any is left out; the table gives each point's seeds)."""
+    out: dict[SimPoint, dict[str, Estimate]] = {}
+    cpu, runs = 0.0, 0
+    for side, points in SIM_POINTS.items():
+        if side not in sides:
+            continue
+        for interval, counts in points:
+            for n in counts:
+                pairs = []
+                for seed in range(1, seeds[side] + 1):
+                    _await_cache(cache, wait_until, side, interval, n, seed)
+                    if cached_only and not _cached(cache, side, interval, n, seed):
+                        continue
+                    pair = run_point(side, interval, n, seed, cache)
+                    cpu += sum(m.cpu_s for m in pair.values())
+                    runs += len(pair)
+                    pairs.append(pair)
+                    print(f"sim {side}x{side} interval {interval} n {n} seed {seed}: "
+                          f"{cpu:.0f} s CPU so far", file=sys.stderr, flush=True)
+                if pairs:
+                    out[(side, interval, n)] = {k: estimate(v) for k, v in
+                                                point_figures(pairs).items()}
+    return out, cpu, runs
+
+
+def sim_verdicts(sim: dict[SimPoint, dict[str, Estimate]]) -> list[Verdict]:
+    """The thesis's group-3 claims judged on the simulator's figures (same rules as the
+    model's where the points exist)."""
+    tag = "simulator: "
+    v: list[Verdict] = []
+    ten = [k for k in sim if k[0] == 10]
+    if not ten:
+        return [Verdict(f"{tag}Figs. 6.14-6.17", "see above", "no simulator run",
+                        "no figures", None)]
+    for key, what in (("save_ferries", "summed over hops"),
+                      ("save_distinct", "counted once per sender")):
+        low = min(sim[k][key].mean for k in ten)
+        high = max(sim[k][key].mean for k in ten)
+        v.append(Verdict(f"{tag}Fig. 6.14: 10x10, GIANT recruits >= 30 % fewer ferries "
+                         f"({what})", ">= 30 %", f"{low:.0%} .. {high:.0%}",
+                         f"smallest mean saving over the {len(ten)} points >= 25 %",
+                         low >= 0.25))
+    d10 = [sim[k]["save_delay"].mean for k in ten]
+    v.append(Verdict(f"{tag}Fig. 6.16: 10x10, delay >= 20 % lower", ">= 20 %",
+                     f"{min(d10):.0%} .. {max(d10):.0%}", "smallest mean saving >= 15 %",
+                     min(d10) >= 0.15))
+    twenty = sorted(k for k in sim if k[0] == 20 and k[1] == 2)
+    if twenty:
+        fs = [sim[k]["save_ferries"].mean for k in twenty]
+        v.append(Verdict(f"{tag}Fig. 6.15: 20x20, interval 2, >= 30 % fewer at every count "
+                         f"measured ({', '.join(str(k[2]) for k in twenty)})", ">= 30 %",
+                         f"{min(fs):.0%} .. {max(fs):.0%}", "smallest mean saving >= 25 %",
+                         min(fs) >= 0.25))
+    if (20, 2, 20) in sim:
+        at20 = sim[(20, 2, 20)]["save_ferries"]
+        v.append(Verdict(f"{tag}Fig. 6.15: 70 % fewer with 20 subscribers", "70 %",
+                         at20.fmt(2), "mean saving within 10 points of 70 %",
+                         abs(at20.mean - 0.70) <= 0.10))
+        ds = [sim[k]["save_delay"].mean for k in twenty]
+        v.append(Verdict(f"{tag}Fig. 6.17: 20x20, delay 30 % lower", "30 %",
+                         f"{statistics.fmean(ds):.0%} on average",
+                         "average mean saving >= 25 %", statistics.fmean(ds) >= 0.25))
+    if (20, 2, 10) in sim and (20, 2, 20) in sim:
+        lo, hi = sim[(20, 2, 10)], sim[(20, 2, 20)]
+        gg = hi["g_delay"].mean / lo["g_delay"].mean - 1
+        gp = hi["p_delay"].mean / lo["p_delay"].mean - 1
+        v.append(Verdict(f"{tag}Figs. 6.16/6.17: 10 -> 20 subscribers (20x20, interval 2), "
+                         "GIANT's delay grows < 25 %", "< +25 %", f"{gg:+.0%}", "< +25 %",
+                         gg < 0.25))
+        v.append(Verdict(f"{tag}Figs. 6.16/6.17: 10 -> 20 subscribers (20x20, interval 2), "
+                         "Prim's delay nearly doubles", "≈ +100 %", f"{gp:+.0%}", ">= +80 %",
+                         gp >= 0.80))
+    short = [(k, t) for k in sim for t in ("g", "p")
+             if sim[k][f"{t}_delivery"].mean < sim[k][f"{t}_target"].mean]
+    worst = min(sim[k][f"{t}_delivery"].mean for k in sim for t in ("g", "p"))
+    v.append(Verdict(f"{tag}§6.4.3: RecruitFerry delivers at least the subscribers' target "
+                     "ratio", ">= DR", f"lowest mean delivery ratio {worst:.3f}; below the "
+                     f"mean target at {len(short)} of {2 * len(sim)} point-trees",
+                     "mean delivery ratio >= mean target DR at every point, both trees",
+                     not short))
+    return v
+
+
+def sim_differences(sim: dict[SimPoint, dict[str, Estimate]], cpu: float, runs: int
+                    ) -> list[str]:
+    """Why the simulator's figures differ from the model's, with this run's numbers."""
+    keys = sorted(sim)
+
+    def span(f: Any) -> str:
+        """Range over the points; a point without the figure (no tree built) is left out."""
+        vals = [x for x in (f(sim[k]) for k in keys) if not math.isnan(x)]
+        return f"{min(vals):.2f} .. {max(vals):.2f}" if vals else "n/a"
+
+    return [
+        "## Why the simulator differs from the model", "",
+        f"The simulator's part took {cpu:.0f} s of CPU for {runs} runs.", "",
+        "- **The tree.** The model builds GIANT's tree offline and takes Prim's as the exact",
+        "  MST; in the simulator each subscriber picks its upstream once, from the sender",
+        "  records the advertisement copies brought it so far. Share of placements whose",
+        "  built tree equals the model's: GIANT " + span(lambda e: e["g_same_tree"].mean)
+        + ", Prim " + span(lambda e: e["p_same_tree"].mean) + " (range over the points).",
+        "  The model's ferries on the built tree over the model's tree: GIANT "
+        + span(lambda e: e["g_built_ferries"].mean / e["g_model_ferries"].mean) + ", Prim "
+        + span(lambda e: e["p_built_ferries"].mean / e["p_model_ferries"].mean) + ".",
+        "- **Ferries.** The model's sender sees a new ferry every `interval` units, each one",
+        "  recruited until RecruitFerry refuses; in the simulator ferries arrive at random",
+        "  (measured mean interval at the brokers' cells "
+        + span(lambda e: e["g_interval"].mean) + " units; the walk visits border",
+        "  cells less), a ferry already recruited for an item and next hop is not counted",
+        "  again when it comes back, and a refusal ends the recruitment for that next hop.",
+        "  Recruited in the simulator over the model on the same (built) tree, summed over",
+        "  hops: GIANT " + span(lambda e: e["g_ferries"].mean / e["g_built_ferries"].mean)
+        + ", Prim " + span(lambda e: e["p_ferries"].mean / e["p_built_ferries"].mean) + ".",
+        "- **Delay.** The model's delay is when the recruited ferries reach the target",
+        "  probability (the refused ferry's arrival plus the hop's length, §6.7.1); the",
+        "  simulator measures when the event actually arrived, which is the first of the",
+        "  recruited ferries to walk in. Simulator over model (built tree): GIANT "
+        + span(lambda e: e["g_delay"].mean / e["g_built_delay"].mean) + ", Prim "
+        + span(lambda e: e["p_delay"].mean / e["p_built_delay"].mean) + ".",
+        "- **Delivery.** RecruitFerry's target is a probability of arrival within the window",
+        "  it computes, by Theorem 6.1 on the thesis's edge-free lattice (`hit_boundary =",
+        "  \"infinite\"`). In the run a carried event stays on its ferries until its receiver",
+        "  takes it (`event_ttl_s` outlasts the horizon), and the region is bounded, so a ferry",
+        "  turned back by the border comes by again: the ratio delivered within the horizon",
+        "  exceeds the target: GIANT " + span(lambda e: e["g_delivery"].mean) + ", Prim "
+        + span(lambda e: e["p_delivery"].mean) + " against targets "
+        + span(lambda e: e["g_target"].mean) + " (mean DR of the SHBs).",
+    ]
+
+
+def sim_table(sim: dict[SimPoint, dict[str, Estimate]]) -> list[str]:
+    lines = ["| side | interval | subscribers | seeds | tree | ferries (sim) | model | "
+             "per sender (sim) | model | delivery | target | delay (sim) | model | "
+             "model, built tree: ferries / delay |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (side, iv, n), e in sorted(sim.items()):
+        for t, name in (("g", "GIANT"), ("p", "Prim")):
+            lines.append(
+                f"| {side} | {iv} | {n} | {e['save_ferries'].n} | {name} | "
+                f"{e[f'{t}_ferries'].fmt(0)} | "
+                f"{e[f'{t}_model_ferries'].fmt(0)} | {e[f'{t}_distinct'].fmt(0)} | "
+                f"{e[f'{t}_model_distinct'].fmt(0)} | {e[f'{t}_delivery'].fmt(3)} | "
+                f"{e[f'{t}_target'].fmt(2)} | {e[f'{t}_delay'].fmt(0)} | "
+                f"{e[f'{t}_model_delay'].fmt(0)} | {e[f'{t}_built_ferries'].fmt(0)} / "
+                f"{e[f'{t}_built_delay'].fmt(0)} |")
+    lines += ["", "GIANT's savings over Prim on the same placements (1 - GIANT / Prim, per "
+              "seed), simulator and model:", "",
+              "| side | interval | subscribers | ferries (sim) | model | per sender (sim) | "
+              "model | delay (sim) | model |", "|---|---|---|---|---|---|---|---|---|"]
+    for (side, iv, n), e in sorted(sim.items()):
+        lines.append(f"| {side} | {iv} | {n} | {e['save_ferries'].fmt(2)} | "
+                     f"{e['save_model_ferries'].fmt(2)} | {e['save_distinct'].fmt(2)} | "
+                     f"{e['save_model_distinct'].fmt(2)} | {e['save_delay'].fmt(2)} | "
+                     f"{e['save_model_delay'].fmt(2)} |")
+    return lines
+
+
 def differences(g2: dict[int, dict[int, PathCost]],
                 g3: dict[tuple[int, int, int], dict[str, Estimate]],
                 intervals: tuple[int, ...]) -> list[str]:
@@ -193,7 +395,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=0)
     ap.add_argument("--placements", type=int, default=0, help="placements per seed")
     ap.add_argument("--out", type=Path, default=PAGE)
+    ap.add_argument("--sim-seeds", type=int, default=0,
+                    help="placements (seeds) per simulator point (default "
+                         + ", ".join(f"{k} x {k}: {v}" for k, v in SIM_SEEDS.items())
+                         + "; --quick 2)")
+    ap.add_argument("--sim-cache", type=Path, default=ROOT / "runs" / "giant-sim.jsonl",
+                    help="finished simulator runs, reused (JSON lines)")
+    ap.add_argument("--sim-wait", type=float, default=0.0, metavar="SECONDS",
+                    help="wait up to this long for --sim-only processes to fill the cache "
+                         "before running a missing simulator point here")
+    ap.add_argument("--sim-cached-only", action="store_true",
+                    help="the page from the simulator runs the cache holds (after --sim-wait), "
+                         "running none")
+    ap.add_argument("--sim-only", type=int, nargs="*", metavar="SIDE",
+                    help="run the simulator's points (of these region sides, default all) "
+                         "into the cache and stop")
     args = ap.parse_args(argv)
+    sim_seeds = {side: args.sim_seeds or (2 if args.quick else n)
+                 for side, n in SIM_SEEDS.items()}
+    args.sim_cache.parent.mkdir(parents=True, exist_ok=True)
+    if args.sim_only is not None:
+        _, cpu, runs = sim_group3(sim_seeds, args.sim_cache,
+                                  tuple(args.sim_only) or tuple(SIM_POINTS))
+        print(f"{runs} simulator runs, {cpu:.0f} s of CPU, in {args.sim_cache}")
+        return 0
     seeds = args.seeds or (4 if args.quick else 10)
     per_seed = args.placements or (5 if args.quick else 10)
     intervals = (2, 4) if args.quick else (2, 3, 4, 5)
@@ -205,6 +430,9 @@ def main(argv: list[str] | None = None) -> int:
     g2 = {iv: {h: path_cost(hop_offsets(h), 0.9, iv) for h in GROUP2_HOPS} for iv in (2, 8)}
     g3 = group3(seeds, per_seed, intervals)
     opt = optimum(seeds, max(1, per_seed // 5), intervals)
+    sim, sim_cpu, sim_runs = sim_group3(sim_seeds, args.sim_cache,
+                                        wait_until=time.monotonic() + args.sim_wait,
+                                        cached_only=args.sim_cached_only)
     elapsed = time.monotonic() - started
 
     v: list[Verdict] = [Verdict(
@@ -280,6 +508,7 @@ def main(argv: list[str] | None = None) -> int:
         "GIANT " + " / ".join(opt[iv]["g"].fmt(2) for iv in intervals) + ", Prim "
         + " / ".join(opt[iv]["p"].fmt(2) for iv in intervals)
         + f" (intervals {', '.join(map(str, intervals))})", "no claim to test", None))
+    v += sim_verdicts(sim)
 
     command = " ".join(["bench/giant_experiments.py", *(argv if argv is not None
                                                        else sys.argv[1:])])
@@ -332,6 +561,29 @@ def main(argv: list[str] | None = None) -> int:
     for iv in intervals:
         lines.append(f"| {iv} | {opt[iv]['g'].fmt(2)} | {opt[iv]['p'].fmt(2)} | "
                      f"{opt[iv]['hit'].fmt(2)} |")
+    tl10, tl20 = Timeline.for_side(10), Timeline.for_side(20)
+    lines += ["", "## Group 3 in the simulator: GIANT and Prim as protocols in meshsim", "",
+              f"{sim_seeds[10]} (10 x 10) and {sim_seeds[20]} (20 x 20) seeds per point, "
+              "each a random placement (PHB and SHBs on "
+              "distinct random cells, DR from 0.5..0.9) run with both trees; "
+              "`side * side / interval` ferries on the lattice walk, one cell per unit; "
+              "the SHBs join one after another (GIANT's in increasing distance from the "
+              "PHB, Prim's in Prim's order), "
+              f"then the PHB publishes {EVENTS} events {EVENT_GAP} units apart, and "
+              f"deliveries count up to {tl10.horizon:.0f} (10 x 10) or {tl20.horizon:.0f} "
+              "(20 x 20) units after the last (`bench/giant_sim.py`). Points: "
+              + "; ".join(f"{side} x {side} with {', '.join(map(str, counts))} subscribers "
+                          f"at interval {iv}" for side, pts in SIM_POINTS.items()
+                          for iv, counts in pts)
+              + ". Every count of 10 x 10 at the shortest interval, and 20 x 20 where the "
+              "thesis's 20 x 20 claims are (Fig. 6.15 at interval 2; 10 -> 20 subscribers); "
+              "one 20 x 20 run with 200 ferries costs 30-45 s of CPU on an idle core, one "
+              "10 x 10 run 2-7 s, and the machine was shared, so the model's whole grid "
+              "(4 intervals, 7 counts per region, 10 seeds) was out of reach. Ferries and delay "
+              "are per event (delay in units, from "
+              "publication to delivery, over delivered pairs); model: the same placements "
+              "under the model (its tree, and the tree the simulator built).", "",
+              *sim_table(sim), "", *sim_differences(sim, sim_cpu, sim_runs), ""]
     lines += ["", *differences(g2, g3, intervals), ""]
     args.out.write_text("\n".join(lines))
     print("\n".join(verdict_table(v)))

@@ -11,10 +11,16 @@ brokers). Roles come from ``node.roles`` (docs/config.md), cells from
   broker) and gets an event there directly; then B walks into C's cell (B hears
   only C). The next event published at A is predicted into C's cell, handed to
   B by C, and B's one reply comes back to A through C.
-- **GIANT** (Zheng 2008, ch. 6): brokers A (cell (0, 0), the publisher's broker
-  of topic ``reading``) and C (cell (1, 0), a subscriber) never hear each other;
-  ferry B drives A -> C -> A -> C. The advertisement, C's subscription and then
-  the event ride B, and C's application gets the event once.
+- **GIANT and its Prim baseline** (Zheng 2008, ch. 6; ``tree = "giant"`` or
+  ``"prim"`` in ``[protocol.params]``): brokers A (cell (0, 0), the publisher's
+  broker of topic ``reading``), D (cell (2, 2)) and C (cell (4, 1)) on a 5 x 3
+  grid never hear each other; ferry B drives A -> D -> C -> D -> A, then A ->
+  D -> C with the event. D subscribes first and joins through A; C then knows
+  A and D (on the tree) and attaches by the configured rule: GIANT's Function
+  6.1 takes the shortest path (A directly, 5 cells; through D it is 7),
+  Prim's rule the nearest broker on the tree (D, 3 cells; A is 5). The
+  advertisement, the subscriptions and the event ride B, and D's and C's
+  applications get the event once.
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ pytestmark = [
                        reason="needs mosquitto clients and nft"),
 ]
 PREFIX = "msub-pge"
-NAMES = ("a", "b", "c")
+NAMES = ("a", "b", "c", "d")
 
 
 def hear(*pairs: tuple[str, str]) -> None:
@@ -75,13 +81,16 @@ def puma(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Protoco
     }, first=(("a", "b"), ("a", "c")))
 
 
-@pytest.fixture
-def giant(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ProtocolNode]]:
-    common = {**GRID, "unit_s": 1.0, "DR": 0.9, "sweep_s": 1.0}
+@pytest.fixture(params=["giant", "prim"])
+def giant(request: pytest.FixtureRequest,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ProtocolNode]]:
+    common = {"cols": 5, "rows": 3, "cell_size_m": 100.0, "unit_s": 1.0, "DR": 0.9,
+              "sweep_s": 1.0, "tree": request.param}
     yield from _mesh(tmp_path_factory, "giant", {
         "a": (("broker",), {**common, "cell_x": 0, "cell_y": 0, "adverts": ["reading"]}),
         "b": (("ferry",), common),
-        "c": (("broker",), {**common, "cell_x": 1, "cell_y": 0}),
+        "c": (("broker",), {**common, "cell_x": 4, "cell_y": 1}),
+        "d": (("broker",), {**common, "cell_x": 2, "cell_y": 2}),
     }, first=(("a", "b"),))
 
 
@@ -113,34 +122,54 @@ def test_puma_event_follows_a_client_into_the_next_cell(puma: dict[str, Protocol
     assert len(events) == len(set(events)) == 2
 
 
+def _upstream(node: ProtocolNode) -> list[int] | None:
+    """The cell a broker's subscriptions to A's ``reading`` go to (``meshsubctl status``)."""
+    ups = [u["upstream"] for u in node.proto().get("upstreams", [])
+           if u["topic"] == "reading" and u["phb"] == [0, 0]]
+    return ups[0] if ups else None
+
+
 def test_giant_ferry_carries_between_brokers_that_never_meet(
         giant: dict[str, ProtocolNode]) -> None:
-    a, b, c = giant["a"], giant["b"], giant["c"]
+    a, b, c, d = giant["a"], giant["b"], giant["c"], giant["d"]
+    tree = a.params["tree"]
     assert b.proto()["role"] == "ferry" and c.proto()["role"] == "broker"
-    sub = c.mqtt_sub("meshsub/deliver/pge/#")
-    sub.wait_ready(c, "meshsub/deliver/pge/probe")
-    c.mqtt_pub("meshsub/sub/pge", "reading value>1", retain=True)
+    subs = {}
+    for name, node in (("d", d), ("c", c)):
+        subs[name] = node.mqtt_sub("meshsub/deliver/pge/#")
+        subs[name].wait_ready(node, "meshsub/deliver/pge/probe")
+        node.mqtt_pub("meshsub/sub/pge", "reading value>1", retain=True)
     _until("the ferry took A's advertisement", lambda: b.proto().get("carried", 0) >= 1)
 
-    hear(("b", "c"))  # the ferry drives to C
-    _until("C learned the advertisement",
-           lambda: c.proto().get("stats", {}).get("advs_learned", 0) >= 1)
-    _until("C recruited the ferry for its subscription",
-           lambda: c.proto()["stats"]["recruited"] >= 1)
-    _until("A and the ferry out of touch", lambda: b.node_id not in a.neighbours())
+    def wait(what: str, cond: Callable[[], Any], guard: float = 30.0) -> None:
+        try:  # a loaded run (the lead's suite, once) took longer than the default 30 s
+            _until(what, cond, guard)
+        except AssertionError as exc:  # say what the brokers and the ferry hold
+            raise AssertionError(f"{exc}: A {a.proto()}, D {d.proto()}, C {c.proto()}, "
+                                 f"ferry {b.proto()}") from None
 
-    hear(("a", "b"))  # back to A with the subscription
-    _until("the subscription delivered to A",
-           lambda: b.proto()["stats"]["bundles_delivered"] >= 1)
+    def drive(to: str, what: str, cond: Callable[[], Any]) -> None:
+        """The ferry leaves the broker it is with for ``to``'s cell."""
+        here = next(n for n in (a, c, d) if b.node_id in n.neighbours())
+        hear(("b", to))
+        _until(f"{here.name} and the ferry out of touch",
+               lambda: b.node_id not in here.neighbours())
+        wait(what, cond)
+
+    drive("d", "D joined through A", lambda: _upstream(d) == [0, 0]
+          and d.proto()["stats"]["recruited"] >= 1)
+    drive("c", "C chose its upstream", lambda: _upstream(c) is not None
+          and c.proto()["stats"]["recruited"] >= 1)
+    assert _upstream(c) == ([0, 0] if tree == "giant" else [2, 2])
+    drive("d", "the ferry back at D", lambda: d.proto()["contacts"] == 1)
+    # GIANT: D's and C's subscriptions both for A; Prim: C's went to D on the way back
+    drive("a", "the subscriptions delivered to A",
+          lambda: b.proto()["stats"]["bundles_delivered"] >= 2)
     a.mqtt_pub("meshsub/pub/reading", json.dumps({"value": 7, "n": 1}))
-    try:  # a loaded run (the lead's suite, once) took longer than the default 30 s
-        _until("A recruited the ferry for the event",
-               lambda: a.proto()["stats"]["recruited"] >= 1, guard=90.0)
-    except AssertionError as exc:  # say what A and the ferry hold if it ever fails again
-        raise AssertionError(f"{exc}: A {a.proto()}, ferry {b.proto()}") from None
-    _until("C and the ferry out of touch", lambda: b.node_id not in c.neighbours())
-
-    hear(("b", "c"))  # and to C with the event
-    _until("the event at C's application", lambda: sub.events(n=1))
-    assert c.node_id not in a.neighbours() and a.node_id not in c.neighbours()
-    assert len(sub.events(n=1)) == 1
+    wait("A recruited the ferry for the event",
+         lambda: a.proto()["stats"]["recruited"] >= 1, guard=90.0)
+    drive("d", "the event at D's application", lambda: subs["d"].events(n=1))
+    drive("c", "the event at C's application", lambda: subs["c"].events(n=1))
+    for x, y in ((a, c), (a, d), (c, d)):
+        assert x.node_id not in y.neighbours() and y.node_id not in x.neighbours()
+    assert len(subs["c"].events(n=1)) == len(subs["d"].events(n=1)) == 1

@@ -7,7 +7,16 @@ from typing import Any
 import pytest
 from harness import Net
 
-from meshsub.core.api import FrameReceived, Message, MessageId, Position, PositionChanged
+from meshsub.core.api import (
+    FrameReceived,
+    Message,
+    MessageId,
+    NeighborInfo,
+    NeighborUp,
+    Position,
+    PositionChanged,
+    SendTo,
+)
 from meshsub.core.buffer import MemoryStore
 from meshsub.core.grid import Cell
 from meshsub.core.lattice import hit_probability
@@ -161,6 +170,67 @@ def test_the_prim_tree_attaches_to_the_nearest_broker_on_the_tree() -> None:
     d.visit(f, (4, 4), 5)
     up = d.at((4, 4)).routes[("temp", Cell(0, 0))].upstream
     assert up is not None and up.upstream == Cell(3, 3) and up.hops == 2
+
+
+def test_an_older_copy_of_the_advertisement_does_not_take_a_broker_off_the_tree() -> None:
+    """Prim's rule needs to know who is on the tree; a broker's upstream is kept, so a
+    record saying "off the tree" from a copy made before it joined is stale."""
+    d = Dtn({(0, 0): {"adverts": ["temp"]}, (3, 3): {}, (4, 4): {}}, ferries=2, tree="prim")
+    old, new = d.ferries
+    d.visit(old, (0, 0), 1)
+    d.visit(old, (3, 3), 2)  # (3, 3) is not subscribed yet: its record says off the tree
+    d.net.subscribe(d.broker[Cell(3, 3)], "s", sub("temp"))
+    d.visit(new, (0, 0), 3)
+    d.visit(new, (3, 3), 4)  # now it joins through the PHB and says so
+    d.visit(new, (4, 4), 5)
+    d.visit(old, (4, 4), 6)  # the stale copy arrives last
+    d.net.subscribe(d.broker[Cell(4, 4)], "s", sub("temp"))
+    d.net.run(until=7)
+    up = d.at((4, 4)).routes[("temp", Cell(0, 0))].upstream
+    assert up is not None and up.upstream == Cell(3, 3)
+
+
+def test_an_advertisement_that_overtakes_the_ferrys_hello_still_goes_back_updated() -> None:
+    """On a real radio a ferry's first HELLO can be lost and its ADV arrive first; the
+    broker must still hand its record back, or no later contact would (the ferry already
+    holds the ADV's id) and Prim's rule would not see the broker on the tree."""
+    d = Dtn({(0, 0): {"adverts": ["temp"]}, (2, 2): {}}, tree="prim")
+    f = d.ferries[0]
+    d.visit(f, (0, 0), 1)
+    adv = next(msg for msg in carried(d, f) if msg.type == gm.ADV)
+    shb = d.node(d.broker[Cell(2, 2)])
+    d.net.subscribe(shb.node, "s", sub("temp"))
+    d.net.run(until=2)
+    actions = shb.handle(FrameReceived(2.0, f, adv))  # no NeighborUp, no HELLO yet
+    back = [gm.Adv.decode(a.message.body, 32) for a in actions
+            if isinstance(a, SendTo) and a.node == f and a.message.type == gm.ADV]
+    assert back and [(s.cell, s.on_tree) for s in back[0].senders] == [
+        (Cell(0, 0), True), (Cell(2, 2), True)]
+
+
+def test_each_recruitment_is_a_record_and_ferries_do_not_greet_ferries() -> None:
+    d = Dtn({(0, 0): {"adverts": ["temp"]}, (2, 0): {}}, ferries=2)
+    a, b = d.ferries
+    d.net.subscribe(d.broker[Cell(2, 0)], "s", sub("temp"))
+    d.visit(a, (0, 0), 1)
+    d.visit(a, (2, 0), 2)
+    d.visit(a, (0, 0), 3)
+    eid = d.net.publish(d.broker[Cell(0, 0)], parse_event("temp value=1"))
+    d.visit(b, (0, 0), 4)
+    recruits = [(n, e.attrs) for n, e in d.net.records("counter")
+                if e.attrs.get("reason") == "giant_recruited"]
+    events = [(n, at["peer"]) for n, at in recruits if at.get("event_id") == str(eid)]
+    assert events == [(d.broker[Cell(0, 0)], b)]
+    assert any(at.get("sub_id") and n == d.broker[Cell(2, 0)] for n, at in recruits)
+    assert d.at((0, 0)).status()["upstreams"] == []
+    assert d.at((2, 0)).status()["upstreams"] == [
+        {"topic": "temp", "phb": [0, 0], "upstream": [0, 0]}]
+    ferry = d.node(a)  # a neighbour advertising the ferry role gets no HELLO (§6.2)
+    to_ferry = ferry.handle(NeighborUp(d.net.now, NeighborInfo(b, capabilities=("ferry",))))
+    to_broker = ferry.handle(NeighborUp(d.net.now, NeighborInfo(
+        d.broker[Cell(0, 0)], capabilities=("broker",))))
+    assert not [x for x in to_ferry if isinstance(x, SendTo)]
+    assert [x.message.type for x in to_broker if isinstance(x, SendTo)] == [gm.HELLO]
 
 
 def test_recruitment_stops_at_the_per_hop_target() -> None:

@@ -170,6 +170,8 @@ class Giant(Protocol):
                 self._ferry_changed_cell()
 
     def on_neighbor_up(self, info: NeighborInfo) -> None:
+        if {ROLE_NAMES[c] for c in info.capabilities if c in ROLE_NAMES} == {self.role}:
+            return  # a peer of our own role, by the roles it advertises: no contact (§6.2)
         self._say_hello(info.node)
 
     def on_neighbor_down(self, node: NodeId) -> None:
@@ -250,14 +252,22 @@ class Giant(Protocol):
             if self.carried is not None:
                 self.carried.remove(message.id)
                 self.stats["bundles_delivered"] += 1
-            elif self._handovers.pop(message.id, None) is not None:
+            elif (h := self._handovers.pop(message.id, None)) is not None:
                 self.stats["recruited"] += 1
+                self._recorded_recruit(h)
         self._pump(node)
 
     def on_reliable_failed(self, node: NodeId, message: Message) -> None:
         self._inflight[node] = max(0, self._inflight.get(node, 0) - 1)
         self._undo_handover(message.id)
         self._pump(node)
+
+    def _recorded_recruit(self, h: _Handover) -> None:
+        """One telemetry record per recruitment, so that an evaluation can count the
+        ferries each event or subscription took per sender (§6.7.1's metric)."""
+        kind, key = h.key
+        item = {"event_id": key} if kind == m.Kind.EVENT else {"sub_id": key}
+        self.emit("counter", reason="giant_recruited", peer=h.ferry, **item)
 
     def status(self) -> dict[str, Any]:
         out = {**super().status(), "role": self.role.value,
@@ -266,7 +276,10 @@ class Giant(Protocol):
         if self.carried is not None:
             out["carried"] = len(self.carried)
         else:
-            out.update(routes=len(self.routes), outgoing=len(self.outgoing))
+            out.update(routes=len(self.routes), outgoing=len(self.outgoing),
+                       upstreams=[{"topic": e.topic, "phb": list(e.phb),
+                                   "upstream": list(e.upstream.upstream)}
+                                  for e in self.routes.values() if e.upstream is not None])
         return out
 
     # ================================================================ contacts
@@ -431,6 +444,9 @@ class Giant(Protocol):
                     and len(entry.candidates) >= self.params.max_candidates:
                 self.drop("candidates_full", message, peer=sender)
                 continue
+            held = entry.candidates.get(s.cell)
+            if held is not None and held.on_tree and not s.on_tree:
+                continue  # an older copy of the advertisement: a broker keeps its upstream
             entry.candidates[s.cell] = Candidate(s.cell, s.distance, s.hops, s.max_seg,
                                                  s.on_tree)
         self._reconcile(entry)
@@ -443,7 +459,10 @@ class Giant(Protocol):
         if len(senders) > self.params.max_senders:  # keep the PHB's record, drop the oldest
             senders = senders[:1] + senders[len(senders) - self.params.max_senders + 1:]
         entry.adv_senders = tuple(senders)
-        if sender in self._contacts:
+        if sender in self._contacts or sender not in self._heard:
+            # the ferry that brought it carries our record on; its ADV may overtake its
+            # HELLO (a lost first HELLO is sent again later), and then no later contact
+            # would hand the update over: the ferry already holds this ADV's id
             entry.handed.add(sender)
             back = m.Adv(adv.topic, adv.phb, entry.adv_senders, adv.remaining_s)
             self._enqueue(sender, Message(m.ADV, message.id, back.encode()))
