@@ -420,3 +420,22 @@ def test_copies_per_next_hop_are_bounded() -> None:
     for k, f in enumerate(d.ferries):
         d.visit(f, (0, 0), 10 + k)
     assert len(d.net.drops("copy_limit")) == 1 and not d.at((0, 0)).outgoing
+
+
+def test_the_peers_heard_are_bounded_and_the_stalest_make_room() -> None:
+    # an insider with the fleet key can claim any number of ferry ids in a broker's cell
+    d = two_brokers(max_peers=3)
+    b = d.broker[Cell(0, 0)]
+    hello = gm.Hello(True, Cell(0, 0), ()).encode()
+    for k, forged in enumerate(range(500, 505)):
+        d.net.feed(b, FrameReceived(1.0 + k, forged,
+                                    Message(gm.HELLO, MessageId(forged, 0, 1), hello)))
+    broker = d.at((0, 0))
+    assert len(broker._heard) == 3 and set(broker._heard) == {502, 503, 504}
+    assert len(d.net.drops("peers_full")) == 2
+    # a real ferry still makes contact (the stalest forged id makes room for it) and
+    # carries the broker's advertisement away
+    f = d.ferries[0]
+    d.visit(f, (0, 0), 10)
+    assert len(d.net.drops("peers_full")) == 3 and 502 not in broker._heard
+    assert any(msg.type == gm.ADV for msg in carried(d, f))

@@ -97,6 +97,9 @@ class GiantParams(CellGridParams):
     max_copies: int = 1024
     """Ferries recruited for one item and next hop at most (a Prob near 1 over a long hop
     would otherwise recruit without end)."""
+    max_peers: int = 256
+    """Peers of the other role whose latest HELLO is kept (the least recently heard makes
+    room for a new one: a sender with the fleet key can claim any number of node ids)."""
 
     param_docs: ClassVar[Mapping[str, ParamDoc]] = {
         "role": ParamDoc("", "Zheng 2008, §6.2 (static brokers, mobile message ferries)",
@@ -152,6 +155,7 @@ class GiantParams(CellGridParams):
         "window": ParamDoc("bundles", OUR_DECISION + " (per-hop ACKs are ours; the thesis "
                                       "has no flow control)"),
         "max_copies": ParamDoc("ferries", DS_6_2.format("forwarded_time[MaxNo_MN]")),
+        "max_peers": ParamDoc("peers", BOUND),
     }
 
     def validate(self) -> None:
@@ -167,7 +171,7 @@ class GiantParams(CellGridParams):
             raise ParameterError("T_max", "must be in 1..20000")
         require_at_least_one(self, "adv_handouts", "buffer_size", "max_routes",
                              "max_candidates", "max_downstream", "max_outgoing",
-                             "max_senders", "window", "max_copies")
+                             "max_senders", "window", "max_copies", "max_peers")
         if len(self.adverts) > 64:
             raise ParameterError("adverts", "at most 64 topics")
         for topic in self.adverts:

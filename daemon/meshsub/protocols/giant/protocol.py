@@ -50,6 +50,7 @@ from meshsub.core.api import (
     NodeId,
     Position,
 )
+from meshsub.core.beacon import BeaconTable
 from meshsub.core.buffer import BufferStore, Dropped
 from meshsub.core.cellgrid import OwnCell, role_from_capabilities
 from meshsub.core.content import Event, Subscription
@@ -127,8 +128,10 @@ class Giant(Protocol):
         self._versions: dict[str, int] = {}
         self._contacts: dict[NodeId, m.Hello] = {}
         """Peers in contact: heard, and the ferry in the broker's cell (``_in_cell``)."""
-        self._heard: dict[NodeId, m.Hello] = {}
-        """Every peer of the other role heard, with its latest HELLO."""
+        self._heard: BeaconTable[m.Hello] = BeaconTable(
+            max_entries=p.max_peers, max_bytes=0, evict_stalest=True)
+        """Peers of the other role heard, with their latest HELLO (core/beacon.py's table:
+        bounded, the least recently heard evicted and counted as ``peers_full``)."""
         self._said: dict[NodeId, Cell | None] = {}
         """The cell our latest HELLO to each neighbour gave."""
         self._outbox: dict[NodeId, deque[Message]] = {}
@@ -175,7 +178,7 @@ class Giant(Protocol):
         self._say_hello(info.node)
 
     def on_neighbor_down(self, node: NodeId) -> None:
-        self._heard.pop(node, None)
+        self._heard.forget(node)
         self._said.pop(node, None)
         self._end_contact(node)
         self._inflight.pop(node, None)
@@ -297,7 +300,10 @@ class Giant(Protocol):
             return  # a broker that does not know its cell yet
         if self.role is Role.BROKER and self.cell is None:
             return
-        self._heard[sender] = hello
+        for evicted in self._heard.hear(sender, hello, self.now).evicted:
+            self.drop("peers_full", peer=evicted)
+            self._said.pop(evicted, None)
+            self._end_contact(evicted)
         if sender in self._said and self._said[sender] != self.cell:
             self._say_hello(sender)  # it heard us where we no longer are
         if not self._in_cell(hello):
@@ -342,8 +348,8 @@ class Giant(Protocol):
         reconsiders its contacts: it may now be in one's cell, or have left one's."""
         for peer in list(self._said):
             self._say_hello(peer)
-        for broker, hello in list(self._heard.items()):
-            self._on_hello(broker, hello)
+        for broker, heard in list(self._heard.items()):
+            self._on_hello(broker, heard.state)
 
     def _enqueue(self, peer: NodeId, message: Message) -> None:
         self._outbox.setdefault(peer, deque()).append(message)
