@@ -68,17 +68,30 @@ def _mesh(tmp: pytest.TempPathFactory, protocol: str,
 GRID = {"cols": 2, "rows": 1, "cell_size_m": 100.0}
 
 
+def _backbone(tmp: pytest.TempPathFactory, protocol: str,
+              params: dict[str, Any]) -> Iterator[dict[str, ProtocolNode]]:
+    """Base stations A (cell 0, 0) and C (cell 1, 0), client B in A's cell."""
+    yield from _mesh(tmp, protocol, {
+        "a": (("base_station",), {**params, "cell_x": 0, "cell_y": 0}),
+        "b": (("client",), params),
+        "c": (("base_station",), {**params, "cell_x": 1, "cell_y": 0}),
+    }, first=(("a", "b"), ("a", "c")))
+
+
 @pytest.fixture
 def puma(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ProtocolNode]]:
     # walk_boundary "stay": from (0, 0) the 2 x 1 walk keeps mass on both cells at every t
-    walk = {**GRID, "reliable_control": True, "unit_s": 2.0, "t_max": 60,
-            "walk_boundary": "stay", "th": 0.6,
-            "beacon_s": 2.0}
-    yield from _mesh(tmp_path_factory, "puma", {
-        "a": (("base_station",), {**walk, "cell_x": 0, "cell_y": 0}),
-        "b": (("client",), walk),
-        "c": (("base_station",), {**walk, "cell_x": 1, "cell_y": 0}),
-    }, first=(("a", "b"), ("a", "c")))
+    yield from _backbone(tmp_path_factory, "puma", {
+        **GRID, "reliable_control": True, "unit_s": 2.0, "t_max": 60,
+        "walk_boundary": "stay", "th": 0.6, "beacon_s": 2.0})
+
+
+@pytest.fixture
+def paging(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ProtocolNode]]:
+    # dist 2: a client one cell from its last report does not report; its station pages the
+    # cells within dist - 1 of it (§5.5.6's paging area), here both
+    yield from _backbone(tmp_path_factory, "paging", {
+        **GRID, "reliable_control": True, "dist": 2, "beacon_s": 2.0})
 
 
 @pytest.fixture(params=["giant", "prim"])
@@ -118,6 +131,30 @@ def test_puma_event_follows_a_client_into_the_next_cell(puma: dict[str, Protocol
     stats = _until("B's reply back at A", lambda: a.proto()["stats"]
                    if a.proto()["stats"]["replies"] >= 2 else None)
     assert stats["local"] == 1 and stats["hot"] + stats["cold"] >= 1
+    events = [d["event_id"] for d in sub.events()]
+    assert len(events) == len(set(events)) == 2
+
+
+def test_paging_finds_a_client_that_walked_into_the_next_cell(
+        paging: dict[str, ProtocolNode]) -> None:
+    a, b, c = paging["a"], paging["b"], paging["c"]
+    assert a.proto()["role"] == "base" and b.proto()["role"] == "client"
+    _until("client with station A", lambda: b.proto().get("base") == a.node_id)
+    sub = b.mqtt_sub("meshsub/deliver/pge/#")
+    sub.wait_ready(b, "meshsub/deliver/pge/probe")
+    b.mqtt_pub("meshsub/sub/pge", "reading value>1", retain=True)
+    _until("A is B's previous broker", lambda: a.proto().get("clients") == 1)
+    a.mqtt_pub("meshsub/pub/reading", json.dumps({"value": 5, "n": 1}))
+    _until("event 1 at B", lambda: sub.events(n=1))
+    assert a.proto()["stats"]["local"] == 1
+
+    hear(("a", "c"), ("b", "c"))  # B walks into C's cell: A and B no longer hear each other
+    _until("B with station C", lambda: b.proto().get("base") == c.node_id)
+    _until("A lost B", lambda: b.node_id not in a.neighbours())
+    a.mqtt_pub("meshsub/pub/reading", json.dumps({"value": 6, "n": 2}))
+    _until("event 2 at B, paged through C", lambda: sub.events(n=2))
+    stats = a.proto()["stats"]
+    assert stats["local"] == 1 and stats["pages"] >= 1
     events = [d["event_id"] for d in sub.events()]
     assert len(events) == len(set(events)) == 2
 
