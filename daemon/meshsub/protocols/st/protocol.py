@@ -265,7 +265,7 @@ class ST(GroupTreeProtocol[int]):
             if message.type != PUBLISH:
                 self.drop("unknown_type", message, peer=sender)
                 return
-            pub = Publish.decode(message.body)
+            pub = bodies.shared_decode(Publish.decode, message.body)
         except bodies.BodyError:
             self.drop("malformed", message, peer=sender)
             return
