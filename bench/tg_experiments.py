@@ -943,6 +943,7 @@ def write_sweep_report(plan: SweepPlan, form: str, by_point: dict[Preset, list[R
     """One table row per (point, scheme), then the plan's claims at every point."""
     value = (lambda p: f"{p.speed_mps:g}") if plan.name == "speed" else \
         (lambda p: str(p.nodes))
+    cpu = sum(f.cpu_s for figs in by_point.values() for f in figs if not math.isnan(f.cpu_s))
     lines = [
         f"# TG sweeps: Liu 2011, {plan.figures}, over {plan.what}",
         "",
@@ -951,8 +952,9 @@ def write_sweep_report(plan: SweepPlan, form: str, by_point: dict[Preset, list[R
         f"figures are also in `docs/results/tg-sweep-{plan.name}.json`. Every point is tg-500.toml "
         "at Table 2's density and publication rate (see [tg.md](tg.md) for the figures' "
         "definitions), schemes " + ", ".join(SWEEP_SCHEMES) + "; mean ± 95 % interval "
-        "(Student t over seeds). Machine load while it ran (uptime): "
-        f"`{load}`; simulation wall time {wall:.0f} s.",
+        "(Student t over seeds). Machine load at the end (uptime): "
+        f"`{load}`; this pass's wall time {wall:.0f} s; the runs' CPU time "
+        f"{cpu:.0f} s (their cost.json, summed: a resumed pass reuses finished runs).",
         "",
         f"Plan `{form}`: "
         + "; ".join(f"{value(p)}: {p.nodes} nodes, {p.speed_mps:g} m/s, {p.pause_s:g} s "
@@ -1012,17 +1014,41 @@ def run_points(points: list[Point], runs: Path, jobs: int, reuse: bool
     return done
 
 
+def sweep_task(task: tuple[Preset, int, str, bool]) -> list[RunFigures]:
+    """One point and seed of a sweep: its schemes' runs, TG's first (the local events'
+    ground truth), then their figures, in the worker that ran them (figures.json)."""
+    preset, seed, runs, reuse = task
+    figs = []
+    groups: Path | None = None
+    for scheme in SWEEP_SCHEMES:
+        point = Point(scheme, seed, preset)
+        rundir, wall = simulate(point, Path(runs), reuse)
+        print(f"ran {point.run_id} in {wall:.0f} s", flush=True)
+        groups = rundir if groups is None else groups
+        figs.append(evaluated(rundir, point, wall, groups, reuse))
+    return figs
+
+
 def sweep_main(plan: SweepPlan, form: str, args: argparse.Namespace) -> int:
+    """Run a sweep seed by seed and write its page.
+
+    The tasks go seed-major (every point of seed 1, then of seed 2, ...) and each
+    evaluates its own runs, so the figures are made while other runs simulate, and a
+    sweep stopped part-way leaves whole seeds behind: ``--reuse`` resumes it, and
+    ``--seeds K --reuse`` writes the page from its first K seeds without simulating
+    again.
+    """
     presets = plan.presets(form)
-    points = [Point(s, seed, p) for p in presets
-              for seed in range(1, 1 + (args.seeds or p.seeds)) for s in SWEEP_SCHEMES]
+    tasks = [(p, seed, str(args.runs), args.reuse)
+             for seed in range(1, 1 + max(args.seeds or p.seeds for p in presets))
+             for p in presets if seed <= (args.seeds or p.seeds)]
     started = time.perf_counter()
-    done = run_points(points, args.runs, args.jobs, args.reuse)
-    by_point: dict[Preset, list[RunFigures]] = defaultdict(list)
-    for point in points:
-        rundir, wall = done[(point.preset.name, point.scheme, point.seed)]
-        groups = done[(point.preset.name, "TG", point.seed)][0]
-        by_point[point.preset].append(evaluated(rundir, point, wall, groups, args.reuse))
+    by_seed: dict[tuple[str, int], list[RunFigures]] = {}
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        for (preset, seed, *_), figs in zip(tasks, pool.map(sweep_task, tasks), strict=True):
+            by_seed[(preset.name, seed)] = figs
+    by_point = {p: [f for seed in range(1, 1 + (args.seeds or p.seeds))
+                    for f in by_seed[(p.name, seed)]] for p in presets}
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     text = write_sweep_report(plan, form, by_point, load, time.perf_counter() - started)
     out = args.out if args.out != REPORT else Path(str(SWEEP_REPORT).format(name=plan.name))
