@@ -61,6 +61,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import multiprocessing
 import os
 import shutil
 import statistics
@@ -1044,7 +1045,10 @@ def sweep_main(plan: SweepPlan, form: str, args: argparse.Namespace) -> int:
              for p in presets if seed <= (args.seeds or p.seeds)]
     started = time.perf_counter()
     by_seed: dict[tuple[str, int], list[RunFigures]] = {}
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+    # a fresh interpreter per task, started with PYTHONHASHSEED as main() sets it (a
+    # forked worker keeps the parent's hash seed), which a sweep of hours can afford
+    with ProcessPoolExecutor(max_workers=args.jobs, max_tasks_per_child=1,
+                             mp_context=multiprocessing.get_context("spawn")) as pool:
         for (preset, seed, *_), figs in zip(tasks, pool.map(sweep_task, tasks), strict=True):
             by_seed[(preset.name, seed)] = figs
     by_point = {p: [f for seed in range(1, 1 + (args.seeds or p.seeds))

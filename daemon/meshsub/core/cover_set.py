@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from functools import lru_cache
 
 from meshsub.core.content import Subscription
 from meshsub.core.tags import subscription_tags
@@ -29,9 +28,29 @@ from meshsub.core.topics import is_wildcard
 MAX_SUBSET_TAGS = 8
 
 
-@lru_cache(maxsize=16384)
-def _shape(sub: Subscription) -> tuple[str, frozenset[str], tuple[frozenset[str], ...]] | None:
+Shape = tuple[str, frozenset[str], tuple[frozenset[str], ...]]
+SHAPE_CACHE = 16384
+_shapes: dict[bytes, Shape | None] = {}
+"""``_shape`` by ``Subscription.key``: equal keys are equal subscriptions, so a hit is
+exact. Keyed by the packed bytes (cached on the subscription, hashed once) rather
+than the subscription itself: hashing and comparing subscriptions field by field was
+most of a 500-node ST run's covering time. Full: emptied and refilled."""
+
+
+def _shape(sub: Subscription) -> Shape | None:
     """A pure tag conjunction as (topic, tags, its proper tag subsets); None otherwise."""
+    key = sub.key
+    try:
+        return _shapes[key]
+    except KeyError:
+        pass
+    if len(_shapes) >= SHAPE_CACHE:
+        _shapes.clear()
+    shape = _shapes[key] = _compute_shape(sub)
+    return shape
+
+
+def _compute_shape(sub: Subscription) -> Shape | None:
     if is_wildcard(sub.topic):
         return None
     tags = subscription_tags(sub)
