@@ -19,7 +19,6 @@ behaviour): the script says whether they did.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import statistics
@@ -37,44 +36,39 @@ BEFORE = "0995520"
 BENCH = Path(__file__).resolve().parent
 
 
-def node_files_digest(rundir: Path) -> tuple[int, str]:
-    """Lines and SHA-256 of every node file, in node order (as test_records_unchanged)."""
-    digest, lines = hashlib.sha256(), 0
-    for f in sorted(rundir.glob("node-*.jsonl"), key=lambda p: int(p.stem[5:])):
-        data = f.read_bytes()
-        lines += data.count(b"\n")
-        digest.update(f.name.encode() + b"\0" + data)
-    return lines, digest.hexdigest()
-
-
-def measure(scheme: str, nodes: int, warmup: float, measured: float, seed: int) -> None:
-    """One run with whichever ``meshsub``/``meshsim`` this process imports, as a JSON line."""
+def measure(scheme: str, nodes: int, warmup: float, measured: float, seed: int,
+            out: Path) -> None:
+    """One run into ``out`` with whichever ``meshsub``/``meshsim`` this process imports;
+    its cost as a JSON line (the caller digests the run with its own code)."""
     import meshsim.des.run  # noqa: F401  (imports are not the run's cost)
     import tg_experiments as tx
     from meshsub.core.registry import load_registry
 
     load_registry()  # every protocol imported, as a sweep's worker has after its first run
     preset = tx.Preset("cost", nodes, warmup, measured, 1, drain_s=0.0)
-    with tempfile.TemporaryDirectory(prefix="msub-tgcost-") as tmp:
-        cpu = time.process_time()
-        rundir, wall = tx.simulate(tx.Point(scheme, seed, preset), Path(tmp), reuse=False)
-        cpu = time.process_time() - cpu
-        lines, digest = node_files_digest(rundir)
+    cpu = time.process_time()
+    rundir, wall = tx.simulate(tx.Point(scheme, seed, preset), out, reuse=False)
+    cpu = time.process_time() - cpu
     print(json.dumps({"cpu_s": cpu, "wall_s": wall, "sim_s": warmup + measured,
-                      "lines": lines, "digest": digest}))
+                      "rundir": str(rundir)}))
 
 
 def measured(tree: Path | None, args: argparse.Namespace, scheme: str) -> dict[str, Any]:
-    """``measure`` in a fresh process, with ``tree``'s code (None: this checkout's)."""
+    """``measure`` in a fresh process, with ``tree``'s code (None: this checkout's);
+    the run digested here, with this checkout's code."""
+    from meshsim.telemetry_files import node_files_digest
+
     env = dict(os.environ, PYTHONHASHSEED="0")
     if tree is not None:
         env["PYTHONPATH"] = f"{tree / 'daemon'}{os.pathsep}{tree / 'firmware-sim'}"
-    out = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "--measure", scheme,
-         "--nodes", str(args.nodes), "--warmup", str(args.warmup),
-         "--measured", str(args.measured), "--seed", str(args.seed)],
-        env=env, capture_output=True, text=True, check=True, cwd=BENCH)
-    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    with tempfile.TemporaryDirectory(prefix="msub-tgcost-") as out:
+        done = subprocess.run(
+            [sys.executable, str(Path(__file__).resolve()), "--measure", scheme,
+             "--nodes", str(args.nodes), "--warmup", str(args.warmup),
+             "--measured", str(args.measured), "--seed", str(args.seed), "--out", out],
+            env=env, capture_output=True, text=True, check=True, cwd=BENCH)
+        result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+        result["lines"], result["digest"] = node_files_digest(Path(result["rundir"]))
     return result
 
 
@@ -88,12 +82,13 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--schemes", default="TG,ST", help="of tg_experiments.SCHEMES")
     ap.add_argument("--measure", help=argparse.SUPPRESS)
+    ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.rounds < 1 or args.nodes < 2 or args.warmup < 0 or args.measured <= 0:
         print("bench_tg_cost: bad --rounds, --nodes, --warmup or --measured", file=sys.stderr)
         return 2
     if args.measure:
-        measure(args.measure, args.nodes, args.warmup, args.measured, args.seed)
+        measure(args.measure, args.nodes, args.warmup, args.measured, args.seed, args.out)
         return 0
     schemes = [s.strip() for s in args.schemes.split(",") if s.strip()]
     print(f"load before: {load()}")

@@ -11,7 +11,6 @@ new code and say why in the commit.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from simhelpers import SCENARIOS, base_doc
 from meshsim.des.run import run_scenario
 from meshsim.scenario import load_scenario
 from meshsim.scenario.load import from_dict
+from meshsim.telemetry_files import node_files_digest
 
 GOLDEN = {  # protocol on random50.toml for 20 s: (lines, sha256 of the node files)
     "flooding": (4144, "781092afbb0d1e40c4e6ab9a29446701d00f0f1720c0ae110e106aafd9eeb9bd"),
@@ -28,13 +28,7 @@ GOLDEN = {  # protocol on random50.toml for 20 s: (lines, sha256 of the node fil
 }
 
 
-def digest(rundir: Path) -> tuple[int, str]:
-    digest, lines = hashlib.sha256(), 0
-    for f in sorted(rundir.glob("node-*.jsonl"), key=lambda p: int(p.stem[5:])):
-        data = f.read_bytes()
-        lines += data.count(b"\n")
-        digest.update(f.name.encode() + b"\0" + data)
-    return lines, digest.hexdigest()
+digest = node_files_digest
 
 
 @pytest.mark.parametrize("protocol", sorted(GOLDEN))
