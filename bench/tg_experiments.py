@@ -757,17 +757,32 @@ def run_length_note(preset: Preset, e: Figs) -> list[str]:
         + "The command for Table 2's length, for an idle machine: "
         "`bench/tg_experiments.py --paper --jobs 2`.",
         "",
-        "**The sweeps at the recipe's settings** were not run with it: at the costs "
-        "above, the speed sweep (Figs. 2-3: 0, 5, 10, 15, 20, 25 m/s; TG, ST, flooding; "
+        "**The sweeps at the recipe's settings** are not part of this run: at the "
+        "costs above, the speed sweep (Figs. 2-3: 0, 5, 10, 15, 20, 25 m/s; TG, ST, flooding; "
         f"{preset.seeds} seeds) would take {sweep_s / 3600:.1f} hours of CPU and the "
         "size sweep (Figs. 5-6: 500, 600, ..., 1000 nodes) at least "
         f"{size_s / 3600:.1f} hours (the cost per simulated second taken as linear in "
         "the nodes; it grows faster). One command each: "
         "`bench/tg_experiments.py --sweep speed --recipe` and `--sweep size --recipe`; "
         "their pages are [tg-sweep-speed.md](tg-sweep-speed.md) and "
-        "[tg-sweep-size.md](tg-sweep-size.md), which still show the reduced plans.",
+        "[tg-sweep-size.md](tg-sweep-size.md), which show "
+        f"{sweep_page_shows('speed')} and {sweep_page_shows('size')} respectively.",
         "",
     ]
+
+
+def sweep_page_shows(name: str) -> str:
+    """What a sweep's page shows, from its JSON: the plan and the seeds it ran."""
+    path = Path(str(SWEEP_REPORT).format(name=name)).with_suffix(".json")
+    try:
+        data = json.loads(path.read_text())
+        plan = str(data["plan"])
+        seeds = min(len(p["figures"]) for p in data["points"]) // len(SWEEP_SCHEMES)
+    except (OSError, ValueError, KeyError, TypeError):
+        return "no figures yet"
+    of = "" if plan != "recipe" else f" of the recipe's {PRESETS['recipe'].seeds}"
+    return (f"the {'reduced' if plan == 'quick' else plan} plan (`{plan}`) with {seeds}"
+            f"{of} seed{'s' if seeds != 1 or of else ''}")
 
 
 Figs = dict[str, dict[str, Estimate]]
