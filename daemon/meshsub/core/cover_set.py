@@ -28,7 +28,9 @@ from meshsub.core.topics import is_wildcard
 MAX_SUBSET_TAGS = 8
 
 
-Shape = tuple[str, frozenset[str], tuple[frozenset[str], ...]]
+TopicTags = tuple[str, frozenset[str]]
+Shape = tuple[TopicTags, tuple[TopicTags, ...]]
+"""A pure conjunction's (topic, tags), and the (topic, tags) of its proper tag subsets."""
 SHAPE_CACHE = 16384
 _shapes: dict[bytes, Shape | None] = {}
 """``_shape`` by ``Subscription.key``: equal keys are equal subscriptions, so a hit is
@@ -38,7 +40,7 @@ most of a 500-node ST run's covering time. Full: emptied and refilled."""
 
 
 def _shape(sub: Subscription) -> Shape | None:
-    """A pure tag conjunction as (topic, tags, its proper tag subsets); None otherwise."""
+    """A pure tag conjunction's ``Shape``; None for any other subscription."""
     key = sub.key
     try:
         return _shapes[key]
@@ -56,15 +58,16 @@ def _compute_shape(sub: Subscription) -> Shape | None:
     tags = subscription_tags(sub)
     if len(tags) != len(sub.predicates) or len(tags) > MAX_SUBSET_TAGS:
         return None
-    subsets = tuple(frozenset(c) for n in range(len(tags))
+    topic = sub.topic
+    subsets = tuple((topic, frozenset(c)) for n in range(len(tags))
                     for c in itertools.combinations(tags, n))
-    return sub.topic, frozenset(tags), subsets
+    return (topic, frozenset(tags)), subsets
 
 
 def uncovered(subs: Mapping[bytes, Subscription]) -> dict[bytes, Subscription]:
     """The members of ``subs`` (keyed by ``Subscription.key``) that no other member covers."""
     shapes = {key: _shape(sub) for key, sub in subs.items()}
-    present = {(sh[0], sh[1]) for sh in shapes.values() if sh is not None}
+    present = {sh[0] for sh in shapes.values() if sh is not None}
     general = [(key, sub) for key, sub in subs.items() if shapes[key] is None]
 
     def beats(ckey: bytes, coverer: Subscription, key: bytes, sub: Subscription) -> bool:
@@ -74,8 +77,7 @@ def uncovered(subs: Mapping[bytes, Subscription]) -> dict[bytes, Subscription]:
     for key, sub in subs.items():
         sh = shapes[key]
         if sh is not None:
-            topic, _tags, subsets = sh
-            if any((topic, t) in present for t in subsets):
+            if not present.isdisjoint(sh[1]):  # a proper subset of its tags is present
                 continue
             if general and any(beats(gk, g, key, sub) for gk, g in general):
                 continue
