@@ -10,6 +10,7 @@ does not need 1000 open file descriptors.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import math
 import os
@@ -42,6 +43,18 @@ class RunDirError(OSError):
 
 def node_file(node: int) -> str:
     return f"node-{node}.jsonl"
+
+
+def node_files_digest(run_dir: Path) -> tuple[int, str]:
+    """Lines and SHA-256 of every node file of a run, in node order (names included):
+    equal for two runs exactly when they wrote the same records, which is how the
+    simulator's determinism tests and benchmarks compare runs."""
+    digest, lines = hashlib.sha256(), 0
+    for f in sorted(run_dir.glob("node-*.jsonl"), key=lambda p: int(p.stem[5:])):
+        data = f.read_bytes()
+        lines += data.count(b"\n")
+        digest.update(f.name.encode() + b"\0" + data)
+    return lines, digest.hexdigest()
 
 
 def prepare_run_dir(path: Path) -> Path:

@@ -11,7 +11,6 @@ new code and say why in the commit.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from simhelpers import SCENARIOS, base_doc
 from meshsim.des.run import run_scenario
 from meshsim.scenario import load_scenario
 from meshsim.scenario.load import from_dict
+from meshsim.telemetry_files import node_files_digest
 
 GOLDEN = {  # protocol on random50.toml for 20 s: (lines, sha256 of the node files)
     "flooding": (4144, "781092afbb0d1e40c4e6ab9a29446701d00f0f1720c0ae110e106aafd9eeb9bd"),
@@ -28,13 +28,7 @@ GOLDEN = {  # protocol on random50.toml for 20 s: (lines, sha256 of the node fil
 }
 
 
-def digest(rundir: Path) -> tuple[int, str]:
-    digest, lines = hashlib.sha256(), 0
-    for f in sorted(rundir.glob("node-*.jsonl"), key=lambda p: int(p.stem[5:])):
-        data = f.read_bytes()
-        lines += data.count(b"\n")
-        digest.update(f.name.encode() + b"\0" + data)
-    return lines, digest.hexdigest()
+digest = node_files_digest
 
 
 @pytest.mark.parametrize("protocol", sorted(GOLDEN))
@@ -86,3 +80,27 @@ def test_records_equal_the_engine_before_its_own_clock(tmp_path: Path, name: str
     progress = None if name != "demo.toml" else (lambda _t: None)  # run in slices
     run_scenario(scenario, tmp_path / "run", run_id="golden", progress=progress)
     assert digest(tmp_path / "run") == CURRENT[name]
+
+
+TG_SMALL = ["nodes.count=60", "area.width_m=700", "area.height_m=700", "scenario.warmup_s=5",
+            "scenario.duration_s=15", "scenario.drain_s=0", "workload.generator.rate_per_s=3"]
+"""tg-500.toml at Table 2's density, shrunk to 60 nodes and 15 s."""
+SHARED = {  # scenario (and protocol): (lines, sha256 of the node files), drop summaries on
+    # Written by main 0995520, before receivers of one frame shared its decoded body
+    # (core.bodies.shared_decode) and TG's key masks, ST's decoded subscriptions and the
+    # covering shapes were cached for the whole process: what nodes share must not
+    # change what any of them does.
+    "vmesh-st-line.toml": (276, "84bf3b40dfb43f5dccc378cf379361763e6c8d61f918e50c000dd786b6eb210a"),
+    "tg-500.toml:tg": (22701, "5520f67dc77cdd78e3fe0c1474552d361eeef12d5a4a4c235f5d8d2bce9d77d1"),
+    "tg-500.toml:st": (26701, "7390c319963630eb672c1d8c73231780562f42268b570aade6c175077915200c"),
+    "tg-500.toml:flooding":
+        (17325, "629a1cd83190606c226651d93c8c29839841f24f191a5326a754a32610f814b0"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHARED))
+def test_records_equal_before_the_shared_caches(tmp_path: Path, name: str) -> None:
+    file, _, protocol = name.partition(":")
+    overrides = [*TG_SMALL, f"protocol.name={protocol}"] if protocol else []
+    run_scenario(load_scenario(SCENARIOS / file, overrides), tmp_path / "run", run_id="golden")
+    assert digest(tmp_path / "run") == SHARED[name]

@@ -10,7 +10,8 @@ malformed input reaches the protocol as an exception of another type.
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from meshsub.core.api import NODE_ID_MAX, MessageId
 from meshsub.core.content import ContentError, Event, Subscription
@@ -22,8 +23,49 @@ MAX_CELL = 1 << 20
 """Largest cell coordinate accepted (a million cells on a side is far beyond any grid)."""
 
 
+T = TypeVar("T")
+
+
 class BodyError(ValueError):
     """A message body that does not have the expected shape or values."""
+
+
+class SharedDecode:
+    """A decoder's last result, reused while the very same body object comes again.
+
+    Why: the simulator hands one ``Message`` object to every receiver of a frame
+    (``meshsim.des.engine``: a broadcast or a ``SendToMany`` reaches each receiver in
+    turn with the sender's body), and each receiver decoded and validated that body
+    again: a 500-node TG or ST run spent a tenth of its time re-decoding heartbeats
+    and publications its neighbours had just decoded.
+
+    Exact because a decoder is a pure function of the body's contents and returns
+    an immutable value (frozen dataclasses of tuples, ``Event``), and a body is
+    never changed once sent (``Message`` is a value; senders build bodies afresh with
+    ``encode()``). The memo keeps a reference to the body, so no other object can
+    take its identity while it is remembered (decoders compare equal, as bound
+    methods do, when they are the same function). A frame decoded from bytes (the
+    daemon) is a new object each time and is decoded as before; a body that fails
+    to decode is not remembered, so every receiver raises and drops it as before.
+    """
+
+    __slots__ = ("_body", "_decode", "_value")
+
+    def __init__(self) -> None:
+        self._body: object = None
+        self._decode: object = None
+        self._value: object = None
+
+    def __call__(self, decode: Callable[[Any], T], body: Any) -> T:
+        if body is self._body and body is not None and decode == self._decode:
+            return self._value  # type: ignore[return-value]
+        value = decode(body)
+        self._body, self._decode, self._value = body, decode, value
+        return value
+
+
+shared_decode = SharedDecode()
+"""The process's one memo: receivers of one frame are handled one after another."""
 
 
 def fields(body: Any, n: int, what: str) -> list[Any] | tuple[Any, ...]:

@@ -160,6 +160,8 @@ class Subscription:
     _by_attr: dict[str, tuple[Predicate, ...]] = field(
         init=False, repr=False, compare=False, hash=False
     )
+    _key: bytes | None = field(init=False, repr=False, compare=False, hash=False)
+    """``key`` once computed: subscription trees and covering read it over and over."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "topic", validate_filter(self.topic))
@@ -179,6 +181,7 @@ class Subscription:
         for p in ordered:
             by_attr.setdefault(p.attr, []).append(p)
         object.__setattr__(self, "_by_attr", {a: tuple(ps) for a, ps in by_attr.items()})
+        object.__setattr__(self, "_key", None)
 
     def matches(self, event: Event) -> bool:
         """True if the filter matches the event's topic and every predicate holds."""
@@ -220,8 +223,13 @@ class Subscription:
 
     @property
     def key(self) -> bytes:
-        """Canonical packed bytes: equal subscriptions have equal keys."""
-        return bytes(msgpack.packb(self.to_wire(), use_bin_type=True))
+        """Canonical packed bytes: equal subscriptions have equal keys (computed once:
+        the subscription is immutable)."""
+        key = self._key
+        if key is None:
+            key = bytes(msgpack.packb(self.to_wire(), use_bin_type=True))
+            object.__setattr__(self, "_key", key)
+        return key
 
     def __repr__(self) -> str:
         from meshsub.core.syntax import format_subscription  # syntax imports this module

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from functools import lru_cache
 
 from meshsub.core.content import Subscription
 from meshsub.core.tags import subscription_tags
@@ -29,23 +28,46 @@ from meshsub.core.topics import is_wildcard
 MAX_SUBSET_TAGS = 8
 
 
-@lru_cache(maxsize=16384)
-def _shape(sub: Subscription) -> tuple[str, frozenset[str], tuple[frozenset[str], ...]] | None:
-    """A pure tag conjunction as (topic, tags, its proper tag subsets); None otherwise."""
+TopicTags = tuple[str, frozenset[str]]
+Shape = tuple[TopicTags, tuple[TopicTags, ...]]
+"""A pure conjunction's (topic, tags), and the (topic, tags) of its proper tag subsets."""
+SHAPE_CACHE = 16384
+_shapes: dict[bytes, Shape | None] = {}
+"""``_shape`` by ``Subscription.key``: equal keys are equal subscriptions, so a hit is
+exact. Keyed by the packed bytes (cached on the subscription, hashed once) rather
+than the subscription itself: hashing and comparing subscriptions field by field was
+most of a 500-node ST run's covering time. Full: emptied and refilled."""
+
+
+def _shape(sub: Subscription) -> Shape | None:
+    """A pure tag conjunction's ``Shape``; None for any other subscription."""
+    key = sub.key
+    try:
+        return _shapes[key]
+    except KeyError:
+        pass
+    if len(_shapes) >= SHAPE_CACHE:
+        _shapes.clear()
+    shape = _shapes[key] = _compute_shape(sub)
+    return shape
+
+
+def _compute_shape(sub: Subscription) -> Shape | None:
     if is_wildcard(sub.topic):
         return None
     tags = subscription_tags(sub)
     if len(tags) != len(sub.predicates) or len(tags) > MAX_SUBSET_TAGS:
         return None
-    subsets = tuple(frozenset(c) for n in range(len(tags))
+    topic = sub.topic
+    subsets = tuple((topic, frozenset(c)) for n in range(len(tags))
                     for c in itertools.combinations(tags, n))
-    return sub.topic, frozenset(tags), subsets
+    return (topic, frozenset(tags)), subsets
 
 
 def uncovered(subs: Mapping[bytes, Subscription]) -> dict[bytes, Subscription]:
     """The members of ``subs`` (keyed by ``Subscription.key``) that no other member covers."""
     shapes = {key: _shape(sub) for key, sub in subs.items()}
-    present = {(sh[0], sh[1]) for sh in shapes.values() if sh is not None}
+    present = {sh[0] for sh in shapes.values() if sh is not None}
     general = [(key, sub) for key, sub in subs.items() if shapes[key] is None]
 
     def beats(ckey: bytes, coverer: Subscription, key: bytes, sub: Subscription) -> bool:
@@ -55,8 +77,7 @@ def uncovered(subs: Mapping[bytes, Subscription]) -> dict[bytes, Subscription]:
     for key, sub in subs.items():
         sh = shapes[key]
         if sh is not None:
-            topic, _tags, subsets = sh
-            if any((topic, t) in present for t in subsets):
+            if not present.isdisjoint(sh[1]):  # a proper subset of its tags is present
                 continue
             if general and any(beats(gk, g, key, sub) for gk, g in general):
                 continue

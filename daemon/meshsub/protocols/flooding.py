@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from meshsub.core import bodies
 from meshsub.core.api import FIRST_PROTOCOL_TYPE, Message, MessageId, MsgKind, NodeId
 from meshsub.core.content import Event
 from meshsub.core.params import OUR_DECISION, ParamDoc, ParameterError, ProtocolParams
@@ -93,7 +94,7 @@ class Flooding(Protocol):
             self.drop("duplicate", message, peer=sender)
             return
         try:
-            event, published_at = decode_body(message.body)
+            event, published_at = bodies.shared_decode(decode_body, message.body)
         except ValueError:  # not recorded as seen: a good copy may follow
             self.drop("malformed", message, peer=sender)
             return

@@ -84,7 +84,7 @@ class GroupTreeProtocol(Merging[P]):
             self.drop("unknown_type", message, peer=sender)
             return
         try:
-            body = decode(message.body)
+            body = bodies.shared_decode(decode, message.body)
         except bodies.BodyError:
             self.drop("malformed", message, peer=sender)
             return

@@ -34,6 +34,7 @@ from meshsub.core.index import MatcherIndex
 from meshsub.core.params import ProtocolParams
 from meshsub.protocols.st.inbound import Inbound, Outcome
 from meshsub.protocols.st.messages import (
+    CACHE_ENTRIES,
     MAX_SUBS,
     PUBLISH,
     ST_KINDS,
@@ -49,6 +50,17 @@ ENTRY_OVERHEAD = 8
 """Bytes a table entry costs beyond the subscription: the neighbour it came from (st.md, Memory)."""
 
 
+SHARED_SUBSCRIPTIONS = SubscriptionCache(limit=16 * CACHE_ENTRIES)
+"""The decoded subscriptions of every ST node in the process, by packed form.
+
+Why shared: a SUBS table travels the whole tree, so each node decoded the same
+subscriptions its neighbours had already decoded (the simulator runs every node in
+one process; the daemon, one). A hit is exact (``SubscriptionCache``: equal packed
+forms, equal immutable subscriptions); sized for the distinct subscriptions of a
+thousand-node network.
+"""
+
+
 class ST(GroupTreeProtocol[int]):
     """One subscription tree; the group machine's summary is unused (always 0)."""
 
@@ -62,7 +74,7 @@ class ST(GroupTreeProtocol[int]):
         super().__init__(node, **kwargs)
         self.learned: dict[NodeId, dict[bytes, Subscription]] = {}
         """Per neighbour: the subscriptions it offered (reachable through it)."""
-        self._decoded = SubscriptionCache()
+        self._decoded = SHARED_SUBSCRIPTIONS
         self._inbound: dict[NodeId, Inbound] = {}
         """Per neighbour: its SUBS messages put back in order (``learned`` is its table)."""
         self._index: dict[NodeId, MatcherIndex] = {}
@@ -265,7 +277,7 @@ class ST(GroupTreeProtocol[int]):
             if message.type != PUBLISH:
                 self.drop("unknown_type", message, peer=sender)
                 return
-            pub = Publish.decode(message.body)
+            pub = bodies.shared_decode(Publish.decode, message.body)
         except bodies.BodyError:
             self.drop("malformed", message, peer=sender)
             return
