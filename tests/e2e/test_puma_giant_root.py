@@ -189,8 +189,13 @@ def test_giant_ferry_carries_between_brokers_that_never_meet(
         """The ferry leaves the broker it is with for ``to``'s cell."""
         here = next(n for n in (a, c, d) if b.node_id in n.neighbours())
         hear(("b", to))
+        # both ends lose each other, as when a ferry walks out of range: a ferry that still
+        # lists the broker when it comes back sends no HELLO, and the broker, which timed it
+        # out, gets no contact until the ferry's cell changes (seen once in eight runs: the
+        # gap docs/protocols/giant.md's "Known gap" describes)
         _until(f"{here.name} and the ferry out of touch",
-               lambda: b.node_id not in here.neighbours())
+               lambda: b.node_id not in here.neighbours()
+               and here.node_id not in b.neighbours())
         wait(what, cond)
 
     drive("d", "D joined through A", lambda: _upstream(d) == [0, 0]
@@ -205,7 +210,13 @@ def test_giant_ferry_carries_between_brokers_that_never_meet(
     a.mqtt_pub("meshsub/pub/reading", json.dumps({"value": 7, "n": 1}))
     wait("A recruited the ferry for the event",
          lambda: a.proto()["stats"]["recruited"] >= 1, guard=90.0)
-    drive("d", "the event at D's application", lambda: subs["d"].events(n=1))
+    # Prim: D forwards C's copy, so the ferry leaves D only once D handed it over (a ferry
+    # that left at once, as soon as D's application had the event, took nothing for C: seen
+    # once in eight runs)
+    before = d.proto()["stats"]["recruited"]
+    drive("d", "the event at D's application (and, Prim, C's copy on the ferry)",
+          lambda: subs["d"].events(n=1)
+          and (tree == "giant" or d.proto()["stats"]["recruited"] > before))
     drive("c", "the event at C's application", lambda: subs["c"].events(n=1))
     for x, y in ((a, c), (a, d), (c, d)):
         assert x.node_id not in y.neighbours() and y.node_id not in x.neighbours()
