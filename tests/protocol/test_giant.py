@@ -11,6 +11,7 @@ from meshsub.core.api import (
     FrameReceived,
     Message,
     MessageId,
+    NeighborDown,
     NeighborInfo,
     NeighborUp,
     Position,
@@ -439,3 +440,21 @@ def test_the_peers_heard_are_bounded_and_the_stalest_make_room() -> None:
     d.visit(f, (0, 0), 10)
     assert len(d.net.drops("peers_full")) == 3 and 502 not in broker._heard
     assert any(msg.type == gm.ADV for msg in carried(d, f))
+
+
+def test_a_broker_that_lost_a_ferry_the_ferry_kept_gets_its_contact_back() -> None:
+    # neighbour loss is not symmetric: the broker times the ferry out, the ferry (its own
+    # timeout not yet run out) keeps the broker; when the broker hears it again and greets
+    # it, the ferry must answer, or the broker has no contact until the ferry's cell changes
+    d = two_brokers()
+    f, b = d.ferries[0], d.broker[Cell(0, 0)]
+    d.net.link(f, b)
+    d.net.run(until=d.net.now + 0.5)
+    broker = d.at((0, 0))
+    assert f in broker._contacts
+    d.net.feed(b, NeighborDown(d.net.now, f))  # the broker alone loses the ferry
+    assert f not in broker._contacts and b in d.node(f)._contacts
+    d.net.run(until=d.net.now + 0.5)
+    d.net.feed(b, NeighborUp(d.net.now, NeighborInfo(f)))  # and hears it again
+    d.net.run(until=d.net.now + 0.5)
+    assert f in broker._contacts

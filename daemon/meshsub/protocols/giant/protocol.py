@@ -314,6 +314,14 @@ class Giant(Protocol):
             return
         if sender in self._contacts and self._contacts[sender].cell == hello.cell:
             self._contacts[sender] = hello  # the same contact, announced again
+            if self.carried is not None:
+                # A broker greets a ferry when it gains it as a neighbour, so one that
+                # greets a ferry still in contact has lost it meanwhile (neighbour loss is
+                # not symmetric: the ferry's timeout had not run out): the ferry answers,
+                # and the broker, which starts the contact on that answer, has it back.
+                # Brokers never answer a repeated HELLO, so no two peers answer each
+                # other without end.
+                self._say_hello(sender)
             return
         self._contacts[sender] = hello
         self.stats["contacts"] += 1
