@@ -111,8 +111,12 @@ def _until(what: str, cond: Callable[[], Any], guard: float = 30.0) -> Any:
     return wait_for(cond, what, guard=guard, step=0.2)
 
 
-def test_puma_event_follows_a_client_into_the_next_cell(puma: dict[str, ProtocolNode]) -> None:
-    a, b, c = puma["a"], puma["b"], puma["c"]
+def _client_walks_to_c(nodes: dict[str, ProtocolNode]) -> Any:
+    """B subscribes with A, gets event 1 there, walks into C's cell; A publishes event 2.
+
+    Returns B's delivery subscription (what PUMA and paging then do differs).
+    """
+    a, b, c = nodes["a"], nodes["b"], nodes["c"]
     assert a.proto()["role"] == "base" and b.proto()["role"] == "client"
     _until("client with station A", lambda: b.proto().get("base") == a.node_id)
     sub = b.mqtt_sub("meshsub/deliver/pge/#")
@@ -127,7 +131,13 @@ def test_puma_event_follows_a_client_into_the_next_cell(puma: dict[str, Protocol
     _until("B with station C", lambda: b.proto().get("base") == c.node_id)
     _until("A lost B", lambda: b.node_id not in a.neighbours())
     a.mqtt_pub("meshsub/pub/reading", json.dumps({"value": 6, "n": 2}))
+    return sub
+
+
+def test_puma_event_follows_a_client_into_the_next_cell(puma: dict[str, ProtocolNode]) -> None:
+    sub = _client_walks_to_c(puma)
     _until("event 2 at B, through C", lambda: sub.events(n=2))
+    a = puma["a"]
     stats = _until("B's reply back at A", lambda: a.proto()["stats"]
                    if a.proto()["stats"]["replies"] >= 2 else None)
     assert stats["local"] == 1 and stats["hot"] + stats["cold"] >= 1
@@ -137,23 +147,9 @@ def test_puma_event_follows_a_client_into_the_next_cell(puma: dict[str, Protocol
 
 def test_paging_finds_a_client_that_walked_into_the_next_cell(
         paging: dict[str, ProtocolNode]) -> None:
-    a, b, c = paging["a"], paging["b"], paging["c"]
-    assert a.proto()["role"] == "base" and b.proto()["role"] == "client"
-    _until("client with station A", lambda: b.proto().get("base") == a.node_id)
-    sub = b.mqtt_sub("meshsub/deliver/pge/#")
-    sub.wait_ready(b, "meshsub/deliver/pge/probe")
-    b.mqtt_pub("meshsub/sub/pge", "reading value>1", retain=True)
-    _until("A is B's previous broker", lambda: a.proto().get("clients") == 1)
-    a.mqtt_pub("meshsub/pub/reading", json.dumps({"value": 5, "n": 1}))
-    _until("event 1 at B", lambda: sub.events(n=1))
-    assert a.proto()["stats"]["local"] == 1
-
-    hear(("a", "c"), ("b", "c"))  # B walks into C's cell: A and B no longer hear each other
-    _until("B with station C", lambda: b.proto().get("base") == c.node_id)
-    _until("A lost B", lambda: b.node_id not in a.neighbours())
-    a.mqtt_pub("meshsub/pub/reading", json.dumps({"value": 6, "n": 2}))
+    sub = _client_walks_to_c(paging)
     _until("event 2 at B, paged through C", lambda: sub.events(n=2))
-    stats = a.proto()["stats"]
+    stats = paging["a"].proto()["stats"]
     assert stats["local"] == 1 and stats["pages"] >= 1
     events = [d["event_id"] for d in sub.events()]
     assert len(events) == len(set(events)) == 2
