@@ -71,9 +71,9 @@ PUBLISH_AFTER = 0.25
 """Units after the walk's jump: the event finds the client in its new cell."""
 EVENT_TYPES = frozenset({m.DELIVER, m.LOCAL, m.PAGE})
 """Last-mile messages that carry the event's id."""
-CLIENT_ROUTED = frozenset({m.REPLY, m.REPORT, m.HELLO})
-"""Last-mile messages a client originates; every relay hop keeps the client's message id."""
-LAST_MILE = EVENT_TYPES | CLIENT_ROUTED
+CLIENT_ROUTED = m.LAST_MILE - EVENT_TYPES
+"""Last-mile messages a client originates (REPLY, REPORT, HELLO); every relay hop keeps the
+client's message id."""
 
 
 class AttributionError(ValueError):
@@ -125,7 +125,7 @@ class CostCounter:
     def add(self, node: int, event: str, attrs: Mapping[str, Any]) -> None:
         if event == "tx":
             mtype = attrs["msg_type"]
-            if mtype in LAST_MILE:
+            if mtype in m.LAST_MILE:
                 self._tx(node, int(mtype), str(attrs["event_id"]))
         elif event == "subscribe" and node in self.clients:
             topic = str(attrs["topic"])

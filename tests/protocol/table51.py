@@ -28,7 +28,6 @@ from meshsub.protocols.puma.backbone import Backbone
 
 SIDE = 25
 DURATION = 12
-LAST_MILE = frozenset({m.DELIVER, m.LOCAL, m.REPLY, m.PAGE, m.REPORT, m.HELLO})
 
 
 @dataclass
@@ -97,7 +96,7 @@ class Table51:
                     totals.events += 1
                     net.run(until=start + unit + 0.9)
                     run_delivered += len(net.deliveries(eid))
-            txs = [tx for tx in w.txs(start + 0.5, LAST_MILE) if tx.time < start + DURATION + 1]
+            txs = [tx for tx in w.txs(start + 0.5, m.LAST_MILE) if tx.time < start + DURATION + 1]
             run_system = len(txs)
             totals.client += sum(1 for tx in txs if tx.src == client)
             net.unsubscribe(client, "s")

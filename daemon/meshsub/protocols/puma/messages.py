@@ -41,6 +41,11 @@ PAGE = FIRST_PROTOCOL_TYPE + 13
 ROUTED = frozenset({REPLY, HELLO, REPORT, REFRESH, UNSUBSCRIBE})
 """Types carried in a ``Routed`` envelope towards ``dest``."""
 
+LAST_MILE = frozenset({DELIVER, LOCAL, REPLY, PAGE, REPORT, HELLO})
+"""The messages a system cost counts (Zheng 2008, §5.4.1): the delivery below the previous
+broker, the client's replies, hand-overs and reports with their relay, and pages; not the
+backbone's subscription tree, nor BEACONs."""
+
 KINDS: dict[int, MsgKind] = {
     BEACON: MsgKind.BEACON,
     SUBSCRIBE: MsgKind.SUBSCRIPTION,
