@@ -116,7 +116,9 @@ def test_a_reference_crashes_and_deliveries_resume_on_the_virtual_mesh(
     faults = res.manifest["stats"]["medium"]["faults"]
     assert [(f["action"], f["nodes"], f["error"]) for f in faults] == \
         [("crash", [DEAD_REF], None)], faults
-    killed_s = faults[0]["at_s"] + faults[0]["took_s"]  # systemctl kill returned by then
+    # the SIGKILL was sent by then (systemctl kill returned); the stop that follows it
+    # can take seconds more on a busy host and says nothing about when the daemon died
+    killed_s = faults[0]["effective_s"]
     expected = check_repair(run_records(res.out), res.t0 * 1e9, (res.t0 + killed_s) * 1e9)
     seen = set()
     for node, report in res.agents.items():
