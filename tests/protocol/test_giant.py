@@ -458,3 +458,30 @@ def test_a_broker_that_lost_a_ferry_the_ferry_kept_gets_its_contact_back() -> No
     d.net.feed(b, NeighborUp(d.net.now, NeighborInfo(f)))  # and hears it again
     d.net.run(until=d.net.now + 0.5)
     assert f in broker._contacts
+
+
+def test_a_broker_that_learns_its_cell_after_a_ferry_greeted_it_takes_the_contact_up() -> None:
+    # On a device the ferry's HELLO can come before the broker's first fix: a broker that
+    # does not know its cell cannot check the ferry's, so it waits; once it knows its cell
+    # it must take up the ferry it heard and greet it with that cell, or the ferry passes
+    # by without the advertisement (a virtual-mesh run lost a whole ferry round so).
+    base = {"unit_s": UNIT, "cols": 20, "rows": 20}
+    net = Net({}, delay=0.001)
+    phb = Giant(1, params=parse_params(GiantParams, {**base, "role": "broker",
+                                                     "adverts": ["temp"]}), seed=1)
+    ferry = Giant(100, params=parse_params(GiantParams, {**base, "role": "ferry"}), seed=100)
+    net.nodes.update({1: phb, 100: ferry})
+    net.run(until=0.01)
+    net.feed(100, PositionChanged(net.now, Position(50.0, 50.0)))  # cell (0, 0)
+    net.link(100, 1)
+    net.run(until=net.now + 1.0)
+    assert phb.cell is None and 100 not in phb._contacts and not carried_by(ferry)
+    net.feed(1, PositionChanged(net.now, Position(40.0, 60.0)))  # the broker's first fix
+    net.run(until=net.now + 1.0)
+    assert phb.cell == Cell(0, 0) and 100 in phb._contacts and 1 in ferry._contacts
+    assert [msg.type for msg in carried_by(ferry)] == [gm.ADV]
+
+
+def carried_by(ferry: Giant) -> list[Message]:
+    assert ferry.carried is not None
+    return list(ferry.carried.buffer)

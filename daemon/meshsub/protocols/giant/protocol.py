@@ -169,8 +169,7 @@ class Giant(Protocol):
             if self.role is Role.BROKER:
                 for topic in self.params.adverts:
                     self._advertise(topic)
-            else:
-                self._ferry_changed_cell()
+            self._changed_cell()
 
     def on_neighbor_up(self, info: NeighborInfo) -> None:
         if {ROLE_NAMES[c] for c in info.capabilities if c in ROLE_NAMES} == {self.role}:
@@ -298,12 +297,12 @@ class Giant(Protocol):
             return  # brokers never exchange with brokers, nor ferries with ferries (§6.2)
         if not hello.ferry and hello.cell is None:
             return  # a broker that does not know its cell yet
-        if self.role is Role.BROKER and self.cell is None:
-            return
         for evicted in self._heard.hear(sender, hello, self.now).evicted:
             self.drop("peers_full", peer=evicted)
             self._said.pop(evicted, None)
             self._end_contact(evicted)
+        if self.role is Role.BROKER and self.cell is None:
+            return  # kept in _heard: taken up when the broker learns its cell (_changed_cell)
         if sender in self._said and self._said[sender] != self.cell:
             self._say_hello(sender)  # it heard us where we no longer are
         if not self._in_cell(hello):
@@ -351,13 +350,19 @@ class Giant(Protocol):
             self._undo_handover(message.id)
         return self._contacts.pop(peer, None) is not None
 
-    def _ferry_changed_cell(self) -> None:
-        """A ferry that walked into another cell says so to the brokers it hears, and
-        reconsiders its contacts: it may now be in one's cell, or have left one's."""
+    def _changed_cell(self) -> None:
+        """A node whose cell changed or became known says so to the peers it greeted, and
+        reconsiders the peers it heard: a contact may begin or end.
+
+        A ferry walks into another cell. A broker learns its cell from its first fix,
+        which on a device can come after a ferry greeted it: it could not check that
+        ferry's cell then, and the ferry ignored the broker's cell-less HELLO, so
+        without this neither would start the contact before the ferry moved on.
+        """
         for peer in list(self._said):
             self._say_hello(peer)
-        for broker, heard in list(self._heard.items()):
-            self._on_hello(broker, heard.state)
+        for peer, heard in list(self._heard.items()):
+            self._on_hello(peer, heard.state)
 
     def _enqueue(self, peer: NodeId, message: Message) -> None:
         self._outbox.setdefault(peer, deque()).append(message)
