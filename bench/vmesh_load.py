@@ -48,11 +48,13 @@ class LoadRun:
 
     def carried(self, tick_s: float, cores: int) -> tuple[bool, list[str]]:
         """Whether the host kept up, and why not: every daemon found its radio
-        neighbours before t0, the medium's ticks ran on time (late by less than a tick,
-        none merged) and the host's CPU stayed below 90 % of its cores on average."""
+        neighbours (and, with GPS, its fix) before t0, the medium's ticks ran on time
+        (late by less than a tick, none merged) and the host's CPU stayed below 90 % of
+        its cores on average."""
         why = []
         if not self.settle.get("complete"):
-            why.append(f"{len(self.settle.get('missing', {}))} daemons did not converge")
+            why.append(f"{len(self.settle.get('missing', {}))} daemons did not converge, "
+                       f"{len(self.settle.get('unfixed', []))} had no position fix")
         late = self.medium.get("late_max_s")
         if late is None or late >= tick_s:
             why.append(f"medium ticks late by up to {late} s")

@@ -173,7 +173,8 @@ def run_on_vmesh(scenario: Scenario, opts: RunOptions) -> VmeshRunResult:
             f"({deployment.changed} changes)")
 
         t = time.monotonic()
-        settled = _settle(devmap, start_links, opts.settle_timeout_s, log)
+        settled = _settle(devmap, start_links, opts.settle_timeout_s, log,
+                          positions=scenario.gps.enabled)
         timings["settle_s"] = time.monotonic() - t
         t0, settled["agents"] = start_agents(devmap, plan, scenario.end_s, opts.lead_s, log)
         clock.t0 = t0  # the feeder's positions follow the clock from now on
@@ -276,15 +277,27 @@ def _write_inventory(scenario: Scenario, plan: Plan, up: lifecycle.UpResult,
 
 
 def _settle(devmap: dict[int, NodePlan], expected: dict[int, set[int]], timeout_s: float,
-            log: Log) -> dict[str, Any]:
-    """Wait until each daemon lists its radio neighbours (or the time is up; recorded)."""
+            log: Log, *, positions: bool = False) -> dict[str, Any]:
+    """Wait until each daemon lists its radio neighbours and, with ``positions`` (the
+    scenario's simulated GPS), has a position fix (or the time is up; recorded).
+
+    Without the fix a run would begin with devices that do not know where they are:
+    a location-aware protocol then spends its first seconds of the scenario on
+    start-up (a GIANT broker advertises only once it knows its cell; on a busy host
+    a fix can come seconds after the daemon's start), and t0 is when the scenario's
+    timeline assumes a ready fleet."""
     deadline = time.monotonic() + timeout_s
     missing: dict[int, set[int]] = {s: set(n) for s, n in expected.items() if n}
+    unfixed: set[int] = set(devmap) if positions else set()
 
     def still_missing(sid: int) -> set[int]:
         seen = devices.ctl_json(devmap[sid].container, "neighbors")
         have = {int(n["node"]) for n in seen} if isinstance(seen, list) else set()
         return expected[sid] - have
+
+    def has_fix(sid: int) -> bool:
+        status = devices.ctl_json(devmap[sid].container, "status")
+        return isinstance(status, dict) and status.get("position") is not None
 
     while True:
         asked = sorted(missing)
@@ -292,13 +305,21 @@ def _settle(devmap: dict[int, NodePlan], expected: dict[int, set[int]], timeout_
             missing[sid] = left
             if not left:
                 del missing[sid]
-        if not missing or time.monotonic() > deadline:
+        asked = sorted(unfixed)
+        unfixed -= {sid for sid, fix in zip(asked, devices.each(asked, has_fix), strict=True)
+                    if fix}
+        if not (missing or unfixed) or time.monotonic() > deadline:
             break
         time.sleep(1.0)
     if missing:
         log(f"{len(missing)} daemons still miss radio neighbours after {timeout_s:g} s: "
             + ", ".join(f"{s}: {sorted(m)}" for s, m in sorted(missing.items())[:5]))
-    return {"complete": not missing, "missing": {str(s): sorted(m) for s, m in missing.items()}}
+    if unfixed:
+        log(f"{len(unfixed)} daemons have no position fix after {timeout_s:g} s: "
+            + ", ".join(str(s) for s in sorted(unfixed)[:10]))
+    return {"complete": not (missing or unfixed),
+            "missing": {str(s): sorted(m) for s, m in missing.items()},
+            "unfixed": sorted(unfixed)}
 
 
 def _collect(devmap: dict[int, NodePlan], out: Path,
