@@ -174,6 +174,34 @@ def delivery(recs: list[Rec], t0_ns: int) -> tuple[int, int]:
     return len(want & got), len(want)
 
 
+PairKey = tuple[int, str, int, str]
+Pair = tuple[int, str, str]
+
+
+def pair_keys(recs: list[Rec], pairs: Iterable[Pair]) -> dict[PairKey, Pair]:
+    """(subscriber, subscription, publisher, event text) of each (node, sub_id, event_id):
+    the same pair in both tiers, whose event ids differ (epochs)."""
+    pubs = {r["event_id"]: r for r in by(recs, "publish")}
+    return {(n, s, pubs[e]["node"], pubs[e]["content"]): (n, s, e) for n, s, e in pairs}
+
+
+def spare(recs: list[Rec], t0_ns: int) -> dict[PairKey, float]:
+    """For each interested pair delivered: how long its subscription stayed in force after
+    the delivery (``inf`` for one never ended). A walker's subscription that ends 1.3 s
+    after the contact that brought its event is delivered in the simulator; on the
+    virtual mesh the same contact begins a discovery beacon and a medium update later."""
+    ends: dict[tuple[int, str], list[float]] = {}
+    for r in by(recs, "unsubscribe"):
+        ends.setdefault((r["node"], r["sub_id"]), []).append(at(r, t0_ns))
+    delivered = {(r["node"], r["sub_id"], r["event_id"]): at(r, t0_ns) for r in by(recs, "deliver")}
+    out = {}
+    for key, (n, s, e) in pair_keys(recs, interested(recs, t0_ns)).items():
+        if (n, s, e) in delivered:
+            t = delivered[(n, s, e)]
+            out[key] = min((u for u in ends.get((n, s), []) if u >= t), default=math.inf) - t
+    return out
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], list[Rec]]:
     out = tmp_path_factory.mktemp("structure") / "run"
