@@ -136,6 +136,11 @@ class Giant(Protocol):
         """The cell our latest HELLO to each neighbour gave."""
         self._outbox: dict[NodeId, deque[Message]] = {}
         self._inflight: dict[NodeId, int] = {}
+        """Bundles and advertisements ``_pump`` sent to each peer and not yet acknowledged
+        or given up (HELLOs are not counted: they do not go through the window). A peer
+        has an entry only while that count is positive, and at most ``max_peers`` peers
+        have one (``_pump``): acknowledgements of a peer's sends cannot grow it, nor can
+        peers that never become neighbours (forged ids, a contact that ended)."""
         self._handovers: dict[MessageId, _Handover] = {}
         self.stats: dict[str, int] = {"contacts": 0, "recruited": 0, "refused": 0,
                                       "bundles_delivered": 0, "advs_learned": 0,
@@ -250,7 +255,7 @@ class Giant(Protocol):
             self.drop("malformed", message, peer=sender)
 
     def on_reliable_acked(self, node: NodeId, message: Message) -> None:
-        self._inflight[node] = max(0, self._inflight.get(node, 0) - 1)
+        self._landed(node, message)
         if message.type == m.BUNDLE:
             if self.carried is not None:
                 self.carried.remove(message.id)
@@ -261,9 +266,20 @@ class Giant(Protocol):
         self._pump(node)
 
     def on_reliable_failed(self, node: NodeId, message: Message) -> None:
-        self._inflight[node] = max(0, self._inflight.get(node, 0) - 1)
+        self._landed(node, message)
         self._undo_handover(message.id)
         self._pump(node)
+
+    def _landed(self, node: NodeId, message: Message) -> None:
+        """A windowed send to ``node`` ended (acknowledged or given up): free its slot,
+        and the peer's entry with the last one."""
+        if message.type == m.HELLO:
+            return
+        left = self._inflight.get(node, 0) - 1
+        if left > 0:
+            self._inflight[node] = left
+        else:
+            self._inflight.pop(node, None)
 
     def _recorded_recruit(self, h: _Handover) -> None:
         """One telemetry record per recruitment, so that an evaluation can count the
@@ -364,7 +380,19 @@ class Giant(Protocol):
         self._pump(peer)
 
     def _pump(self, peer: NodeId) -> None:
+        """Send what is queued for ``peer`` while fewer than ``window`` are in flight to it.
+
+        The in-flight table is bounded by ``max_peers`` like the peers heard: a peer
+        without an entry while every slot holds a peer with sends in flight has its
+        contact ended and what was queued for it counted (``inflight_full``); a broker's
+        handovers are undone (recruited again later), a ferry keeps its bundles."""
         queue = self._outbox.get(peer)
+        if queue and peer not in self._inflight \
+                and len(self._inflight) >= self.params.max_peers:
+            for message in queue:
+                self.drop("inflight_full", message, peer=peer)
+            self._end_contact(peer)
+            return
         while queue and self._inflight.get(peer, 0) < self.params.window:
             message = queue.popleft()
             self._inflight[peer] = self._inflight.get(peer, 0) + 1
