@@ -12,22 +12,15 @@ exactly once, in order, ahead of a later event (docs/mqtt.md, "Deliveries").
 
 from __future__ import annotations
 
-import os
-import shutil
 import signal
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from mesh import ProtocolNode, protocol_mesh, wait_for
+from rootmarks import namespace_marks
 
-pytestmark = [
-    pytest.mark.root,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces, nftables)"),
-    pytest.mark.skipif(not all(shutil.which(t) for t in ("mosquitto_pub", "mosquitto_sub",
-                                                          "nft")),
-                       reason="needs mosquitto clients and nft"),
-]
+pytestmark = namespace_marks()
 PREFIX = "msub-drain"
 EVENTS = 20
 
