@@ -610,7 +610,7 @@ class Giant(Protocol):
                 self.drop("duplicate_bundle", message, peer=sender)
                 return
             self._ferry_takes(sender, message, self.now + bundle.remaining_s)
-            for peer, hello in self._contacts.items():
+            for peer, hello in list(self._contacts.items()):  # _pump may end one
                 if hello.cell == bundle.receiver and message.id in self.carried.buffer:
                     self._enqueue(peer, message)
             return
