@@ -183,5 +183,7 @@ def test_giant_in_flight_counts_stay_bounded(ops: list[tuple[str, int, int]]) ->
         for proto in (broker, ferry):
             assert len(proto._inflight) <= 3
             assert all(1 <= n <= 2 for n in proto._inflight.values()), proto._inflight
+            assert set(proto._outbox) <= set(proto._inflight)  # only behind a full window
     d.net.run(until=d.net.now + 60.0)  # every send given up
     assert broker._inflight == {} and ferry._inflight == {}
+    assert broker._outbox == {} and ferry._outbox == {}

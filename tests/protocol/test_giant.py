@@ -468,6 +468,22 @@ def test_the_in_flight_counts_are_bounded_and_end_with_their_sends() -> None:
     assert broker._inflight == {} and d.node(f)._inflight == {}
 
 
+def test_advertisements_from_peers_never_heard_leave_no_queue_behind() -> None:
+    # a broker gives an advertisement back to whoever brought it, heard or not (its HELLO
+    # may come later); forged senders used to leave an empty queue each, for ever
+    d = two_brokers()
+    b = d.broker[Cell(0, 0)]
+    broker = d.at((0, 0))
+    for k, forged in enumerate(range(600, 610)):
+        adv = gm.Adv(f"x{k}", Cell(5, 5), (), 100.0).encode()
+        d.net.feed(b, FrameReceived(1.0 + 0.01 * k, forged,
+                                    Message(gm.ADV, MessageId(forged, 0, 1), adv)))
+    assert set(broker._inflight) == set(range(600, 610))  # each given its ADV back
+    d.net.run(until=30.0)  # no forged sender acknowledges: every send given up
+    assert broker._outbox == {} and broker._inflight == {}
+    assert broker.stats["advs_learned"] == 10
+
+
 def test_hellos_do_not_take_the_window_of_bundles() -> None:
     # a HELLO's acknowledgement used to free a bundle's slot: with window = 1 a second
     # bundle or advertisement went out while the first still awaited its acknowledgement

@@ -135,6 +135,8 @@ class Giant(Protocol):
         self._said: dict[NodeId, Cell | None] = {}
         """The cell our latest HELLO to each neighbour gave."""
         self._outbox: dict[NodeId, deque[Message]] = {}
+        """What waits for a slot of each peer's window; a peer has an entry only while
+        something waits (so only peers with ``window`` sends in flight: ``max_peers``)."""
         self._inflight: dict[NodeId, int] = {}
         """Bundles and advertisements ``_pump`` sent to each peer and not yet acknowledged
         or given up (HELLOs are not counted: they do not go through the window). A peer
@@ -397,6 +399,8 @@ class Giant(Protocol):
             message = queue.popleft()
             self._inflight[peer] = self._inflight.get(peer, 0) + 1
             self.send_reliable(peer, message)
+        if queue is not None and not queue:  # an empty queue per peer ever sent to: a leak
+            del self._outbox[peer]
 
     def _adv_summary(self) -> tuple[MessageId, ...]:
         if self.carried is None:
