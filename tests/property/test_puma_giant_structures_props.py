@@ -4,7 +4,9 @@ Routed inner bodies (REPLY, REFRESH, UNSUBSCRIBE, HELLO/REPORT) raise only body
 errors; HLD's hot/cold split (Zheng 2008, §5.3.1, Problem 5.2) is the minimal
 ranked prefix reaching ``th``; paging's flood is a tree over the diamond; the
 ferry store keeps one copy per (item, receiver) and never exceeds its capacity
-(every drop counted); the lease table never exceeds its capacity.
+(every drop counted); the lease table never exceeds its capacity; GIANT's per-peer
+in-flight counts stay within ``max_peers`` peers and ``window`` each, whatever peers
+claim contact, and none is left once every send ended.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from typing import Any
 from harness import BodiesOutOfIndex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_giant import two_brokers
 
-from meshsub.core.api import Message, MessageId
+from meshsub.core.api import FrameReceived, Message, MessageId, NeighborDown
 from meshsub.core.bodies import BodyError
 from meshsub.core.buffer import DropPolicy
 from meshsub.core.grid import Cell, manhattan
@@ -153,3 +156,34 @@ def test_lease_table_never_exceeds_its_capacity(capacity: int,
         assert len(table) <= capacity
         if outcome is Upsert.FULL:
             assert key not in table
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.sampled_from(["hello", "down", "wait"]), st.integers(500, 507),
+                          st.integers(0, 4)), max_size=30))
+def test_giant_in_flight_counts_stay_bounded(ops: list[tuple[str, int, int]]) -> None:
+    """Forged peers (an insider with the fleet key can claim any id) greet a broker as
+    ferries and a ferry that carries an advertisement as brokers; nobody acknowledges."""
+    d = two_brokers(max_peers=3, window=2)
+    f = d.ferries[0]
+    d.visit(f, (0, 0), 1.0)  # the ferry now carries the broker's advertisement
+    broker, ferry = d.at((0, 0)), d.node(f)
+    as_ferry = gm.Hello(True, Cell(0, 0), ()).encode()
+    for seq, (op, peer, x) in enumerate(ops, start=1):
+        if op == "hello":
+            d.net.feed(broker.node, FrameReceived(d.net.now, peer, Message(
+                gm.HELLO, MessageId(peer, 0, seq), as_ferry)))
+            d.net.feed(f, FrameReceived(d.net.now, peer, Message(
+                gm.HELLO, MessageId(peer, 1, seq), gm.Hello(False, Cell(x, 0), ()).encode())))
+        elif op == "down":
+            d.net.feed(broker.node, NeighborDown(d.net.now, peer))
+            d.net.feed(f, NeighborDown(d.net.now, peer))
+        else:
+            d.net.run(until=d.net.now + 0.3 * x)
+        for proto in (broker, ferry):
+            assert len(proto._inflight) <= 3
+            assert all(1 <= n <= 2 for n in proto._inflight.values()), proto._inflight
+            assert set(proto._outbox) <= set(proto._inflight)  # only behind a full window
+    d.net.run(until=d.net.now + 60.0)  # every send given up
+    assert broker._inflight == {} and ferry._inflight == {}
+    assert broker._outbox == {} and ferry._outbox == {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -440,6 +441,70 @@ def test_the_peers_heard_are_bounded_and_the_stalest_make_room() -> None:
     d.visit(f, (0, 0), 10)
     assert len(d.net.drops("peers_full")) == 3 and 502 not in broker._heard
     assert any(msg.type == gm.ADV for msg in carried(d, f))
+
+
+def test_the_in_flight_counts_are_bounded_and_end_with_their_sends() -> None:
+    # forged ferry ids in a broker's cell: each gets the broker's advertisement, which no
+    # one acknowledges; the evicted contacts' sends stay in flight until given up
+    d = two_brokers(max_peers=3)
+    b = d.broker[Cell(0, 0)]
+    broker = d.at((0, 0))
+    hello = gm.Hello(True, Cell(0, 0), ()).encode()
+    most = 0
+    for k, forged in enumerate(range(500, 506)):
+        d.net.feed(b, FrameReceived(1.0 + 0.1 * k, forged,
+                                    Message(gm.HELLO, MessageId(forged, 0, 1), hello)))
+        most = max(most, len(broker._inflight))
+    assert most == 3  # max_peers, never more
+    refused = d.net.drops("inflight_full")
+    assert len(refused) == 3 and {e.attrs["peer"] for _, e in refused} == {503, 504, 505}
+    assert set(broker._contacts) == set()  # the refused contacts ended too
+    d.net.run(until=30.0)  # every advertisement given up: no entry is left behind
+    assert broker._inflight == {}
+    # a real ferry still makes contact and carries the advertisement away
+    f = d.ferries[0]
+    d.visit(f, (0, 0), 31)
+    assert any(msg.type == gm.ADV for msg in carried(d, f))
+    assert broker._inflight == {} and d.node(f)._inflight == {}
+
+
+def test_advertisements_from_peers_never_heard_leave_no_queue_behind() -> None:
+    # a broker gives an advertisement back to whoever brought it, heard or not (its HELLO
+    # may come later); forged senders used to leave an empty queue each, for ever
+    d = two_brokers()
+    b = d.broker[Cell(0, 0)]
+    broker = d.at((0, 0))
+    for k, forged in enumerate(range(600, 610)):
+        adv = gm.Adv(f"x{k}", Cell(5, 5), (), 100.0).encode()
+        d.net.feed(b, FrameReceived(1.0 + 0.01 * k, forged,
+                                    Message(gm.ADV, MessageId(forged, 0, 1), adv)))
+    assert set(broker._inflight) == set(range(600, 610))  # each given its ADV back
+    d.net.run(until=30.0)  # no forged sender acknowledges: every send given up
+    assert broker._outbox == {} and broker._inflight == {}
+    assert broker.stats["advs_learned"] == 10
+
+
+def test_hellos_do_not_take_the_window_of_bundles() -> None:
+    # a HELLO's acknowledgement used to free a bundle's slot: with window = 1 a second
+    # bundle or advertisement went out while the first still awaited its acknowledgement
+    d = two_brokers(window=1)
+    f = d.ferries[0]
+    worst = 0
+    for k, cell in enumerate([(0, 0), (4, 0), (0, 0), (4, 0)]):
+        b = d.broker[Cell(*cell)]
+        d.net.run(until=1 + 2 * k)
+        d.net.link(f, b)
+        end = d.net.now + 0.5
+        while d.net.now < end:
+            d.net.run(until=d.net.now + 0.0005)
+            for proto in (d.node(f), d.node(b)):
+                windowed = Counter(e.node for e in proto.reliable.pending.values()
+                                   if e.message.type != gm.HELLO)
+                worst = max([worst, *windowed.values()])
+        d.net.unlink(f, b)
+    assert worst == 1
+    assert d.at((4, 0)).stats["bundles_delivered"] == 0  # brokers deliver, ferries count
+    assert d.node(f).stats["bundles_delivered"] >= 1 and d.node(f)._inflight == {}
 
 
 def test_a_broker_that_lost_a_ferry_the_ferry_kept_gets_its_contact_back() -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
+import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -32,7 +34,7 @@ from meshsub.runtime.mqtt import (
     event_from_payload,
 )
 from meshsub.runtime.spool import TelemetrySpool
-from meshsub.runtime.store import LocalPublisher, Store, StoreError
+from meshsub.runtime.store import LocalPublisher, Store, StoreError, Undelivered
 
 NODE = 0x2A
 pytestmark = pytest.mark.skipif(not have_mosquitto(), reason="mosquitto not installed")
@@ -120,6 +122,38 @@ async def app_client(broker: Broker, *topics: str) -> AsyncIterator[aiomqtt.Clie
 
 async def next_message(client: aiomqtt.Client, timeout: float = 10.0) -> aiomqtt.Message:
     return await asyncio.wait_for(anext(client.messages), timeout)
+
+
+def persistent_app(broker: Broker, identifier: str) -> aiomqtt.Client:
+    """An application client whose session (and what the broker queued for it) persists
+    across its reconnections and the broker's restarts."""
+    props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+    props.SessionExpiryInterval = 300
+    return aiomqtt.Client("127.0.0.1", broker.port, identifier=identifier,
+                          protocol=aiomqtt.ProtocolVersion.V5, clean_start=False,
+                          properties=props)
+
+
+async def attrs_n(client: aiomqtt.Client) -> list[int]:
+    """The attribute ``n`` of every delivery that arrives until none comes for 0.5 s."""
+    got = []
+    with contextlib.suppress(TimeoutError):
+        while True:
+            got.append(json.loads((await next_message(client, 0.5)).payload)["attrs"]["n"])
+    return got
+
+
+async def subscribed_then_broker_away(bridge: MqttBridge, node: FakeNode,
+                                      app: Callable[[], aiomqtt.Client],
+                                      broker: Broker) -> None:
+    """The application subscribes ``s`` to ``t/#`` and reads its deliveries in a persistent
+    session; then the broker stops, so what the bridge delivers next queues."""
+    async with app() as client:
+        await client.subscribe("meshsub/deliver/#", qos=1)
+        await client.publish("meshsub/sub/s", b"t/#", qos=1, retain=True)
+        await until(lambda: "s" in node.subs, "subscription")
+    broker.stop()
+    await until(lambda: bridge.state != "connected", "disconnect")
 
 
 @contextlib.asynccontextmanager
@@ -286,21 +320,10 @@ async def test_broker_down_queues_then_delivers_once(broker: Broker, store: Stor
     dropped: list[tuple[str, MessageId, str]] = []
     bridge.on_drop = lambda *d: dropped.append(d)  # the node writes a drop record for each
     # the application keeps a persistent session; the broker saves it across its restart
-    app_props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
-    app_props.SessionExpiryInterval = 300
-
-    def app() -> aiomqtt.Client:
-        return aiomqtt.Client("127.0.0.1", broker.port, identifier="app-1",
-                              protocol=aiomqtt.ProtocolVersion.V5, clean_start=False,
-                              properties=app_props)
+    app = functools.partial(persistent_app, broker, "app-1")
 
     async with running(bridge):
-        async with app() as client:
-            await client.subscribe("meshsub/deliver/#", qos=1)
-            await client.publish("meshsub/sub/s", b"t/#", qos=1, retain=True)
-            await until(lambda: "s" in node.subs, "subscription")
-        broker.stop()
-        await until(lambda: bridge.state != "connected", "disconnect")
+        await subscribed_then_broker_away(bridge, node, app, broker)
         for n in range(1, 6):  # 5 deliveries into a queue of 3: the 2 oldest are dropped
             bridge.deliver(Deliver("s", parse_event(f"t/x n={n}"), MessageId(9, 1, n), 1))
         assert bridge.counters["dropped:queue_full"] == 2
@@ -311,10 +334,7 @@ async def test_broker_down_queues_then_delivers_once(broker: Broker, store: Stor
         await until(lambda: store.delivered_seen(MessageId(9, 1, 5), "s"), "delivered")
         assert bridge.counters["connects"] >= 2
         async with app() as client:
-            got = []
-            with contextlib.suppress(TimeoutError):
-                while True:
-                    got.append(json.loads((await next_message(client, 0.5)).payload)["attrs"]["n"])
+            got = await attrs_n(client)
     assert got == [3, 4, 5]
     assert [store.delivered_seen(MessageId(9, 1, n), "s") for n in range(1, 6)] == [
         False, False, True, True, True]
@@ -688,3 +708,70 @@ async def test_publication_goes_out_before_its_fsync_and_is_acked_after(
     await bridge.acks.settled()
     assert client._client.acks == [7] and synced
     bridge.acks.close()
+
+
+async def test_deliveries_queued_at_stop_arrive_once_after_restart(broker: Broker,
+                                                                   store: Store) -> None:
+    """The broker is away when the daemon stops: its queued deliveries are kept in the store
+    and published by the next process, in order and once each (the events behind them stay
+    marked seen, so nothing else would ever bring them again)."""
+    app = functools.partial(persistent_app, broker, "app-held")
+
+    def deliver(bridge: MqttBridge, n: int) -> None:
+        bridge.deliver(Deliver("s", parse_event(f"t/x n={n}"), MessageId(9, 1, n), 1))
+
+    settings = _settings(broker, held_max_bytes=350)
+    node = FakeNode()
+    first = _bridge(settings, store, node)
+    dropped: list[tuple[str, MessageId, str]] = []
+    first.on_drop = lambda *d: dropped.append(d)
+    async with running(first):
+        await subscribed_then_broker_away(first, node, app, broker)
+        for n in range(1, 5):  # 4 deliveries, room for the newest 3 (113 bytes each)
+            deliver(first, n)
+    assert first.counters["held_at_stop"] == 3 and first.counters["dropped:shutdown"] == 1
+    assert dropped == [("mqtt_shutdown", MessageId(9, 1, 1), "s")]
+    assert [u.event_id.seq for u in store.undelivered()] == [2, 3, 4]
+
+    await broker.start()
+    second = _bridge(settings, store, FakeNode(epoch=2))
+    async with running(second):
+        deliver(second, 3)  # the same event again (a neighbour's retransmission): not twice
+        deliver(second, 5)  # a new one goes after what the last process kept
+        await until(lambda: store.delivered_seen(MessageId(9, 1, 5), "s"), "delivered")
+        assert second.counters["restored"] == 3
+        assert second.counters["duplicate_delivery"] == 1
+        assert store.undelivered() == []
+    async with app() as client:
+        got = await attrs_n(client)
+    assert got == [2, 3, 4, 5]
+    third = _bridge(settings, store, FakeNode(epoch=3))
+    async with running(third):  # published and recorded: never again
+        assert third.counters["restored"] == 0
+
+
+async def test_kept_deliveries_that_cannot_be_read_stay_kept(
+        broker: Broker, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A start that cannot read what the last stop kept goes on, and its own stop does not
+    replace (lose, uncounted) the unread ones: it drops its own queue, counted."""
+    settings = _settings(broker)
+    held = Undelivered(MessageId(9, 1, 1), "s", "meshsub/deliver/s/t", b"{}")
+    store.undelivered_hold([held], limit=10, max_bytes=1000)
+    store.put_subscription("s", "t/#", source="mqtt")
+    real = store.undelivered
+
+    def broken() -> Any:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(store, "undelivered", broken)
+    bridge = _bridge(settings, store, FakeNode())
+    dropped: list[tuple[str, MessageId, str]] = []
+    bridge.on_drop = lambda *d: dropped.append(d)
+    await bridge.start()
+    broker.stop()
+    bridge.deliver(Deliver("s", parse_event("t/x n=2"), MessageId(9, 1, 2), 1))
+    await bridge.stop()
+    assert bridge.counters["store_errors"] == 2 and bridge.counters["restored"] == 0
+    assert dropped == [("mqtt_shutdown", MessageId(9, 1, 2), "s")]
+    monkeypatch.setattr(store, "undelivered", real)
+    assert store.undelivered() == [held]

@@ -24,6 +24,7 @@ from meshsub.runtime.store import (
     SqliteBufferStore,
     Store,
     StoreError,
+    Undelivered,
 )
 
 
@@ -144,6 +145,50 @@ def test_delivered_cache_is_bounded(tmp_path: Path) -> None:
         assert s.delivered_seen(*pairs[15])
         assert s.delivered_seen(*pairs[24])
         assert not s.delivered_seen(MessageId(1, 1, 24), "other")
+
+
+def _held(n: int, sub: str = "app/s", body: int = 10) -> Undelivered:
+    return Undelivered(MessageId(9, 1, n), sub, f"meshsub/deliver/{sub}/t", b"x" * body)
+
+
+def test_undelivered_deliveries_survive_a_restart_in_order(tmp_path: Path) -> None:
+    items = [_held(n) for n in (3, 1, 2)] + [_held(1, "app/other")]
+    with Store.in_state_dir(tmp_path) as s:
+        assert s.undelivered() == []
+        assert s.undelivered_hold(items, limit=10, max_bytes=10_000) == []
+    with Store.in_state_dir(tmp_path) as s:
+        assert s.undelivered() == items  # queue order, payloads byte for byte
+        # acknowledged by the broker: forgotten in the delivered commit, the rest stays
+        s.delivered_add([(MessageId(9, 1, 1), "app/s")])
+        assert s.undelivered() == [items[0], items[2], items[3]]
+        # the next stop replaces what is held by what its queue still has
+        assert s.undelivered_hold([items[3]], limit=10, max_bytes=10_000) == []
+        assert s.undelivered() == [items[3]]
+        assert s.undelivered_hold([], limit=10, max_bytes=10_000) == []
+        assert s.undelivered() == []
+
+
+def test_undelivered_deliveries_are_bounded_by_entries_and_bytes(store: Store) -> None:
+    items = [_held(n, body=100) for n in range(1, 8)]
+    size = items[0].size
+    # the newest that fit are kept (the queue drops its oldest too); the rest are returned
+    assert store.undelivered_hold(items, limit=3, max_bytes=10_000) == items[:4]
+    assert store.undelivered() == items[4:]
+    assert store.undelivered_hold(items, limit=10, max_bytes=2 * size + 1) == items[:5]
+    assert store.undelivered() == items[5:]
+    assert store.undelivered_hold(items, limit=10, max_bytes=size - 1) == items
+    assert store.undelivered() == []
+
+
+def test_a_version_2_database_gains_the_undelivered_table(tmp_path: Path) -> None:
+    with Store.in_state_dir(tmp_path) as s:
+        s.put_subscription("a", "t")
+        s._db.executescript("DROP TABLE undelivered; PRAGMA user_version=2;")
+    with Store.in_state_dir(tmp_path) as s:
+        assert s.schema_version == SCHEMA_VERSION == 3
+        assert s.subscriptions() == {"a": "t"}
+        assert s.undelivered_hold([_held(1)], limit=1, max_bytes=100) == []
+        assert s.undelivered() == [_held(1)]
 
 
 def test_buffer_store_follows_the_protocol(store: Store) -> None:

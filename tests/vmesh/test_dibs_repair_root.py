@@ -50,11 +50,10 @@ def check_repair(all_recs: list[Rec], t0_ns: float,
                  crash_ns: float) -> set[tuple[int, str, str]]:
     """Deliveries before and after the crash, each once; the tree before and after it.
 
-    Only the records of the devices that lived are read: a killed daemon never
-    closes its telemetry file, so the virtual mesh has none of reference 1's
-    (the simulator has them; they are left out there too). ``crash_ns``: when
-    reference 1 was gone. Returns the expected (node, sub_id, event_id)
-    deliveries.
+    Only the records of the devices that lived are read, in both tiers: the repair
+    is theirs (``check_crashed_collected`` checks that the virtual mesh has
+    reference 1's up to the kill). ``crash_ns``: when reference 1 was gone.
+    Returns the expected (node, sub_id, event_id) deliveries.
     """
     recs = [r for r in all_recs if r["node"] != DEAD_REF]
     pubs = {r["event_id"]: r for r in recs if r["event"] == "publish"}
@@ -97,6 +96,17 @@ def check_repair(all_recs: list[Rec], t0_ns: float,
     return expected
 
 
+def check_crashed_collected(all_recs: list[Rec], t0_ns: float, crash_ns: float) -> None:
+    """The killed reference never closed its telemetry file; the collection after the run
+    has its records all the same (docs/vmesh.md, RUNDIR): one epoch, numbered without a
+    gap from 0 (the torn last line cut), the scenario's before the kill, none after it."""
+    dead = [r for r in all_recs if r["node"] == DEAD_REF]
+    assert len({r["epoch"] for r in dead}) == 1, {r["epoch"] for r in dead}
+    assert sorted(r["rec"] for r in dead) == list(range(len(dead)))
+    assert max(r["ts_ns"] for r in dead) <= crash_ns
+    assert any(r["event"] == "rx" and r["ts_ns"] >= t0_ns for r in dead)
+
+
 def test_dibs_repair_in_the_simulator(tmp_path: Path) -> None:
     from simhelpers import read_run
 
@@ -119,7 +129,9 @@ def test_a_reference_crashes_and_deliveries_resume_on_the_virtual_mesh(
     # the SIGKILL was sent by then (systemctl kill returned); the stop that follows it
     # can take seconds more on a busy host and says nothing about when the daemon died
     killed_s = faults[0]["effective_s"]
-    expected = check_repair(run_records(res.out), res.t0 * 1e9, (res.t0 + killed_s) * 1e9)
+    recs = run_records(res.out)
+    expected = check_repair(recs, res.t0 * 1e9, (res.t0 + killed_s) * 1e9)
+    check_crashed_collected(recs, res.t0 * 1e9, (res.t0 + killed_s) * 1e9)
     seen = set()
     for node, report in res.agents.items():
         if node == DEAD_REF:

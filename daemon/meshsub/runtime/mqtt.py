@@ -24,6 +24,12 @@ acknowledged therefore survives a SIGKILL; one not yet acknowledged is
 redelivered by the broker, and a redelivery of an already persisted packet is
 recognised by (packet id, digest) and acknowledged without a second event.
 
+Deliveries the broker has not acknowledged when the daemon stops (the broker
+away or slower than the mesh for the 2 s the stop drains) are kept in the store
+and published at the next start, ahead of anything new and once each: the
+events behind them are already marked seen, so nothing else would bring them
+again (``Store.undelivered_hold``; bounded, the refused are counted drops).
+
 Loops: everything the daemon publishes lives under ``deliver``/``error``/
 the telemetry topic and carries provenance user properties; its subscriptions use
 "no local"; an incoming message that carries our provenance is dropped
@@ -80,7 +86,14 @@ from meshsub.runtime.mqttwindow import (
     follow_receive_maximum,
     publish_window,
 )
-from meshsub.runtime.store import Ingress, LocalPublisher, OutboxFullError, Store, StoreError
+from meshsub.runtime.store import (
+    Ingress,
+    LocalPublisher,
+    OutboxFullError,
+    Store,
+    StoreError,
+    Undelivered,
+)
 
 log = get_logger("meshsub.mqtt")
 
@@ -128,7 +141,10 @@ class MqttSettings:
     reconnect_min_s: float = 0.5
     reconnect_max_s: float = 30.0
     queue_limit: int = 1000
-    """Outgoing messages held while the broker is away; beyond it the oldest is dropped."""
+    """Outgoing messages held while the broker is away; beyond it the oldest is dropped.
+    Also the most deliveries a stop keeps in the store for the next start."""
+    held_max_bytes: int = 8 * 1024 * 1024
+    """Bytes (topics and payloads) of the deliveries a stop keeps for the next start."""
     max_payload_bytes: int = 65536
     batch_limit: int = 256
     max_subscriptions: int = 1000
@@ -152,8 +168,10 @@ class MqttSettings:
             )
         if not 0 < self.port < 65536:
             raise ValueError(f"mqtt port {self.port} out of range")
-        if self.queue_limit < 1 or self.batch_limit < 1 or self.max_subscriptions < 1:
-            raise ValueError("mqtt queue_limit, batch_limit and max_subscriptions must be positive")
+        if min(self.queue_limit, self.batch_limit, self.max_subscriptions,
+               self.held_max_bytes) < 1:
+            raise ValueError("mqtt queue_limit, batch_limit, max_subscriptions and "
+                             "held_max_bytes must be positive")
         if (self.tls_cert_file is None) != (self.tls_key_file is None):
             raise ValueError("mqtt tls_cert_file and tls_key_file go together")
         if not 0 < self.reconnect_min_s <= self.reconnect_max_s:
@@ -333,6 +351,8 @@ class MqttBridge:
         """Each MQTT subscription's core subscription ids (more than one for a disjunction)."""
         self._in_flight: set[tuple[MessageId, str]] = set()
         self._to_record: list[tuple[MessageId, str]] = []
+        self._unread_held = False
+        """The deliveries the last stop kept could not be read at start (they stay kept)."""
         self._task: asyncio.Task[None] | None = None
         self._broker_dropped: int | None = None
         """The broker's cumulative dropped-publication count when we last read it."""
@@ -358,6 +378,7 @@ class MqttBridge:
                 continue
             self.subscriptions[sub_id] = text
             self._subscribe_members(sub_id, alternatives)
+        self._restore_undelivered()
         self.state = "connecting"
         self._task = asyncio.get_running_loop().create_task(self._run(), name="mqtt-bridge")
 
@@ -393,12 +414,58 @@ class MqttBridge:
         self._task = None
         self.acks.close()
         self._record_delivered()
-        if self._out:
-            self.counters["dropped:shutdown"] += len(self._out)
-            for item in self._out:
-                self._dropped("mqtt_shutdown", item)
-            log.warning("undelivered MQTT messages at shutdown", count=len(self._out))
+        self._hold_undelivered()
         self.state = "stopped"
+
+    def _hold_undelivered(self) -> None:
+        """Keep the deliveries the broker has not acknowledged in the store for the next
+        start (``Store.undelivered_hold`` says why); what the bound or a failing store
+        refuses is dropped, counted (``dropped:shutdown``) and recorded (``mqtt_shutdown``).
+        Error reports (QoS 0, no promise) are not kept."""
+        items = [Undelivered(*item.delivered, item.topic, item.payload)
+                 for item in self._out if item.delivered is not None]
+        self.counters["dropped:error_report"] += len(self._out) - len(items)
+        self._out.clear()
+        try:
+            if self._unread_held:  # replacing would lose, uncounted, what could not be read
+                raise StoreError("the deliveries kept at the last stop could not be read")
+            refused = self.store.undelivered_hold(items, limit=self.settings.queue_limit,
+                                                  max_bytes=self.settings.held_max_bytes)
+        except (StoreError, sqlite3.Error) as exc:
+            self.counters["store_errors"] += 1
+            log.error("cannot keep undelivered MQTT deliveries for the next start", exc=exc)
+            refused = items
+        self.counters["held_at_stop"] += len(items) - len(refused)
+        if refused:
+            self.counters["dropped:shutdown"] += len(refused)
+            for u in refused:
+                if self.on_drop is not None:
+                    self._call(self.on_drop, "mqtt_shutdown", u.event_id, u.sub_id)
+            log.warning("undelivered MQTT deliveries dropped at shutdown", count=len(refused))
+        if len(items) > len(refused):
+            log.info("undelivered MQTT deliveries kept for the next start",
+                     count=len(items) - len(refused))
+
+    def _restore_undelivered(self) -> None:
+        """Queue what the previous process kept at its stop, in its order, ahead of every new
+        delivery; each is published once (``_in_flight`` refuses the same pair again, and
+        the store forgets it when the broker acknowledged it)."""
+        try:
+            held = self.store.undelivered()
+            fresh = [u for u in held if not self.store.delivered_seen(u.event_id, u.sub_id)]
+        except (sqlite3.Error, ValueError) as exc:  # they stay in the store; the start goes on
+            self.counters["store_errors"] += 1
+            self._unread_held = True
+            log.error("cannot read the deliveries kept at the last stop", exc=exc)
+            return
+        for u in fresh:
+            key = (u.event_id, u.sub_id)
+            self._in_flight.add(key)
+            self._enqueue(_Outgoing(u.topic, u.payload, 1,
+                                    provenance(self.node, u.event_id.origin, u.event_id), key))
+        self.counters["restored"] += len(fresh)
+        if fresh:
+            log.info("queued the deliveries kept at the last stop", count=len(fresh))
 
     async def _drained(self) -> None:
         while self._out or not self._idle.is_set():
@@ -427,7 +494,8 @@ class MqttBridge:
 
         Each (event id, subscription) is published once, across reconnects
         and restarts: ids are remembered (in the store) once the broker
-        acknowledged the delivery.
+        acknowledged the delivery, and one still queued at a stop is kept for the
+        next start (``_hold_undelivered``).
         """
         if delivery.sub_id not in self.subscriptions:
             return False

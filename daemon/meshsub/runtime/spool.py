@@ -123,6 +123,13 @@ def current_name(epoch: int, n: int) -> str:
     return f".current-{epoch}-{n}.jsonl"
 
 
+def complete_lines(data: bytes) -> bytes:
+    """The records of a file a process left open when it died: everything up to its last
+    newline (the line it was writing is torn; records are written whole, so nothing
+    before it is)."""
+    return data[:data.rfind(b"\n") + 1]
+
+
 def file_key(name: str, node: int) -> tuple[int, int, bool] | None:
     """(epoch, n, closed) of one of ``node``'s spool files, None for any other name."""
     if m := _CLOSED.match(name):
@@ -460,7 +467,7 @@ class TelemetrySpool:
             path = Path(entry.path)
             try:
                 data = path.read_bytes()
-                cut = data.rfind(b"\n") + 1
+                cut = len(complete_lines(data))
                 if cut < len(data):
                     self.counters["torn_lines"] += 1
                     with open(path, "r+b") as fh:

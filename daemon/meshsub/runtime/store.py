@@ -4,11 +4,13 @@ What lives here is what must survive a restart (or a SIGKILL, or a pulled
 power plug): local subscriptions, the outbox of accepted local publications,
 the boot epoch, per-origin sequence state, the replay state of every
 transmitter heard (so a frame captured before a restart is still a replay
-after it), the delivered-ids cache and the store-carry-forward buffer, and
-how far the broker acknowledged the live telemetry feed.
+after it), the delivered-ids cache, the deliveries a stopping daemon could not
+hand to the broker (``undelivered``), the store-carry-forward buffer, and how far
+the broker acknowledged the live telemetry feed.
 
 Size: every table is bounded by its owner (the buffer by its byte cap, the
-replay table by its transmitter limit, the delivered cache by its capacity),
+replay table by its transmitter limit, the delivered cache by its capacity, the
+undelivered deliveries by the caller's entries and bytes),
 and the write-ahead log is checkpointed every ``WAL_CHECKPOINT_PAGES`` pages
 and truncated to ``WAL_LIMIT_BYTES``, so the files stay within those bounds.
 
@@ -43,7 +45,7 @@ from meshsub.core.syntax import format_event, parse_event
 from meshsub.wire.replay import ReplayWindow
 
 DB_NAME = "meshsub.db"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 WAL_CHECKPOINT_PAGES = 256
 """Checkpoint the write-ahead log at about 1 MB (SQLite's default is 4 MB)."""
 WAL_LIMIT_BYTES = 1_048_576
@@ -96,6 +98,16 @@ _MIGRATIONS: tuple[str, ...] = (
         heard REAL NOT NULL
     );
     """,
+    """
+    CREATE TABLE undelivered (
+        ord INTEGER PRIMARY KEY AUTOINCREMENT,
+        event_id TEXT NOT NULL,
+        sub_id TEXT NOT NULL,
+        topic TEXT NOT NULL,
+        payload BLOB NOT NULL,
+        UNIQUE (event_id, sub_id)
+    );
+    """,
 )
 
 
@@ -120,6 +132,24 @@ class Ingress:
 
     mid: int
     digest: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Undelivered:
+    """A delivery to a local MQTT subscriber the broker had not acknowledged when the
+    daemon stopped: published at the next start, ahead of anything new."""
+
+    event_id: MessageId
+    sub_id: str
+    topic: str
+    """The MQTT topic (``<p>/deliver/<sub_id>/<event topic>``)."""
+    payload: bytes
+    """The delivery's JSON object as it was to be published."""
+
+    @property
+    def size(self) -> int:
+        """Bytes it takes against the byte bound (topic and payload)."""
+        return len(self.topic.encode()) + len(self.payload)
 
 
 class Store:
@@ -456,12 +486,15 @@ class Store:
         return row is not None
 
     def delivered_add(self, pairs: Iterable[tuple[MessageId, str]]) -> None:
-        """Remember deliveries; only the newest ``delivered_capacity`` are kept."""
+        """Remember deliveries; only the newest ``delivered_capacity`` are kept.
+
+        A delivery held by ``undelivered_hold`` is forgotten there in the same commit:
+        it is published exactly once, whenever the process stops again."""
+        rows = [(str(e), s) for e, s in pairs]
         with self.transaction(durable=False) as db:
-            db.executemany(
-                "INSERT OR IGNORE INTO delivered (event_id, sub_id) VALUES (?, ?)",
-                [(str(e), s) for e, s in pairs],
-            )
+            db.executemany("INSERT OR IGNORE INTO delivered (event_id, sub_id) VALUES (?, ?)",
+                           rows)
+            db.executemany("DELETE FROM undelivered WHERE event_id=? AND sub_id=?", rows)
             top = db.execute("SELECT MAX(ord) FROM delivered").fetchone()[0]
             if top is not None:
                 db.execute("DELETE FROM delivered WHERE ord <= ?",
@@ -469,6 +502,46 @@ class Store:
 
     def delivered_len(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM delivered").fetchone()[0])
+
+    # ---------------------------------------------- undelivered deliveries
+
+    def undelivered_hold(self, items: Sequence[Undelivered], *, limit: int,
+                         max_bytes: int) -> list[Undelivered]:
+        """Replace the held deliveries by ``items`` (in queue order), in one durable commit;
+        return those refused, oldest first.
+
+        At a stop the broker had not acknowledged ``items``, and the events behind them
+        stay marked seen in the protocol's state (and replays of their frames refused),
+        so nothing would ever bring them again: kept here, an event acknowledged to its
+        publisher still reaches this node's subscribers after a restart. Bounded: the
+        newest that fit in ``limit`` entries and ``max_bytes`` bytes are kept (the queue
+        drops its oldest when full, too); the caller counts the refused as dropped.
+        Replacing, not adding: what an earlier run held and this one took back into its
+        queue is in ``items`` again, unless it was published or dropped meanwhile.
+        """
+        kept: list[Undelivered] = []
+        total = 0
+        for item in reversed(items):
+            if len(kept) >= limit or total + item.size > max_bytes:
+                break
+            kept.append(item)
+            total += item.size
+        kept.reverse()
+        with self.transaction() as db:
+            db.execute("DELETE FROM undelivered")
+            db.executemany(
+                "INSERT OR IGNORE INTO undelivered (event_id, sub_id, topic, payload) "
+                "VALUES (?, ?, ?, ?)",
+                [(str(u.event_id), u.sub_id, u.topic, u.payload) for u in kept])
+        return list(items[:len(items) - len(kept)])
+
+    def undelivered(self) -> list[Undelivered]:
+        """The held deliveries in their queue order; they stay held until ``delivered_add``
+        records them, so a crash before the broker acknowledged them loses none."""
+        rows = self._db.execute(
+            "SELECT event_id, sub_id, topic, payload FROM undelivered ORDER BY ord")
+        return [Undelivered(MessageId.parse(e), str(s), str(t), bytes(p))
+                for e, s, t, p in rows]
 
     # --------------------------------------------------------------- buffer
 

@@ -4,7 +4,8 @@ A run may reuse devices that an earlier run left up (``--keep``, or the tests), 
 each run starts from a clean device: the daemon's state and spool, the broker's
 retained subscriptions and gpsd's last fix are wiped before the playbook deploys.
 At the end the daemon is stopped (SIGTERM closes and renames its spool files) and
-its records, its journal and the workload agent's report are copied out.
+its records (those a crashed daemon never closed included), its journal and the
+workload agent's report are copied out.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from meshsim.host import sh
 from meshsim.host.errors import VmeshError
 from meshsim.vmesh import nodes
 from meshsim.vmesh.plan import NodePlan
+from meshsub.runtime.spool import closed_name, complete_lines, file_key
 
 VENV_PYTHON = "/opt/meshsub/bin/python"
 CTL = "/opt/meshsub/bin/meshsubctl"
@@ -193,25 +195,49 @@ def stop_daemon(container: str) -> None:
     nodes.exec_in(container, ["systemctl", "stop", "meshsubd"], timeout=120)
 
 
-def collect_spool(container: str, dest: Path) -> int:
-    """Copy the daemon's closed telemetry files into ``dest``; return their count."""
-    res = sh.run([*nodes.PODMAN, "exec", container, "tar", "-C", SPOOL_DIR,
-                        "--exclude=./.*", "-cf", "-", "."], check=False, timeout=300)
+def collect_spool(container: str, dest: Path, node: int) -> int:
+    """Copy the stopped daemon's telemetry files into ``dest`` (``spool_files``); return
+    their count."""
+    res = sh.run([*nodes.PODMAN, "exec", container, "tar", "-C", SPOOL_DIR, "-cf", "-", "."],
+                 check=False, timeout=300)
     if res.returncode != 0:
         raise VmeshError(f"{container}: cannot read {SPOOL_DIR}: "
                          f"{res.stderr.decode(errors='replace').strip()[:200]}")
+    return spool_files(res.stdout, dest, node)
+
+
+def spool_files(tar_bytes: bytes, dest: Path, node: int) -> int:
+    """The telemetry files of node ``node``'s spool (a tar of it) written into ``dest``;
+    their count.
+
+    The closed files as they are, and the ``.current-<epoch>-<n>`` file of a process that
+    never closed it: a daemon the scenario crashed (fault ``crash``) and did not
+    ``recover`` renames nothing, and its records up to the crash are the evaluation's
+    data. The daemon is stopped when this runs, so every such file is a dead process's:
+    its complete lines (``meshsub.runtime.spool.complete_lines``; the torn last one is
+    cut) go under the closed name the daemon's own recovery would give it.
+    """
     dest.mkdir(parents=True, exist_ok=True)
-    count = 0
-    with tarfile.open(fileobj=io.BytesIO(res.stdout)) as tar:
-        for member in tar.getmembers():
-            name = Path(member.name).name
-            if not member.isfile() or not name.endswith(".jsonl") or name.startswith("."):
-                continue
+    with tarfile.open(fileobj=io.BytesIO(tar_bytes)) as tar:
+        files = {Path(m.name).name: m for m in tar.getmembers()
+                 if m.isfile() and m.name.endswith(".jsonl")}
+        written: set[str] = set()
+        for name, member in files.items():
             data = tar.extractfile(member)
-            if data is not None:
-                (dest / name).write_bytes(data.read())
-                count += 1
-    return count
+            key = file_key(name, node)
+            if data is None or (name.startswith(".") and key is None):
+                continue
+            body, target = data.read(), name
+            if key is not None and not key[2]:  # never closed: a dead process's
+                epoch, n, _ = key
+                body, target = complete_lines(body), closed_name(node, epoch, n)
+                while target in files or target in written:  # never over another file
+                    n += 1
+                    target = closed_name(node, epoch, n)
+            if body:
+                (dest / target).write_bytes(body)
+                written.add(target)
+    return len(written)
 
 
 def journal(container: str, unit: str = "meshsubd") -> str:

@@ -342,7 +342,7 @@ def _collect(devmap: dict[int, NodePlan], out: Path,
         sid, dev = item
         devices.stop_daemon(dev.container)
         folder = out / "nodes" / str(sid)
-        devices.collect_spool(dev.container, folder)
+        devices.collect_spool(dev.container, folder, dev.node_id)
         lines = sum(p.read_bytes().count(b"\n") for p in folder.glob("*.jsonl"))
         (logs / f"meshsubd-{sid}.log").write_text(devices.journal(dev.container))
         report = devices.agent_report(dev.container)

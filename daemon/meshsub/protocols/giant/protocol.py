@@ -135,7 +135,14 @@ class Giant(Protocol):
         self._said: dict[NodeId, Cell | None] = {}
         """The cell our latest HELLO to each neighbour gave."""
         self._outbox: dict[NodeId, deque[Message]] = {}
+        """What waits for a slot of each peer's window; a peer has an entry only while
+        something waits (so only peers with ``window`` sends in flight: ``max_peers``)."""
         self._inflight: dict[NodeId, int] = {}
+        """Bundles and advertisements ``_pump`` sent to each peer and not yet acknowledged
+        or given up (HELLOs are not counted: they do not go through the window). A peer
+        has an entry only while that count is positive, and at most ``max_peers`` peers
+        have one (``_pump``): acknowledgements of a peer's sends cannot grow it, nor can
+        peers that never become neighbours (forged ids, a contact that ended)."""
         self._handovers: dict[MessageId, _Handover] = {}
         self.stats: dict[str, int] = {"contacts": 0, "recruited": 0, "refused": 0,
                                       "bundles_delivered": 0, "advs_learned": 0,
@@ -249,7 +256,7 @@ class Giant(Protocol):
             self.drop("malformed", message, peer=sender)
 
     def on_reliable_acked(self, node: NodeId, message: Message) -> None:
-        self._inflight[node] = max(0, self._inflight.get(node, 0) - 1)
+        self._landed(node, message)
         if message.type == m.BUNDLE:
             if self.carried is not None:
                 self.carried.remove(message.id)
@@ -260,9 +267,20 @@ class Giant(Protocol):
         self._pump(node)
 
     def on_reliable_failed(self, node: NodeId, message: Message) -> None:
-        self._inflight[node] = max(0, self._inflight.get(node, 0) - 1)
+        self._landed(node, message)
         self._undo_handover(message.id)
         self._pump(node)
+
+    def _landed(self, node: NodeId, message: Message) -> None:
+        """A windowed send to ``node`` ended (acknowledged or given up): free its slot,
+        and the peer's entry with the last one."""
+        if message.type == m.HELLO:
+            return
+        left = self._inflight.get(node, 0) - 1
+        if left > 0:
+            self._inflight[node] = left
+        else:
+            self._inflight.pop(node, None)
 
     def _recorded_recruit(self, h: _Handover) -> None:
         """One telemetry record per recruitment, so that an evaluation can count the
@@ -369,11 +387,25 @@ class Giant(Protocol):
         self._pump(peer)
 
     def _pump(self, peer: NodeId) -> None:
+        """Send what is queued for ``peer`` while fewer than ``window`` are in flight to it.
+
+        The in-flight table is bounded by ``max_peers`` like the peers heard: a peer
+        without an entry while every slot holds a peer with sends in flight has its
+        contact ended and what was queued for it counted (``inflight_full``); a broker's
+        handovers are undone (recruited again later), a ferry keeps its bundles."""
         queue = self._outbox.get(peer)
+        if queue and peer not in self._inflight \
+                and len(self._inflight) >= self.params.max_peers:
+            for message in queue:
+                self.drop("inflight_full", message, peer=peer)
+            self._end_contact(peer)
+            return
         while queue and self._inflight.get(peer, 0) < self.params.window:
             message = queue.popleft()
             self._inflight[peer] = self._inflight.get(peer, 0) + 1
             self.send_reliable(peer, message)
+        if queue is not None and not queue:  # an empty queue per peer ever sent to: a leak
+            del self._outbox[peer]
 
     def _adv_summary(self) -> tuple[MessageId, ...]:
         if self.carried is None:
@@ -587,7 +619,7 @@ class Giant(Protocol):
                 self.drop("duplicate_bundle", message, peer=sender)
                 return
             self._ferry_takes(sender, message, self.now + bundle.remaining_s)
-            for peer, hello in self._contacts.items():
+            for peer, hello in list(self._contacts.items()):  # _pump may end one
                 if hello.cell == bundle.receiver and message.id in self.carried.buffer:
                     self._enqueue(peer, message)
             return
