@@ -74,3 +74,22 @@ def test_unknown_format_is_refused_in_one_line(tmp_path: Path) -> None:
                            "--out", str(tmp_path / "r"), "--telemetry-format", "csv"],
                           capture_output=True, text=True, check=False)
     assert done.returncode == 2 and "invalid choice: 'csv'" in done.stderr
+
+
+@pytest.mark.parametrize(("attrs", "error"), [
+    ({"colour": "red"}, "unknown field 'colour'"),
+    ({"node": 3}, "attribute 'node' would replace a field the writer sets"),
+    ({"bytes": "12"}, "field 'bytes': str is not int"),
+    ({"bytes": True}, "field 'bytes': bool is not int"),
+    ({"hop": 1.5}, "field 'hop': float is not int"),
+    ({"latency_s": float("nan")}, "Out of range float values are not JSON compliant"),
+])
+def test_a_record_the_columns_would_change_is_refused(tmp_path: Path, attrs: dict[str, Any],
+                                                      error: str) -> None:
+    """What the JSON Lines writer refuses, or a column would silently convert (a bool or
+    a fraction into an integer column), stops the run at the record, in one line."""
+    writer = ParquetRunWriter(tmp_path / "run", "r", "flooding")
+    writer.record(1, 5, "tx", {"bytes": 10, "latency_s": 2})  # fine: an int is a float
+    with pytest.raises(ValueError, match=error):
+        writer.record(1, 6, "tx", attrs)
+    assert writer.records == 1
