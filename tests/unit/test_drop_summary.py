@@ -45,3 +45,17 @@ def test_stopping_records_what_is_pending_and_zero_interval_records_each() -> No
     assert _drops(single.handle(_frame(0.5, sender=3))) == [
         {"reason": "duplicate", "event_id": str(MID), "msg_type": DATA, "msg_kind": "data",
          "peer": 3}]
+
+
+def test_a_reliable_copy_of_a_seen_message_is_acknowledged_then_dropped_as_a_duplicate() -> None:
+    """``duplicate_types`` applies on the core's reliable path too: flooding never sends
+    reliably, but a peer may, and its copy is not flooded again."""
+    proto = Flooding(1, drop_summary_s=0.0)
+    proto.handle(_frame(0.0))
+    body = encode_body(Event("t/x", {"v": 1}), 0.0)
+    actions = proto.handle(FrameReceived(0.5, 3, Message(DATA, MID, body, hop=1, ttl=4,
+                                                         reliable_id=7)))
+    assert [type(a).__name__ for a in actions] == ["SendTo", "Emit"]  # the ACK, the drop
+    assert _drops(actions) == [{"reason": "duplicate", "event_id": str(MID), "msg_type": DATA,
+                                "msg_kind": "data", "peer": 3}]
+    assert proto.drops["duplicate"] == 1
