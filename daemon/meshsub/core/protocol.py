@@ -154,6 +154,8 @@ class Protocol:
                                                                                    name)),
         }
         """Timer-name prefix -> the core service that owns those timers."""
+        self._core_prefixes = tuple(self._core_timers)
+        """The prefixes, for one ``str.startswith`` test of a protocol's own timer."""
         self.state_every_s = state_every_s
         """How often to report ``state_sizes`` as ``state`` records (a driver setting; 0: never)."""
         self.add_core_timer(STATE_TIMER, self._report_state)
@@ -451,6 +453,7 @@ class Protocol:
     def add_core_timer(self, prefix: str, handler: Callable[[str], None]) -> None:
         """Route timers named ``prefix...`` to a core service instead of ``on_timer``."""
         self._core_timers[prefix] = handler
+        self._core_prefixes = tuple(self._core_timers)
 
     def _pend_drop(self, reason: str) -> None:
         """Count a summarised drop for the next summary (arming its timer if none waits)."""
@@ -470,6 +473,8 @@ class Protocol:
         self.set_timer(STATE_TIMER, self.state_every_s)
 
     def _core_timer(self, name: str) -> Callable[[str], None] | None:
+        if not name.startswith(self._core_prefixes):
+            return None  # a protocol's own timer (a flood's rebroadcasts: most of them)
         for prefix, handler in self._core_timers.items():
             if name.startswith(prefix):
                 return handler
