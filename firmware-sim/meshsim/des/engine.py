@@ -22,7 +22,6 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
 from typing import Any
 from typing import Protocol as TypingProtocol
 
@@ -424,8 +423,11 @@ class Simulation:
         count = len(heard)
         stats.rx[kind] += count
         attrs = frame_attrs(message, kind, nbytes, sender)
-        if kind == "data":  # (str(message.id), receiver) counted in C, not a Python loop
-            stats.rx_copies.update(zip(repeat(str(message.id), count), heard))
+        if kind == "data":
+            reached = stats.rx_reached.get(message.id)
+            if reached is None:
+                reached = stats.rx_reached[message.id] = set()
+            reached.update(heard)
         stats.records += count
         self._record_many(heard, round(now * 1e9), "rx", attrs)
         batteries = self.batteries
