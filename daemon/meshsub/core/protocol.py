@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, ClassVar
 
@@ -247,6 +247,40 @@ class Protocol:
                 self._record_drop_summary(DROP_SUMMARY_TIMER)
         actions, self._actions = self._actions, []
         return actions
+
+    @staticmethod
+    def handle_each(protocols: Sequence[Protocol], inp: FrameReceived) -> list[Sequence[Action]]:
+        """``[p.handle(inp) for p in protocols]``: one frame heard by many nodes.
+
+        For a driver that hands the same frame to every receiver (the simulator; the
+        daemon has one node). The same inputs, state changes and actions as ``handle``
+        one node after another; a copy of a message the node already holds
+        (``duplicate_types``) is counted here without a call per node: in a flood
+        that is nine receptions in ten (docs/benchmarks.md, "Third round"). The
+        actions of each node are applied by the driver in the order of
+        ``protocols``: no node's handling depends on another's actions.
+        """
+        message, now = inp.message, inp.now
+        mtype, mid = message.type, message.id
+        copies = message.reliable_id is None and mtype != _ACK
+        out: list[Sequence[Action]] = []
+        append = out.append
+        for proto in protocols:
+            if (copies and proto._clock_known and proto._summarize_duplicates
+                    and mtype in proto.duplicate_types and proto.dedup.seen(mid)):
+                proto.now = now  # what handle() and _duplicate() do with such a copy
+                proto._drops["duplicate"] += 1
+                pending = proto._pending_drops
+                if pending:
+                    pending["duplicate"] += 1
+                    append(())
+                    continue
+                proto._pend_drop("duplicate")  # arms the summary timer
+                actions, proto._actions = proto._actions, []
+                append(actions)
+            else:
+                append(proto.handle(inp))
+        return out
 
     def new_message_id(self) -> MessageId:
         """A fresh id for a message this node originates.

@@ -145,6 +145,7 @@ class Simulation:
         self.stats = SimStats(nodes=len(self.plan.positions))
         self._timer_gen = 0
         self.cls = get_protocol(scenario.protocol.name)
+        self._handle_each = self.cls.handle_each
         self.protocol_name = scenario.protocol.name
         self.sizer_factory = sizer_factory
         self.roles = self.plan.roles(scenario)
@@ -435,11 +436,10 @@ class Simulation:
         stats.node_events += count
         apply = self._apply
         if batteries is None:
-            for dest in heard:
-                st = nodes[dest]
-                actions = st.proto.handle(inp)
+            for dest, actions in zip(heard, self._handle_each([nodes[dest].proto
+                                                               for dest in heard], inp)):
                 if actions:
-                    apply(dest, st, actions)
+                    apply(dest, nodes[dest], actions)
             return
         for dest in heard:
             batteries.charge_rx(dest, nbytes)
