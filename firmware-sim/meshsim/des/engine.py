@@ -436,8 +436,8 @@ class Simulation:
         stats.node_events += count
         apply = self._apply
         if batteries is None:
-            for dest, actions in zip(heard, self._handle_each([nodes[dest].proto
-                                                               for dest in heard], inp)):
+            handled = self._handle_each([nodes[dest].proto for dest in heard], inp)
+            for dest, actions in zip(heard, handled, strict=True):
                 if actions:
                     apply(dest, nodes[dest], actions)
             return
