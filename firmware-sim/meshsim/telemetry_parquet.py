@@ -16,7 +16,7 @@ import json
 import math
 import os
 from collections.abc import Iterable, Mapping
-from itertools import chain
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,20 @@ def lines_to_table(data: bytes, schema: Any) -> Any:
                                       unexpected_field_behavior="error"))
 
 
+@dataclass(slots=True)
+class _Batch:
+    """The record calls since the last flush, one entry per call in each list except
+    ``nodes``, which holds every call's nodes one after another (``sizes`` of them)."""
+
+    nodes: list[int] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
+    ts_ns: list[int] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)
+    attrs: list[Mapping[str, TelemetryValue]] = field(default_factory=list)
+    """Kept as given until the flush: a caller never changes a mapping it recorded
+    (the engine and ``Protocol.emit`` make a new one per record call)."""
+
+
 def _attrs_struct(schema: Any) -> Any:
     """The schema's attribute columns (those a record's ``attrs`` may set) as one struct
     type: a batch's attribute dicts become columns in one conversion."""
@@ -112,8 +126,7 @@ class ParquetRunWriter(RunWriter):
                                              compression="snappy")
         pa.array((), pa.int64())  # pyarrow loads pandas (if installed) on its first
         # conversion: once per process, here at set-up rather than in the run's first flush
-        self._calls: list[tuple[tuple[int, ...], int, str,
-                                Mapping[str, TelemetryValue]]] = []
+        self._batch = _Batch()
         self._checked: set[tuple[str, type]] = set()
         """(attribute, value type) pairs known to go into their column unchanged."""
 
@@ -124,9 +137,14 @@ class ParquetRunWriter(RunWriter):
         for key, value in attrs.items():
             if (key, type(value)) not in checked:
                 self._check(key, value)
-        many = tuple(nodes)
-        self._calls.append((many, ts_ns, event, attrs))
-        count = len(many)
+        batch = self._batch
+        before = len(batch.nodes)
+        batch.nodes.extend(nodes)
+        count = len(batch.nodes) - before
+        batch.sizes.append(count)
+        batch.ts_ns.append(ts_ns)
+        batch.events.append(event)
+        batch.attrs.append(attrs)
         self.records += count
         self._pending_count += count
         if self._pending_count >= self.flush_lines:
@@ -154,21 +172,20 @@ class ParquetRunWriter(RunWriter):
             self._checked.add((key, kind))
 
     def flush(self) -> None:
-        calls, self._calls = self._calls, []
+        batch, self._batch = self._batch, _Batch()
         self._pending_count = 0
-        if calls:
-            self._writer.write_table(self._batch_table(calls))
+        if batch.sizes:
+            self._writer.write_table(self._batch_table(batch))
 
-    def _batch_table(self, calls: list[tuple[tuple[int, ...], int, str,
-                                             Mapping[str, TelemetryValue]]]) -> Any:
+    def _batch_table(self, batch: _Batch) -> Any:
         """One batch of calls as a table of the schema, rows by node then ``rec``."""
         import numpy as np
         import pyarrow as pa
 
-        sizes = np.fromiter((len(c[0]) for c in calls), dtype=np.int64, count=len(calls))
-        rows = int(sizes.sum())
-        nodes = np.fromiter(chain.from_iterable(c[0] for c in calls), dtype=np.int64,
-                            count=rows)
+        calls = len(batch.sizes)
+        sizes = np.array(batch.sizes, dtype=np.int64)
+        nodes = np.array(batch.nodes, dtype=np.int64)
+        rows = len(nodes)
         order = np.argsort(nodes, kind="stable")  # by node, each node's records in order
         nodes = nodes[order]
         ids, first, counts = np.unique(nodes, return_index=True, return_counts=True)
@@ -179,21 +196,21 @@ class ParquetRunWriter(RunWriter):
                                       strict=True):
             recs[node] = start + count
         rec = np.arange(rows, dtype=np.int64) + np.repeat(base - first, counts)
-        call = _int64(np.repeat(np.arange(len(calls), dtype=np.int64), sizes)[order])
-        attrs = pa.array([c[3] for c in calls], type=self._attrs_type)
+        call = _int64(np.repeat(np.arange(calls, dtype=np.int64), sizes)[order])
+        attrs = pa.array(batch.attrs, type=self._attrs_type)
         columns = {
             "run": pa.repeat(pa.scalar(self.run, pa.string()), rows),
             "node": _int64(nodes),
             "protocol": pa.repeat(pa.scalar(self.protocol, pa.string()), rows),
-            "ts_ns": pa.array([c[1] for c in calls], pa.int64()).take(call),
-            "event": pa.array([c[2] for c in calls], pa.string()).take(call),
+            "ts_ns": pa.array(batch.ts_ns, pa.int64()).take(call),
+            "event": pa.array(batch.events, pa.string()).take(call),
             "rec": _int64(rec),
             "epoch": pa.repeat(pa.scalar(self.epoch, pa.int64()), rows),
         }
-        for index, field in enumerate(self._attrs_type):
+        for index, column in enumerate(self._attrs_type):
             values = attrs.field(index)  # per call: repeated for its nodes, if ever set
-            columns[field.name] = (pa.nulls(rows, field.type) if values.null_count == len(calls)
-                                   else values.take(call))
+            columns[column.name] = (pa.nulls(rows, column.type) if values.null_count == calls
+                                    else values.take(call))
         return pa.Table.from_arrays([columns[name] for name in self._schema.names],
                                     schema=self._schema)
 
