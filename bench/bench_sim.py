@@ -21,10 +21,13 @@ The issue's target: >= 200,000 node-events/s with telemetry files (63,265 before
 on an idle machine), judged for each format. ``--hesper8000`` adds the 8000-node
 HESPER configuration (``hesper-8000-tr100.toml``, target <= 60 s; about 76 s before).
 It prints ``uptime`` before and after the figures: on a shared machine only the ratios
-of one run compare.
+of one run compare. ``--records`` also runs every bundled scenario that finishes in
+seconds (``RECORD_SCENARIOS``, 30 simulated seconds unless a ``vmesh-*`` file) with both
+codes and says whether their node files (lines and SHA-256), deliveries, redundant
+receptions and node-events are equal.
 
     python bench/bench_sim.py [--nodes 1000] [--events 50] [--before REV|none]
-                              [--rounds 2] [--hesper8000]
+                              [--rounds 2] [--hesper8000] [--records]
 """
 
 from __future__ import annotations
@@ -56,6 +59,9 @@ BEFORE = "fdcb1de"
 """main before issue 16's third round (columnar writer, duplicate receptions, sizing)."""
 TARGET = 200_000
 """node-events/s with telemetry files (issue 16)."""
+RECORD_SCENARIOS = ("random50.toml", "flooding-200.toml", "demo.toml", "giant-grid.toml",
+                    "puma-grid.toml", "voids-hole.toml")
+"""Besides every ``vmesh-*.toml``: the bundled scenarios ``--records`` compares."""
 
 SCENARIO = """
 [scenario]
@@ -153,6 +159,37 @@ def measure(nodes: int, events: int) -> None:
                       "delivered": tot.delivered, "expected": tot.expected}))
 
 
+def record_scenarios() -> list[str]:
+    return [*RECORD_SCENARIOS, *sorted(p.name for p in SCENARIOS.glob("vmesh-*.toml"))]
+
+
+def measure_records() -> None:
+    """Every ``record_scenarios()`` run's node files and counts, as a JSON line."""
+    from meshsim.telemetry_files import node_files_digest
+
+    out = {}
+    for name in record_scenarios():
+        sets = [] if name.startswith("vmesh-") else ["scenario.duration_s=30"]
+        with tempfile.TemporaryDirectory() as tmp:
+            st = run_scenario(load_scenario(SCENARIOS / name, sets), Path(tmp) / "run",
+                              run_id="records").stats
+            out[name] = [*node_files_digest(Path(tmp) / "run"), len(st.deliveries),
+                         st.redundant_rx, st.node_events]
+    print(json.dumps(out))
+
+
+def compare_records(rev: str) -> None:
+    """``rev``'s records against this checkout's on every ``record_scenarios()`` run."""
+    with tempfile.TemporaryDirectory() as tmp:
+        old = measured(export(rev, Path(tmp)), 0, 0, what=["--measure-records"])
+    new = measured(None, 0, 0, what=["--measure-records"])
+    differ = sorted(name for name in new if old.get(name) != new[name])
+    lines = sum(v[0] for v in new.values())
+    print(f"records: {len(new)} bundled scenarios, {lines:,} lines; node files, deliveries, "
+          f"redundant receptions and node-events equal to {rev}'s (rule: every one "
+          f"identical): {'yes' if not differ else 'NO, ' + ', '.join(differ)}")
+
+
 def export(rev: str, into: Path) -> Path:
     """The ``daemon`` and ``firmware-sim`` trees of ``rev`` (git archive) under ``into``."""
     archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "daemon", "firmware-sim"],
@@ -173,13 +210,14 @@ def measure_hesper() -> None:
 
 
 def measured(tree: Path | None, nodes: int, events: int, *,
-             hesper: bool = False) -> dict[str, Any]:
+             hesper: bool = False, what: list[str] | None = None) -> dict[str, Any]:
     """A measurement in a fresh process, of ``tree``'s code (None: this checkout's)."""
     env = dict(os.environ)
     if tree is not None:
         env["PYTHONPATH"] = f"{tree / 'daemon'}{os.pathsep}{tree / 'firmware-sim'}"
-    what = ["--measure-hesper"] if hesper else ["--measure", "--nodes", str(nodes),
-                                                 "--events", str(events)]
+    if what is None:
+        what = ["--measure-hesper"] if hesper else ["--measure", "--nodes", str(nodes),
+                                                     "--events", str(events)]
     out = subprocess.run([sys.executable, __file__, *what], env=env, capture_output=True,
                          text=True, check=True).stdout
     result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
@@ -227,11 +265,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--hesper8000", action="store_true",
                         help="also time the 8000-node HESPER configuration (minutes)")
+    parser.add_argument("--records", action="store_true",
+                        help="also compare the records of the bundled scenarios with --before")
     parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--measure-records", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--measure-hesper", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure_hesper:
         measure_hesper()
+        return
+    if args.measure_records:
+        measure_records()
         return
     if args.measure:
         measure(args.nodes, args.events)
@@ -264,6 +308,8 @@ def main() -> None:
 
     if args.before != "none":
         against(args.before, args.rounds, args.nodes, args.events)
+        if args.records:
+            compare_records(args.before)
 
     if args.hesper8000:
         if args.before != "none":
