@@ -21,10 +21,10 @@ The issue's target: >= 200,000 node-events/s with telemetry files (63,265 before
 on an idle machine), judged for each format. ``--hesper8000`` adds the 8000-node
 HESPER configuration (``hesper-8000-tr100.toml``, target <= 60 s; about 76 s before).
 It prints ``uptime`` before and after the figures: on a shared machine only the ratios
-of one run compare. ``--records`` also runs every bundled scenario that finishes in
-seconds (``RECORD_SCENARIOS``, 30 simulated seconds unless a ``vmesh-*`` file) with both
-codes and says whether their node files (lines and SHA-256), deliveries, redundant
-receptions and node-events are equal.
+of one run compare. ``--records`` also runs the bundled scenarios that finish in
+seconds (``RECORD_SCENARIOS`` and every ``vmesh-*``) with both codes and says whether
+their node files (lines and SHA-256), deliveries, redundant receptions and node-events
+are equal.
 
     python bench/bench_sim.py [--nodes 1000] [--events 50] [--before REV|none]
                               [--rounds 2] [--hesper8000] [--records]
@@ -59,8 +59,8 @@ BEFORE = "fdcb1de"
 """main before issue 16's third round (columnar writer, duplicate receptions, sizing)."""
 TARGET = 200_000
 """node-events/s with telemetry files (issue 16)."""
-RECORD_SCENARIOS = ("random50.toml", "flooding-200.toml", "demo.toml", "giant-grid.toml",
-                    "puma-grid.toml", "voids-hole.toml")
+RECORD_SCENARIOS = ("random50.toml", "flooding-200.toml", "demo.toml", "puma-grid.toml",
+                    "voids-hole.toml")
 """Besides every ``vmesh-*.toml``: the bundled scenarios ``--records`` compares."""
 
 SCENARIO = """
@@ -143,20 +143,42 @@ def bench_scenario(nodes: int, events: int) -> tuple[Scenario, float]:
 
 
 def measure(nodes: int, events: int) -> None:
-    """One measurement (with files, then engine only) as a JSON line: the code is
-    whichever ``meshsub``/``meshsim`` this process imports."""
+    """One measurement (with files in each format, then engine only) as a JSON line: the
+    code is whichever ``meshsub``/``meshsim`` this process imports. Each rate also per
+    CPU second of the process (``time.process_time`` over the whole call: set-up, run,
+    closing the files), which waiting for a loaded machine's CPU does not lower."""
     scenario, _ = bench_scenario(nodes, events)
     plan = make_plan(scenario)
+    warm_up()
+    cpu: dict[str, float] = {}
+
+    def timed(name: str, run: Any) -> Any:
+        started = time.process_time()
+        result = run()
+        cpu[name] = time.process_time() - started
+        return result
+
     with tempfile.TemporaryDirectory() as tmp:
-        files = run_scenario(scenario, Path(tmp) / "run", plan=plan).stats
-        parquet = run_scenario(scenario, Path(tmp) / "pq", plan=plan,
-                               writer_cls=ParquetRunWriter).stats
-    engine = Simulation(scenario, plan=plan).run()
+        files = timed("files", lambda: run_scenario(scenario, Path(tmp) / "run",
+                                                    plan=plan).stats)
+        parquet = timed("parquet", lambda: run_scenario(
+            scenario, Path(tmp) / "pq", plan=plan, writer_cls=ParquetRunWriter).stats)
+    engine = timed("engine", lambda: Simulation(scenario, plan=plan).run())
     tot = totals(outcomes(plan, files))
     print(json.dumps({"files": files.node_events_per_s, "parquet": parquet.node_events_per_s,
                       "engine": engine.node_events_per_s,
+                      **{f"{k}_cpu": files.node_events / v for k, v in cpu.items()},
                       "node_events": files.node_events, "records": files.records,
                       "delivered": tot.delivered, "expected": tot.expected}))
+
+
+def warm_up() -> None:
+    """Import what the Parquet writer uses before anything is timed: pyarrow loads pandas
+    on its first conversion, most of a second once per process (a sweep's worker pays
+    it once for all its runs), for either revision's writer."""
+    import pyarrow as pa
+
+    pa.array([0])
 
 
 def record_scenarios() -> list[str]:
@@ -169,9 +191,8 @@ def measure_records() -> None:
 
     out = {}
     for name in record_scenarios():
-        sets = [] if name.startswith("vmesh-") else ["scenario.duration_s=30"]
         with tempfile.TemporaryDirectory() as tmp:
-            st = run_scenario(load_scenario(SCENARIOS / name, sets), Path(tmp) / "run",
+            st = run_scenario(load_scenario(SCENARIOS / name), Path(tmp) / "run",
                               run_id="records").stats
             out[name] = [*node_files_digest(Path(tmp) / "run"), len(st.deliveries),
                          st.redundant_rx, st.node_events]
@@ -232,21 +253,26 @@ def against(rev: str, rounds: int, nodes: int, events: int) -> None:
         for _ in range(rounds):
             runs[rev].append(measured(tree, nodes, events))
             runs["this checkout"].append(measured(None, nodes, events))
+    keys = ("files", "parquet", "engine", "files_cpu", "parquet_cpu", "engine_cpu")
     best = {}
     for name, results in runs.items():
-        files, parquet, engine = (max(r[k] for r in results)
-                                  for k in ("files", "parquet", "engine"))
+        best[name] = b = {k: max(r[k] for r in results) for k in keys}
         last = results[-1]
-        best[name] = (files, parquet, engine)
-        print(f"{name}: with telemetry files {files:,.0f} node-events/s (Parquet "
-              f"{parquet:,.0f}), engine only {engine:,.0f} (best of {rounds}; "
-              f"{last['node_events']:,} node-events, {last['records']:,} records, "
-              f"delivered {last['delivered']}/{last['expected']})")
-    (f0, p0, e0), (f1, p1, e1) = best[rev], best["this checkout"]
-    print(f"speed-up over {rev} in this run: {f1 / f0:.2f}x with telemetry files (JSON "
-          f"Lines), {p1 / p0:.2f}x with Parquet, {e1 / e0:.2f}x engine only")
-    for fmt, rate in (("JSON Lines", f1), ("Parquet", p1)):
-        print(f"this checkout, best of {rounds}, {fmt}: {verdict(rate)}")
+        print(f"{name}: with telemetry files {b['files']:,.0f} node-events/s (Parquet "
+              f"{b['parquet']:,.0f}), engine only {b['engine']:,.0f}; per CPU second "
+              f"{b['files_cpu']:,.0f} (Parquet {b['parquet_cpu']:,.0f}), engine only "
+              f"{b['engine_cpu']:,.0f} (best of {rounds}; {last['node_events']:,} "
+              f"node-events, {last['records']:,} records, delivered {last['delivered']}/"
+              f"{last['expected']})")
+    old, new = best[rev], best["this checkout"]
+    for unit, suffix in (("wall", ""), ("CPU", "_cpu")):
+        print(f"speed-up over {rev} in this run ({unit} time): "
+              f"{new['files' + suffix] / old['files' + suffix]:.2f}x with telemetry files "
+              f"(JSON Lines), {new['parquet' + suffix] / old['parquet' + suffix]:.2f}x with "
+              f"Parquet, {new['engine' + suffix] / old['engine' + suffix]:.2f}x engine only")
+    for fmt, key in (("JSON Lines", "files"), ("Parquet", "parquet")):
+        print(f"this checkout, best of {rounds}, {fmt}: {verdict(new[key])} (per CPU "
+              f"second {new[key + '_cpu']:,.0f})")
 
 
 def verdict(rate: float) -> str:
@@ -286,6 +312,7 @@ def main() -> None:
     scenario, side = bench_scenario(args.nodes, args.events)
     started = time.perf_counter()
     plan = make_plan(scenario)
+    warm_up()
     print(f"plan: {args.nodes} nodes on {side:.0f} m x {side:.0f} m (connected placement), "
           f"{len(plan.subscriptions)} subscriptions, {len(plan.publications)} events "
           f"in {time.perf_counter() - started:.2f} s")
