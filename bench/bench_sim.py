@@ -264,6 +264,10 @@ def against(rev: str, rounds: int, nodes: int, events: int) -> None:
               f"{b['engine_cpu']:,.0f} (best of {rounds}; {last['node_events']:,} "
               f"node-events, {last['records']:,} records, delivered {last['delivered']}/"
               f"{last['expected']})")
+    for name, results in runs.items():  # the spread behind each best
+        print(f"{name}, every round, per CPU second: " + "; ".join(
+            f"{k[:-4]} " + ", ".join(f"{r[k]:,.0f}" for r in results)
+            for k in keys if k.endswith("_cpu")))
     old, new = best[rev], best["this checkout"]
     for unit, suffix in (("wall", ""), ("CPU", "_cpu")):
         print(f"speed-up over {rev} in this run ({unit} time): "

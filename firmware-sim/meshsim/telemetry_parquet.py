@@ -153,8 +153,12 @@ class ParquetRunWriter(RunWriter):
     def _check(self, key: str, value: TelemetryValue) -> None:
         """Refuse what the JSON Lines writer refuses (a non-finite float) or what the
         schema's column would not hold as it is (an unknown or writer-set field, a
-        value of another type, an integer beyond int64); remember the types that
-        always fit."""
+        value of another type); remember the types that always fit.
+
+        A value is taken by its JSON type, as the JSON Lines writer writes it: an
+        ``IntEnum`` member (``CoreType.ACK`` as a ``msg_type``) is an integer, a ``str``
+        enum a string, a bool never a number. An integer beyond int64 stops the flush
+        (pyarrow's ``OverflowError``)."""
         if value is None:
             return
         if key in WRITER_FIELDS:
@@ -163,13 +167,16 @@ class ParquetRunWriter(RunWriter):
         if types is None:
             raise TelemetryError(f"unknown field {key!r}")
         kind = type(value)
-        if kind not in types:
+        base = next((t for t in (bool, int, float, str) if isinstance(value, t)), kind)
+        if base not in types:
             raise TelemetryError(f"field {key!r}: {kind.__name__} is not "
                                  f"{' or '.join(t.__name__ for t in types)}")
-        if kind is float and not math.isfinite(value):  # type: ignore[arg-type]
-            raise ValueError(f"Out of range float values are not JSON compliant: {value!r}")
-        if kind is not float:  # an int beyond int64 stops the flush (OverflowError)
-            self._checked.add((key, kind))
+        if base is float:  # checked each time, as the JSON encoder does
+            if not math.isfinite(value):  # type: ignore[arg-type]
+                raise ValueError(f"Out of range float values are not JSON compliant: "
+                                 f"{value!r}")
+            return
+        self._checked.add((key, kind))
 
     def flush(self) -> None:
         batch, self._batch = self._batch, _Batch()
