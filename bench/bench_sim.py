@@ -36,6 +36,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -270,10 +271,17 @@ def against(rev: str, rounds: int, nodes: int, events: int) -> None:
             for k in keys if k.endswith("_cpu")))
     old, new = best[rev], best["this checkout"]
     for unit, suffix in (("wall", ""), ("CPU", "_cpu")):
-        print(f"speed-up over {rev} in this run ({unit} time): "
+        print(f"speed-up over {rev} in this run ({unit} time, best against best): "
               f"{new['files' + suffix] / old['files' + suffix]:.2f}x with telemetry files "
               f"(JSON Lines), {new['parquet' + suffix] / old['parquet' + suffix]:.2f}x with "
               f"Parquet, {new['engine' + suffix] / old['engine' + suffix]:.2f}x engine only")
+    paired = {k: statistics.median(n[k] / o[k] for o, n in zip(runs[rev], runs["this checkout"],
+                                                               strict=True))
+              for k in ("files_cpu", "parquet_cpu", "engine_cpu")}
+    print(f"speed-up over {rev}, median of the {rounds} rounds' ratios (CPU time; each round "
+          f"runs both codes back to back, so a slower minute of the machine slows both): "
+          f"{paired['files_cpu']:.2f}x with telemetry files (JSON Lines), "
+          f"{paired['parquet_cpu']:.2f}x with Parquet, {paired['engine_cpu']:.2f}x engine only")
     for fmt, key in (("JSON Lines", "files"), ("Parquet", "parquet")):
         print(f"this checkout, best of {rounds}, {fmt}: {verdict(new[key])} (per CPU "
               f"second {new[key + '_cpu']:,.0f})")
