@@ -435,14 +435,15 @@ class Simulation:
         inp = FrameReceived(now, sender, message)
         stats.node_events += count
         apply = self._apply
-        if batteries is None:
+        if batteries is None and self.cls.duplicate_types:  # copies counted in one call
             handled = self._handle_each([nodes[dest].proto for dest in heard], inp)
             for dest, actions in zip(heard, handled, strict=True):
                 if actions:
                     apply(dest, nodes[dest], actions)
             return
         for dest in heard:
-            batteries.charge_rx(dest, nbytes)
+            if batteries is not None:
+                batteries.charge_rx(dest, nbytes)
             st = nodes[dest]
             actions = st.proto.handle(inp)
             if actions:
