@@ -33,7 +33,7 @@ _NEW = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
 _APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND
 
 
-_WRITER_FIELDS = frozenset({"run", "node", "protocol", "ts_ns", "event", "rec", "epoch"})
+WRITER_FIELDS = frozenset({"run", "node", "protocol", "ts_ns", "event", "rec", "epoch"})
 """Fields the writer sets itself, in this order, before a record's attributes."""
 
 
@@ -147,7 +147,7 @@ class RunWriter:
         for key, value in attrs.items():
             if value is None:
                 continue
-            if key in _WRITER_FIELDS:
+            if key in WRITER_FIELDS:
                 return None
             if type(value) is str:
                 text = _encode_str(value)
@@ -224,7 +224,7 @@ class RunWriter:
 def _encoded_tail(attrs: Mapping[str, TelemetryValue]) -> str | None:
     """``RunWriter._tail`` through the JSON encoder (values it does not encode itself)."""
     set_attrs = {k: v for k, v in attrs.items() if v is not None}
-    if not _WRITER_FIELDS.isdisjoint(set_attrs):
+    if not WRITER_FIELDS.isdisjoint(set_attrs):
         return None
     return "," + _encode(set_attrs)[1:]
 

@@ -190,3 +190,17 @@ def test_contacts_replace_the_radio_model() -> None:
     assert [(r[0], r[1], r[3]) for r in inputs("NeighborUp")] == [(2.0, 1, 5), (2.0, 5, 1)]
     assert [(r[0], r[1], r[3]) for r in inputs("NeighborDown")] == [(5.0, 1, 5), (5.0, 5, 1)]
     assert [(r[1], r[3]) for r in inputs("FrameReceived")] == [(5, 1)]  # only the t=3 one
+
+
+def test_redundant_receptions_are_the_data_copies_beyond_one_per_node(tmp_path: Path) -> None:
+    """``SimStats.redundant_rx`` from its per-message sets equals the count from the
+    ``rx`` records: every DATA reception of a message at a node after its first."""
+    doc = base_doc()
+    doc["nodes"] = {"count": 12, "placement": "grid"}
+    doc["radio"]["range_m"] = 250.0
+    result = run_scenario(from_dict(doc), tmp_path / "run")
+    _, records = read_run(tmp_path / "run")
+    copies = Counter((r["event_id"], r["node"]) for r in records
+                     if r["event"] == "rx" and r["msg_kind"] == "data")
+    expected = sum(c - 1 for c in copies.values())
+    assert expected > 0 and result.stats.redundant_rx == expected

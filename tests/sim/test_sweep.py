@@ -86,6 +86,10 @@ def test_a_quick_plan_takes_the_first_seeds_of_every_block(tmp_path: Path) -> No
     (("pin = { ttl = 600 }", "pin = { ttl = 601 }"), "601 is not a level of axis 'ttl'"),
     (("seeds = [1, 2]", "seeds = 0"), "sweep.seeds: must be >= 1"),
     (("[[grid]]\nname = \"main\"", "[[grid]]\nname = \"extra\""), "block name 'extra'"),
+    (("seeds = [1, 2]", "seeds = [1, 2]\ntelemetry_format = \"csv\""),
+     "sweep.telemetry_format: must be one of jsonl, parquet (got 'csv')"),
+    (("seeds = [1, 2]", "seeds = [1, 2]\ntelemetry_format = \"parquet\"\ntier = \"vmesh\""),
+     "sweep.telemetry_format: a virtual-mesh run writes the daemons' JSON Lines"),
 ])
 def test_bad_sweep_files_name_the_key(tmp_path: Path, change: tuple[str, str],
                                       message: str) -> None:
@@ -181,3 +185,20 @@ def test_a_sweep_named_relative_to_the_working_directory_names_its_files_absolut
     spec = load_sweep(Path(tmp_path.name) / "sweep.toml")
     assert spec.path.is_absolute() and spec.path == tmp_path / "sweep.toml"
     assert all(point.scenario.is_absolute() for point in expand(spec))
+
+
+def test_a_parquet_sweep_writes_one_telemetry_file_per_run(tmp_path: Path) -> None:
+    """``telemetry_format = "parquet"``: a point's run is ``telemetry.parquet`` (what
+    mesheval reads as it reads node files), not a file per node."""
+    pytest.importorskip("pyarrow")
+    spec = load_sweep(write(tmp_path, SWEEP.replace(
+        "seeds = [1, 2]", "seeds = [1, 2]\ntelemetry_format = \"parquet\"")))
+    assert spec.telemetry_format == "parquet"
+    out = tmp_path / "out"
+    done = run_sweep(spec, out, jobs=1, only="main.protocol-flooding.ttl-60.s1",
+                     log=lambda m: None)
+    assert [r.status for r in done.values()] == ["done"]
+    rundir = out / "runs" / "main.protocol-flooding.ttl-60.s1"
+    manifest = json.loads((rundir / "manifest.json").read_text())
+    assert manifest["files"] == ["telemetry.parquet"] and manifest["records"] > 0
+    assert manifest["telemetry_format"] == "parquet" and not list(rundir.glob("*.jsonl"))

@@ -74,3 +74,46 @@ def test_unknown_format_is_refused_in_one_line(tmp_path: Path) -> None:
                            "--out", str(tmp_path / "r"), "--telemetry-format", "csv"],
                           capture_output=True, text=True, check=False)
     assert done.returncode == 2 and "invalid choice: 'csv'" in done.stderr
+
+
+@pytest.mark.parametrize(("attrs", "error"), [
+    ({"colour": "red"}, "unknown field 'colour'"),
+    ({"node": 3}, "attribute 'node' would replace a field the writer sets"),
+    ({"bytes": "12"}, "field 'bytes': str is not int"),
+    ({"bytes": True}, "field 'bytes': bool is not int"),
+    ({"hop": 1.5}, "field 'hop': float is not int"),
+    ({"latency_s": float("nan")}, "Out of range float values are not JSON compliant"),
+])
+def test_a_record_the_columns_would_change_is_refused(tmp_path: Path, attrs: dict[str, Any],
+                                                      error: str) -> None:
+    """What the JSON Lines writer refuses, or a column would silently convert (a bool or
+    a fraction into an integer column), stops the run at the record, in one line."""
+    writer = ParquetRunWriter(tmp_path / "run", "r", "flooding")
+    writer.record(1, 5, "tx", {"bytes": 10, "latency_s": 2})  # fine: an int is a float
+    with pytest.raises(ValueError, match=error):
+        writer.record(1, 6, "tx", attrs)
+    assert writer.records == 1
+
+
+def test_enum_values_are_their_json_values(tmp_path: Path) -> None:
+    """An ``IntEnum`` attribute (a core message type) is the integer, a ``str`` enum the
+    string: what the JSON Lines writer writes for them."""
+    from meshsub.core.api import CoreType, MsgKind
+
+    writer = ParquetRunWriter(tmp_path / "run", "r", "epidemic")
+    writer.record(4, 7, "tx", {"msg_type": CoreType.ACK, "msg_kind": MsgKind.CONTROL})
+    writer.close({"run": "r"})
+    (row,) = parquet_records(tmp_path / "run")
+    assert row["msg_type"] == int(CoreType.ACK) and row["msg_kind"] == "control"
+    assert type(row["msg_type"]) is int and type(row["msg_kind"]) is str
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in SCENARIOS.glob("vmesh-*.toml")))
+def test_every_bundled_vmesh_scenario_writes_the_records_of_its_node_files(
+        tmp_path: Path, name: str) -> None:
+    """Every protocol's scenarios (their roles, faults, GPS, contacts) in both formats."""
+    scenario = load_scenario(SCENARIOS / f"{name}.toml")
+    run_scenario(scenario, tmp_path / "jsonl", run_id="same")
+    run_scenario(scenario, tmp_path / "pq", run_id="same", writer_cls=writer_class("parquet"))
+    now = parquet_records(tmp_path / "pq")
+    assert now and canonical(now) == canonical(jsonl_records(tmp_path / "jsonl"))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from meshsub.core.api import Emit, FrameReceived, Message, MessageId, SetTimer, Stopping, TimerFired
 from meshsub.core.content import Event
 from meshsub.core.protocol import DROP_SUMMARY_TIMER
@@ -45,3 +47,42 @@ def test_stopping_records_what_is_pending_and_zero_interval_records_each() -> No
     assert _drops(single.handle(_frame(0.5, sender=3))) == [
         {"reason": "duplicate", "event_id": str(MID), "msg_type": DATA, "msg_kind": "data",
          "peer": 3}]
+
+
+def test_a_reliable_copy_of_a_seen_message_is_acknowledged_then_dropped_as_a_duplicate() -> None:
+    """``duplicate_types`` applies on the core's reliable path too: flooding never sends
+    reliably, but a peer may, and its copy is not flooded again."""
+    proto = Flooding(1, drop_summary_s=0.0)
+    proto.handle(_frame(0.0))
+    body = encode_body(Event("t/x", {"v": 1}), 0.0)
+    actions = proto.handle(FrameReceived(0.5, 3, Message(DATA, MID, body, hop=1, ttl=4,
+                                                         reliable_id=7)))
+    assert [type(a).__name__ for a in actions] == ["SendTo", "Emit"]  # the ACK, the drop
+    assert _drops(actions) == [{"reason": "duplicate", "event_id": str(MID), "msg_type": DATA,
+                                "msg_kind": "data", "peer": 3}]
+    assert proto.drops["duplicate"] == 1
+
+
+@pytest.mark.parametrize("summary_s", [5.0, 0.0])
+def test_handle_each_is_handle_at_each_node_in_turn(summary_s: float) -> None:
+    """``Protocol.handle_each`` (the simulator's one frame at many receivers) against
+    ``handle`` node by node on twin nodes: first copies, duplicates (arming the summary
+    timer or not), reliable copies and another type, with the same actions, counts,
+    summaries and clocks."""
+    twins = [[Flooding(n, drop_summary_s=summary_s) for n in range(1, 6)] for _ in range(2)]
+    body = encode_body(Event("t/x", {"v": 1}), 0.0)
+    frames = [FrameReceived(0.0, 9, Message(DATA, MID, body, hop=1, ttl=4)),
+              FrameReceived(0.1, 8, Message(DATA, MID, body, hop=1, ttl=4)),
+              FrameReceived(0.2, 7, Message(DATA, MID, body, hop=2, ttl=3)),
+              FrameReceived(0.3, 7, Message(DATA, MID, body, hop=2, ttl=3, reliable_id=4)),
+              FrameReceived(0.4, 6, Message(DATA + 1, MID, body, hop=2, ttl=3)),
+              FrameReceived(0.5, 6, Message(DATA, MessageId(9, 1, 2), body, hop=1, ttl=4))]
+    for i, frame in enumerate(frames):
+        some = slice(0, 5) if i % 2 == 0 else slice(1, 4)  # not every node hears each one
+        together = Flooding.handle_each(twins[0][some], frame)
+        one_by_one = [p.handle(frame) for p in twins[1][some]]
+        assert [list(a) for a in together] == one_by_one
+    assert twins[0][2].drops["duplicate"] == 3
+    for a, b in zip(*twins, strict=True):
+        assert (dict(a.drops), a.now) == (dict(b.drops), b.now)
+        assert _drops(a.handle(Stopping(9.0))) == _drops(b.handle(Stopping(9.0)))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, ClassVar
 
@@ -103,6 +103,12 @@ class Protocol:
     """Parameters a running node may change (daemon SIGHUP): ones read at each use."""
     summarized_drops: ClassVar[frozenset[str]] = SUMMARIZED_DROPS
     """Drop reasons recorded as periodic summaries with a ``count`` (``drop``)."""
+    duplicate_types: ClassVar[frozenset[int]] = frozenset()
+    """Message types whose copies the core drops as ``duplicate`` before ``on_frame``
+    when ``dedup`` already holds their id (without refreshing it in the cache): for a
+    protocol whose ``on_frame`` would begin so anyway (flooding). Every node hears each
+    flooded message once from each neighbour, and a copy that ends here costs none of
+    the hook calls (docs/benchmarks.md, "Third round")."""
     buffer_store: ClassVar[bool] = False
     """True if the constructor takes ``store``, a ``meshsub.core.buffer.BufferStore`` for
     the messages it carries: a driver with storage (the daemon) passes a persistent one,
@@ -148,6 +154,8 @@ class Protocol:
                                                                                    name)),
         }
         """Timer-name prefix -> the core service that owns those timers."""
+        self._core_prefixes = tuple(self._core_timers)
+        """The prefixes, for one ``str.startswith`` test of a protocol's own timer."""
         self.state_every_s = state_every_s
         """How often to report ``state_sizes`` as ``state`` records (a driver setting; 0: never)."""
         self.add_core_timer(STATE_TIMER, self._report_state)
@@ -156,6 +164,7 @@ class Protocol:
         per drop, as for every other reason)."""
         self._pending_drops: Counter[str] = Counter()
         """Summarised drops not yet recorded, by reason (``SUMMARIZED_DROPS``)."""
+        self._summarize_duplicates = drop_summary_s > 0 and "duplicate" in self.summarized_drops
         self.add_core_timer(DROP_SUMMARY_TIMER, self._record_drop_summary)
 
     @property
@@ -176,7 +185,10 @@ class Protocol:
         if type(inp) is FrameReceived:  # by far the most frequent input: no pattern matching
             message = inp.message
             if message.reliable_id is None and message.type != _ACK:
-                self.on_frame(inp.sender, message)  # what _on_frame_core does with it
+                # what _on_frame_core does with it
+                if message.type not in self.duplicate_types or not self._duplicate(
+                        inp.sender, message):
+                    self.on_frame(inp.sender, message)
             else:
                 self._on_frame_core(inp.sender, message)
             actions, self._actions = self._actions, []
@@ -235,6 +247,40 @@ class Protocol:
                 self._record_drop_summary(DROP_SUMMARY_TIMER)
         actions, self._actions = self._actions, []
         return actions
+
+    @staticmethod
+    def handle_each(protocols: Sequence[Protocol], inp: FrameReceived) -> list[Sequence[Action]]:
+        """``[p.handle(inp) for p in protocols]``: one frame heard by many nodes.
+
+        For a driver that hands the same frame to every receiver (the simulator; the
+        daemon has one node). The same inputs, state changes and actions as ``handle``
+        one node after another; a copy of a message the node already holds
+        (``duplicate_types``) is counted here without a call per node: in a flood
+        that is nine receptions in ten (docs/benchmarks.md, "Third round"). The
+        actions of each node are applied by the driver in the order of
+        ``protocols``: no node's handling depends on another's actions.
+        """
+        message, now = inp.message, inp.now
+        mtype, mid = message.type, message.id
+        copies = message.reliable_id is None and mtype != _ACK
+        out: list[Sequence[Action]] = []
+        append = out.append
+        for proto in protocols:
+            if (copies and proto._clock_known and proto._summarize_duplicates
+                    and mtype in proto.duplicate_types and proto.dedup.seen(mid)):
+                proto.now = now  # what handle() and _duplicate() do with such a copy
+                proto._drops["duplicate"] += 1
+                pending = proto._pending_drops
+                if pending:
+                    pending["duplicate"] += 1
+                    append(())
+                    continue
+                proto._pend_drop("duplicate")  # arms the summary timer
+                actions, proto._actions = proto._actions, []
+                append(actions)
+            else:
+                append(proto.handle(inp))
+        return out
 
     def new_message_id(self) -> MessageId:
         """A fresh id for a message this node originates.
@@ -428,9 +474,7 @@ class Protocol:
         """
         self._drops[reason] += 1
         if self.drop_summary_s > 0 and reason in self.summarized_drops:
-            if not self._pending_drops:
-                self.set_timer(DROP_SUMMARY_TIMER, self.drop_summary_s)
-            self._pending_drops[reason] += 1
+            self._pend_drop(reason)
             return
         if message is not None:
             attrs.setdefault("event_id", str(message.id))
@@ -443,6 +487,13 @@ class Protocol:
     def add_core_timer(self, prefix: str, handler: Callable[[str], None]) -> None:
         """Route timers named ``prefix...`` to a core service instead of ``on_timer``."""
         self._core_timers[prefix] = handler
+        self._core_prefixes = tuple(self._core_timers)
+
+    def _pend_drop(self, reason: str) -> None:
+        """Count a summarised drop for the next summary (arming its timer if none waits)."""
+        if not self._pending_drops:
+            self.set_timer(DROP_SUMMARY_TIMER, self.drop_summary_s)
+        self._pending_drops[reason] += 1
 
     def _record_drop_summary(self, name: str) -> None:
         """One ``drop`` record per reason with its ``count`` since the last summary."""
@@ -456,6 +507,8 @@ class Protocol:
         self.set_timer(STATE_TIMER, self.state_every_s)
 
     def _core_timer(self, name: str) -> Callable[[str], None] | None:
+        if not name.startswith(self._core_prefixes):
+            return None  # a protocol's own timer (a flood's rebroadcasts: most of them)
         for prefix, handler in self._core_timers.items():
             if name.startswith(prefix):
                 return handler
@@ -483,7 +536,20 @@ class Protocol:
             if not self._reliable_received.accept(self.now, sender, rid):
                 self.drop("reliable_duplicate", message, peer=sender)
                 return
+        if message.type in self.duplicate_types and self._duplicate(sender, message):
+            return
         self.on_frame(sender, message)
+
+    def _duplicate(self, sender: NodeId, message: Message) -> bool:
+        """Drop ``message`` as a ``duplicate`` if ``dedup`` holds its id (``duplicate_types``)."""
+        if not self.dedup.seen(message.id):
+            return False
+        if self._summarize_duplicates:  # drop()'s summarised case, without its attributes
+            self._drops["duplicate"] += 1
+            self._pend_drop("duplicate")
+        else:
+            self.drop("duplicate", message, peer=sender)
+        return True
 
     def _apply_reliable(self, out: Outcome) -> None:
         """Queue a reliable-sender step's actions and run the protocol's hooks."""

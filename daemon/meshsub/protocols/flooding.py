@@ -72,6 +72,8 @@ class Flooding(Protocol):
     Params: ClassVar[type[ProtocolParams]] = FloodingParams
     message_kinds: ClassVar[dict[int, MsgKind]] = {DATA: MsgKind.DATA}
     reloadable_params: ClassVar[frozenset[str]] = frozenset({"ttl", "jitter"})
+    duplicate_types: ClassVar[frozenset[int]] = frozenset({DATA})
+    """A copy of a message already seen is dropped by the core, before ``on_frame``."""
 
     params: FloodingParams
 
@@ -87,11 +89,9 @@ class Flooding(Protocol):
                                ttl=self.params.ttl))
 
     def on_frame(self, sender: NodeId, message: Message) -> None:
+        """A message not seen yet (the core dropped copies of seen ones: ``duplicate_types``)."""
         if message.type != DATA:
             self.drop("unknown_type", message, peer=sender)
-            return
-        if self.dedup.seen(message.id):
-            self.drop("duplicate", message, peer=sender)
             return
         try:
             event, published_at = bodies.shared_decode(decode_body, message.body)

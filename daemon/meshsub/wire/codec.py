@@ -155,6 +155,42 @@ class FrameCodec:
         13 fields in one ``packb`` call; anything else takes the general path
         below, which produces the same bytes.
         """
+        header = self._plain_header(protocol_id, message)
+        if header is not None:
+            try:
+                packed: bytes = _packb([*header, message.body])
+            except Exception as exc:  # TypeError, OverflowError, ValueError (recursion)
+                raise FrameError("unencodable",
+                                 f"body: {type(exc).__name__}: {exc}") from None
+            if self._take_whole(protocol_id, header[3], len(packed)):
+                keys = self.keys
+                kid = keys.current
+                head = bytes((VERSION, 0, kid)) + packed
+                return [head + keys.tag(kid, head)]
+        return self._encode_general(protocol_id, message)
+
+    def frame_sizes(self, protocol_id: int, message: Message, body_bytes: int) -> list[int]:
+        """``[len(frame) for frame in encode(protocol_id, message)]``, with the same
+        effects (sequence numbers, counters) and errors, given ``body_bytes``, the packed
+        size of ``message.body`` as ``len(packb([body])) - 1`` (at the nesting depth it
+        has in a frame).
+
+        For a driver that only needs sizes (the simulator): in the common case no frame
+        is built or authenticated, and a body sent by many nodes is packed once by the
+        caller (docs/benchmarks.md, "Third round"). Both fixed arrays of the whole
+        frame (12 header fields, then 13 with the body) have a one-byte header.
+        """
+        header = self._plain_header(protocol_id, message)
+        if header is not None:
+            packed = len(_packb(header)) + body_bytes
+            if self._take_whole(protocol_id, header[3], packed):
+                return [PREFIX_BYTES + packed + TAG_BYTES]
+        return [len(frame) for frame in self._encode_general(protocol_id, message)]
+
+    def _plain_header(self, protocol_id: int, message: Message) -> list[Any] | None:
+        """The 12 header fields of a whole frame in wire order (its body comes last), if
+        they are all plain ints in range (the reliable id may be None), else None: then
+        ``_encode_general`` checks them field by field."""
         mid = message.id
         mtype, flags, hop, ttl, rid = (message.type, message.flags, message.hop, message.ttl,
                                        message.reliable_id)
@@ -168,27 +204,23 @@ class FrameCodec:
                 and 0 <= origin <= NODE_ID_MAX and 0 <= epoch <= EPOCH_MAX
                 and 0 <= seq <= SEQ_MAX and 0 <= hop <= HOP_MAX and 0 <= ttl <= TTL_MAX
                 and 0 <= protocol_id <= 0xFF and tx_seq <= SEQ_MAX):
-            try:
-                packed: bytes = _packb([protocol_id, self.node, self.epoch, tx_seq, mtype,
-                                        flags, origin, epoch, seq, hop, ttl, rid,
-                                        message.body])
-            except Exception as exc:  # TypeError, OverflowError, ValueError (recursion)
-                raise FrameError("unencodable",
-                                 f"body: {type(exc).__name__}: {exc}") from None
-            size = PREFIX_BYTES + len(packed) + TAG_BYTES
-            section_len = len(packed) - self._link_bytes(protocol_id, tx_seq)
-            if size <= self.payload_size and section_len <= self.max_message:
-                self._seq = tx_seq
-                keys = self.keys
-                kid = keys.current
-                head = bytes((VERSION, 0, kid)) + packed
-                frame = head + keys.tag(kid, head)
-                counters = self.counters
-                counters["messages_out"] += 1
-                counters["frames_out"] += 1
-                counters["bytes_out"] += size
-                return [frame]
-        return self._encode_general(protocol_id, message)
+            return [protocol_id, self.node, self.epoch, tx_seq, mtype, flags, origin, epoch,
+                    seq, hop, ttl, rid]
+        return None
+
+    def _take_whole(self, protocol_id: int, tx_seq: int, packed: int) -> bool:
+        """Whether a whole frame of ``packed`` msgpack bytes fits (frame and message
+        limits); if so its sequence number is used up and it is counted."""
+        size = PREFIX_BYTES + packed + TAG_BYTES
+        if size > self.payload_size or packed - self._link_bytes(protocol_id,
+                                                                 tx_seq) > self.max_message:
+            return False
+        self._seq = tx_seq
+        counters = self.counters
+        counters["messages_out"] += 1
+        counters["frames_out"] += 1
+        counters["bytes_out"] += size
+        return True
 
     def _link_bytes(self, protocol_id: int, seq: int) -> int:
         """Packed size of the four link fields (what a whole frame adds to its section)."""

@@ -145,6 +145,7 @@ class Simulation:
         self.stats = SimStats(nodes=len(self.plan.positions))
         self._timer_gen = 0
         self.cls = get_protocol(scenario.protocol.name)
+        self._handle_each = self.cls.handle_each
         self.protocol_name = scenario.protocol.name
         self.sizer_factory = sizer_factory
         self.roles = self.plan.roles(scenario)
@@ -424,27 +425,25 @@ class Simulation:
         stats.rx[kind] += count
         attrs = frame_attrs(message, kind, nbytes, sender)
         if kind == "data":
-            event_id = str(attrs["event_id"])  # str(message.id), already made
-            copies = stats.rx_copies
-            seen = copies.get
-            for dest in heard:
-                key = (event_id, dest)
-                copies[key] = seen(key, 0) + 1
+            reached = stats.rx_reached.get(message.id)
+            if reached is None:
+                reached = stats.rx_reached[message.id] = set()
+            reached.update(heard)
         stats.records += count
         self._record_many(heard, round(now * 1e9), "rx", attrs)
         batteries = self.batteries
         inp = FrameReceived(now, sender, message)
         stats.node_events += count
         apply = self._apply
-        if batteries is None:
-            for dest in heard:
-                st = nodes[dest]
-                actions = st.proto.handle(inp)
+        if batteries is None and self.cls.duplicate_types:  # copies counted in one call
+            handled = self._handle_each([nodes[dest].proto for dest in heard], inp)
+            for dest, actions in zip(heard, handled, strict=True):
                 if actions:
-                    apply(dest, st, actions)
+                    apply(dest, nodes[dest], actions)
             return
         for dest in heard:
-            batteries.charge_rx(dest, nbytes)
+            if batteries is not None:
+                batteries.charge_rx(dest, nbytes)
             st = nodes[dest]
             actions = st.proto.handle(inp)
             if actions:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from meshsub.core.api import MessageId
 from meshsub.core.content import Event
 
 
@@ -44,8 +45,10 @@ class SimStats:
     tx_bytes: Counter[str] = field(default_factory=Counter)
     tx_frames: int = 0
     rx: Counter[str] = field(default_factory=Counter)
-    rx_copies: Counter[tuple[str, int]] = field(default_factory=Counter)
-    """DATA receptions per (event_id, node): copies beyond the first are redundant."""
+    rx_reached: dict[MessageId, set[int]] = field(default_factory=dict)
+    """The nodes each DATA message reached: receptions (``rx["data"]``) beyond one per
+    node and message are redundant. A set per message, not a count per (message, node):
+    one C-level ``set.update`` per frame instead of a tuple per reception."""
     lost: int = 0
     """Receptions lost to link loss or to a link that went down in flight."""
     no_link: int = 0
@@ -62,4 +65,4 @@ class SimStats:
 
     @property
     def redundant_rx(self) -> int:
-        return sum(c - 1 for c in self.rx_copies.values())
+        return self.rx["data"] - sum(len(nodes) for nodes in self.rx_reached.values())

@@ -154,8 +154,10 @@ def run_point(spec: SweepSpec, point: Point, out: Path, *, vmesh_name: str = "sw
                                           log=log or (lambda _m: None)))
     else:
         from meshsim.des.run import run_scenario
+        from meshsim.telemetry_parquet import writer_class
 
-        run_scenario(scenario, rundir, run_id=rid, varied=point.varied)
+        run_scenario(scenario, rundir, run_id=rid, varied=point.varied,
+                     writer_cls=writer_class(spec.telemetry_format))
     wall = time.perf_counter() - started
     manifest = json.loads((rundir / MANIFEST).read_text(encoding="utf-8"))
     manifest["varied"] = point.varied

@@ -7,6 +7,7 @@ scenario = "../firmware-sim/meshsim/scenarios/hesper-4000-tr70.toml"  # relative
 seeds = 5                          # 1..5, or a list [3, 7, 11]
 seed_keys = ["scenario.seed"]      # where each seed goes (default)
 tier = "simulation"                # or "vmesh" (``meshsim run``: root, one at a time)
+telemetry_format = "jsonl"         # or "parquet": one columnar file per simulated run
 set = { "scenario.duration_s" = 421.0 }      # overrides of every point
 evaluate = { message_bits = 320 }            # how mesheval evaluates the sweep
 
@@ -45,6 +46,7 @@ from typing import Any
 
 from meshsim.scenario.reader import ScenarioError, Table, type_name
 from meshsim.sweep.expr import ExpressionError, check
+from meshsim.telemetry_parquet import FORMATS
 
 TIERS = ("simulation", "vmesh")
 EVALUATE = "evaluate."
@@ -116,6 +118,9 @@ class SweepSpec:
     source: Mapping[str, Any] = field(compare=False)
     digest: str = ""
     """sha256 of the sweep file's text."""
+    telemetry_format: str = "jsonl"
+    """How simulated runs write their telemetry (``meshsim.telemetry_parquet.FORMATS``):
+    JSON Lines node files, or one Parquet file (docs/experiments.md)."""
 
 
 def load_sweep(path: str | Path) -> SweepSpec:
@@ -158,6 +163,7 @@ def _spec(doc: dict[str, Any], path: Path, digest: str) -> SweepSpec:
             raise SweepError(f"sweep.evaluate.{key}", f"expected a number, string or boolean, "
                                                        f"got {type_name(value)}")
     derive = sw.opt_string("derive")
+    telemetry_format = sw.string("telemetry_format", "jsonl", choices=FORMATS)
     axes: dict[str, Axis] = {}
     for at in sw.tables("axis"):
         axis = _axis(at)
@@ -171,6 +177,9 @@ def _spec(doc: dict[str, Any], path: Path, digest: str) -> SweepSpec:
     root.done()
     if not blocks:
         raise SweepError("grid", "a sweep needs at least one [[grid]] block")
+    if telemetry_format != "jsonl" and any(b.tier != "simulation" for b in blocks):
+        raise sw.err("telemetry_format", "a virtual-mesh run writes the daemons' JSON Lines: "
+                                         f"{telemetry_format} is for the simulation tier only")
     names = [b.name for b in blocks]
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup is not None:
@@ -184,7 +193,8 @@ def _spec(doc: dict[str, Any], path: Path, digest: str) -> SweepSpec:
                     check(value[1:], known)
                 except ExpressionError as exc:
                     raise SweepError(f"{where}.{key}", str(exc)) from None
-    return SweepSpec(name, path, axes, tuple(blocks), seed_keys, evaluate, derive, doc, digest)
+    return SweepSpec(name, path, axes, tuple(blocks), seed_keys, evaluate, derive, doc, digest,
+                     telemetry_format)
 
 
 def _all_sets(axes: Mapping[str, Axis], blocks: list[Block]) -> list[tuple[str, Mapping[str, Any]]]:
