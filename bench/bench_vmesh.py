@@ -74,11 +74,16 @@ def print_profile(label: str, path: Path) -> None:
           f"devices' CPU {total['devices_cpu_s']:.1f} s, controller's CPU "
           f"{total['controller_cpu_s']:.1f} s)")
     print(f"{'changed':>7} {'ok':>4} {'skip':>4} {'wall':>7} {'dev CPU':>8} {'ctl CPU':>8}  task")
-    for t in prof["tasks"]:  # a task skipped everywhere still costs the controller
+    # flush_handlers runs as one entry per device with no result of its own: left out
+    ran = [t for t in prof["tasks"] if t["changed"] + t["ok"] + t["skipped"] + t["failed"]]
+    for t in ran:  # a task skipped everywhere still costs the controller
         print(f"{t['changed']:>7} {t['ok']:>4} {t['skipped']:>4} {t['wall_s']:>6.1f}s "
               f"{t['devices_cpu_s']:>7.1f}s {t['controller_cpu_s']:>7.1f}s  {t['task']}")
     changed = sum(t["changed"] for t in prof["tasks"])
-    print(f"{changed:>7} changes in all; {load_line()}", flush=True)
+    idle = sum(t["wall_s"] for t in prof["tasks"] if t not in ran)
+    print(f"{changed:>7} changes in all; {len(ran)} tasks with results (handlers included; "
+          f"{len(prof['tasks']) - len(ran)} entries without, {idle:.1f} s); {load_line()}",
+          flush=True)
 
 
 def before(ref: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
