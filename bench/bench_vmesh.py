@@ -46,7 +46,7 @@ from typing import Any
 from meshsim.vmesh import bake, deploy, lifecycle
 from meshsim.vmesh.usage import host_busy_share
 from meshsim.vmesh.wheelhouse import build_wheelhouse
-from vmesh_load import load_line, load_run
+from vmesh_load import load_line, load_run, scenario_for
 
 RUN = "bench"
 BASELINE_RUN = "bnchb"
@@ -74,11 +74,16 @@ def print_profile(label: str, path: Path) -> None:
           f"devices' CPU {total['devices_cpu_s']:.1f} s, controller's CPU "
           f"{total['controller_cpu_s']:.1f} s)")
     print(f"{'changed':>7} {'ok':>4} {'skip':>4} {'wall':>7} {'dev CPU':>8} {'ctl CPU':>8}  task")
-    for t in prof["tasks"]:  # a task skipped everywhere still costs the controller
+    # flush_handlers runs as one entry per device with no result of its own: left out
+    ran = [t for t in prof["tasks"] if t["changed"] + t["ok"] + t["skipped"] + t["failed"]]
+    for t in ran:  # a task skipped everywhere still costs the controller
         print(f"{t['changed']:>7} {t['ok']:>4} {t['skipped']:>4} {t['wall_s']:>6.1f}s "
               f"{t['devices_cpu_s']:>7.1f}s {t['controller_cpu_s']:>7.1f}s  {t['task']}")
     changed = sum(t["changed"] for t in prof["tasks"])
-    print(f"{changed:>7} changes in all; {load_line()}", flush=True)
+    idle = sum(t["wall_s"] for t in prof["tasks"] if t not in ran)
+    print(f"{changed:>7} changes in all; {len(ran)} tasks with results (handlers included; "
+          f"{len(prof['tasks']) - len(ran)} entries without, {idle:.1f} s); {load_line()}",
+          flush=True)
 
 
 def before(ref: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
@@ -136,6 +141,13 @@ def main() -> int:
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("bench_vmesh: needs root", file=sys.stderr)
+        return 2
+    from meshsim.scenario.reader import ScenarioError
+    try:  # before anything is built: a bad size or duration is one line
+        for n in {*args.nodes, *(args.before_nodes or [])}:
+            scenario_for(n, args.traffic)
+    except ScenarioError as exc:
+        print(f"bench_vmesh: --nodes/--traffic: {exc}", file=sys.stderr)
         return 2
     cores = os.cpu_count() or 1
     with tempfile.TemporaryDirectory(prefix="msub-wheels-") as tmp:  # not in the figures

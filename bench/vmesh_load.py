@@ -67,13 +67,18 @@ class LoadRun:
         return not why, why
 
 
+def scenario_for(nodes: int, duration_s: float) -> Any:
+    """The load scenario for N devices and ``duration_s`` of traffic (``ScenarioError``
+    names a bad size or duration, e.g. traffic shorter than the scenario's warm-up)."""
+    return load_scenario(SCENARIO, [f"nodes.count={nodes}", f"scenario.duration_s={duration_s}"])
+
+
 def load_run(nodes: int, duration_s: float, *, run: str, every_s: float = 10.0,
              rest_s: float = 30.0, keep: bool = False) -> LoadRun:
     """One fresh run of N devices: the scenario for ``duration_s``, sampled."""
     from meshsim.vmesh.scenario_run import RunOptions, run_on_vmesh
 
-    scenario = load_scenario(SCENARIO, [f"nodes.count={nodes}",
-                                        f"scenario.duration_s={duration_s}"])
+    scenario = scenario_for(nodes, duration_s)
     sampler = Sampler(every_s)
     lifecycle.teardown(run)  # a fresh bring-up is what is measured
     with tempfile.TemporaryDirectory(prefix="msub-bench-") as tmp:

@@ -40,6 +40,7 @@ MESHSUBD_EPILOG = f"""\
 examples:
   meshsubd --config {DEFAULT_CONFIG}          # run (systemd does this)
   meshsubd --config {DEFAULT_CONFIG} --check  # validate only: exit 0, or 2 + one line
+  meshsubd --check-registry                   # check the installed protocols once (as root)
 
 exit status:
   0  stopped by SIGTERM/SIGINT; --check: the configuration is valid
@@ -93,9 +94,14 @@ def meshsubd_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config", "-c", default=DEFAULT_CONFIG, help="TOML configuration file")
     parser.add_argument("--check", action="store_true",
                         help="validate the configuration and exit (0 valid, 2 invalid)")
+    parser.add_argument("--check-registry", action="store_true",
+                        help="check that the installed protocols agree (names, frame ids) and "
+                             "record this installation, so the daemon's start skips the check")
     parser.add_argument("--version", action="version", version=f"meshsubd {__version__}")
     args = parser.parse_args(argv)
 
+    if args.check_registry:
+        return _check_registry()
     if args.check:
         return _check(args.config)
     try:
@@ -128,6 +134,33 @@ def _check(path: str) -> int:
     for warning in config.security.warnings:
         print(f"meshsubd: warning: {warning}", file=sys.stderr)
     print(f"meshsubd: {path}: configuration is valid")
+    return EXIT_OK
+
+
+def _check_registry() -> int:
+    """``--check-registry``: the whole registry, once per installation (as root).
+
+    The deployment runs it after every install (deploy/ansible, role meshsub): it loads
+    every installed protocol, as the daemon's start would in a child, and records the
+    installation it found consistent in the venv, so each start of the daemon skips
+    the check while the installation is unchanged (runtime/protocolcheck.py). A
+    collision is one line and exit 2 (nothing recorded: the daemon refuses to start).
+    """
+    try:
+        from meshsub.core.registry import RegistryError
+        from meshsub.runtime.protocolcheck import check_and_record, record_path
+    except ImportError as exc:
+        return _fail("meshsubd", f"configuration support is missing: {exc}", EXIT_FAILURE)
+    try:
+        count, record = check_and_record()
+    except RegistryError as exc:
+        return _fail("meshsubd", f"the installed protocols disagree: {exc}", EXIT_USAGE)
+    except OSError as exc:
+        return _fail("meshsubd", f"cannot record the checked installation in "
+                                 f"{record_path()}: {exc.strerror or exc}", EXIT_FAILURE)
+    where = (f"record {record}: {record_path()}" if record != "none" else
+             "not recorded (an editable or unrecorded installation): every start checks")
+    print(f"meshsubd: {count} installed protocols agree (names, frame ids); {where}")
     return EXIT_OK
 
 

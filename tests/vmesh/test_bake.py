@@ -109,3 +109,21 @@ def test_device_differences_name_each_difference() -> None:
     c = snap({"/conf": {**CONF, "sha256": "cc"}, "/pyc": PYC})
     assert devstate.differences(a, c, secret_paths=["/conf"]) == []
     assert devstate.differences(a, c) == ["/conf: sha256 'aa' != 'cc'"]
+
+
+def test_the_units_command_line_is_compared_without_its_last_runs_time_and_pid() -> None:
+    """Two devices that installed the same unit differ in when their daemon started."""
+    shown = ("{ path=/opt/meshsub/bin/meshsubd ; argv[]=/opt/meshsub/bin/meshsubd --config "
+             "/etc/meshsub/meshsub.toml ; ignore_errors=no ; start_time=[Fri 2026-11-27 "
+             "13:49:00 UTC] ; stop_time=[n/a] ; pid=166 ; code=(null) ; status=0/0 }")
+    assert devstate.installed_unit({"ExecStart": shown, "User": "meshsub"}) == {
+        "ExecStart": "{ path=/opt/meshsub/bin/meshsubd ; argv[]=/opt/meshsub/bin/meshsubd "
+                     "--config /etc/meshsub/meshsub.toml ; ignore_errors=no }",
+        "User": "meshsub"}
+    other = shown.replace("13:49:00", "13:49:07").replace("pid=166", "pid=127")
+    assert devstate.installed_unit({"ExecStart": other}) == devstate.installed_unit(
+        {"ExecStart": shown})
+    # the command line itself is still compared
+    moved = shown.replace("--config /etc", "--config /srv")
+    assert devstate.installed_unit({"ExecStart": moved}) != devstate.installed_unit(
+        {"ExecStart": shown})

@@ -16,6 +16,7 @@ secret (per-device credentials) are compared by their metadata only.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -105,6 +106,20 @@ print(json.dumps({"files": files, "user": account("meshsub"), "packages": packag
 """
 
 
+_RUNTIME = re.compile(r" ; (?:start_time|stop_time|pid|code|status)=(?:\[[^\]]*\]|[^ ;}]*)")
+
+
+def installed_unit(unit: Mapping[str, str]) -> dict[str, str]:
+    """The unit's properties without what its last run wrote into them.
+
+    ``ExecStart`` as systemd shows it carries the last start's time, PID and exit
+    status after the command line; a reload of systemd's units clears them, so whether
+    they show depends on whether the playbook's last act was a reload, not on what it
+    installed. The command line (``path``, ``argv[]``, ``ignore_errors``) stays.
+    """
+    return {key: _RUNTIME.sub("", value) for key, value in unit.items()}
+
+
 def snapshot(container: str) -> dict[str, Any]:
     """The installed state of one running device (see the module docstring)."""
     args = json.dumps([list(ROOTS), list(SERVICES), list(UNIT_PROPERTIES)])
@@ -113,8 +128,9 @@ def snapshot(container: str) -> dict[str, Any]:
         doc = json.loads(text)
     except ValueError as exc:
         raise VmeshError(f"{container}: unreadable state snapshot: {text[-200:]!r}") from exc
-    if not isinstance(doc, dict):
+    if not isinstance(doc, dict) or not isinstance(doc.get("unit"), dict):
         raise VmeshError(f"{container}: unreadable state snapshot")
+    doc["unit"] = installed_unit(doc["unit"])
     return doc
 
 
