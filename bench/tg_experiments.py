@@ -788,16 +788,23 @@ def sweep_page_shows(name: str) -> str:
     try:
         data = json.loads(path.read_text())
         plan = str(data["plan"])
-        seeds = min(len(p["figures"]) for p in data["points"]) // len(SWEEP_SCHEMES)
+        per_point = [len(p["figures"]) // len(SWEEP_SCHEMES) for p in data["points"]]
         cpu = [float(f.get("cpu_s", math.nan)) for p in data["points"] for f in p["figures"]]
+        points = len(SWEEPS[name].presets(plan))
     except (OSError, ValueError, KeyError, TypeError):
         return "no figures yet"
+    if not per_point:
+        return "no figures yet"
+    low, high = min(per_point), max(per_point)
+    seeds = str(low) if low == high else f"{low}-{high}"
     of = "" if plan != "recipe" else f" of the recipe's {PRESETS['recipe'].seeds}"
+    where = "" if len(per_point) == points else f" at {len(per_point)} of its {points} points"
     measured = ("" if not cpu or any(math.isnan(c) for c in cpu)
                 else f" (their simulations took {sum(cpu) / 3600:.1f} hours of CPU, "
                 "measured; the evaluation is not counted)")
     return (f"the {'reduced' if plan == 'quick' else plan} plan (`{plan}`) with {seeds}"
-            f"{of} seed{'s' if seeds != 1 or of else ''}{measured}")
+            f"{of} seed{'s' if high != 1 or of else ''}"
+            f"{' per point' if low != high else ''}{where}{measured}")
 
 
 Figs = dict[str, dict[str, Estimate]]
@@ -929,7 +936,13 @@ def differences(e: Figs, rows: list[tuple[str, str, str, str]], nodes: int) -> l
             "the neighbours' rebroadcasts), TG and ST forward at once: the likely reason "
             "flooding's shortest paths are not the fastest here."),
         "R6: latency TG ≈ flooding, 1:3": (
-            "See R5: flooding's per-hop jitter against TG's immediate forwarding."),
+            "See R5: flooding's per-hop jitter against TG's immediate forwarding."
+            if mean("lat13", "flooding") > mean("lat13", "TG") else
+            f"Here TG is the slower one: TG {fig('lat13', 'TG')} s, flooding "
+            f"{fig('lat13', 'flooding')} s. Flooding's copies take every path, so the "
+            "first to arrive took a shortest one (§4.2); TG's follow its group trees and "
+            "gateways, which need not be shortest paths: the likely reason, not "
+            "isolated by a run."),
         "R6: latency TG < ST, global:local 1:3": (
             f"TG {fig('lat13', 'TG')} s, ST {fig('lat13', 'ST')} s; cause not "
             "investigated."),
@@ -1004,14 +1017,40 @@ def in_thesis_range(plan: SweepPlan, preset: Preset) -> bool:
 
 
 def write_sweep_report(plan: SweepPlan, form: str, by_point: dict[Preset, list[RunFigures]],
-                       load: str, wall: float) -> str:
-    """One table row per (point, scheme), then the plan's claims at every point."""
+                       load: str, wall: float, finished: bool = False) -> str:
+    """One table row per (point, scheme), then the plan's claims at every point.
+    ``finished``: the page was written by ``--finished`` (each point with its own
+    seeds; the plan's points with none are left out, and the page names them)."""
     def value(p: Preset) -> str:
         return f"{p.speed_mps:g}" if plan.name == "speed" else str(p.nodes)
 
     cpu = sum(f.cpu_s for figs in by_point.values() for f in figs if not math.isnan(f.cpu_s))
-    ran = min(len(figs) for figs in by_point.values()) // len(SWEEP_SCHEMES)
-    seeds_option = f" --seeds {ran}" if any(ran < p.seeds for p in by_point) else ""
+    seeds_of = {p: len(figs) // len(SWEEP_SCHEMES) for p, figs in by_point.items()}
+    ran, most = min(seeds_of.values()), max(p.seeds for p in by_point)
+    missing = [value(p) for p in plan.presets(form) if p not in by_point]
+    short = missing or any(k < p.seeds for p, k in seeds_of.items())
+    seeds_option = (" --finished" if finished and short
+                    else f" --seeds {ran} --reuse" if short else "")
+    high = max(seeds_of.values())
+    seeds_range = str(ran) if ran == high else f"{ran}-{high}"
+    if finished and short:
+        seeds_line = (
+            f"**Seeds: {seeds_range} of the plan's {most}, per point** "
+            "(the plan line below), "
+            + (f"and the plan's points {', '.join(missing)} ({plan.unit}) have none and "
+               "are left out; " if missing else "")
+            + "the machine time of this session did not reach further. This page is "
+            "written from each point's finished seeds (`--finished`); the same command "
+            "without it, with `--reuse` and the same `--runs`, completes the plan. With "
+            "fewer seeds the 95 % intervals are wider (with 1 seed there is none, shown "
+            "± inf), so fewer orderings are decided.")
+    else:
+        seeds_line = (
+            f"**Seeds: {ran} of the plan's {most}.** The machine "
+            "time of this session did not reach further; the same command without "
+            "`--seeds`, with `--reuse` and the same `--runs`, completes the plan, and with "
+            "fewer seeds the 95 % intervals are wider (Student t with "
+            f"{max(1, ran - 1)} degree(s) of freedom), so fewer orderings are decided.")
     lines = [
         f"# TG sweeps: Liu 2011, {plan.figures}, over {plan.what}",
         "",
@@ -1025,12 +1064,7 @@ def write_sweep_report(plan: SweepPlan, form: str, by_point: dict[Preset, list[R
         f"`{load}`; this pass's wall time {wall:.0f} s; the runs' CPU time "
         f"{cpu:.0f} s (their cost.json, summed: a resumed pass reuses finished runs).",
         "",
-        *([f"**Seeds: {ran} of the plan's {max(p.seeds for p in by_point)}.** The machine "
-           "time of this session did not reach further; the same command without "
-           "`--seeds`, with `--reuse` and the same `--runs`, completes the plan, and with "
-           "fewer seeds the 95 % intervals are wider (Student t with "
-           f"{max(1, ran - 1)} degree(s) of freedom), so fewer orderings are decided.", ""]
-          if seeds_option else []),
+        *([seeds_line, ""] if seeds_option else []),
         f"Plan `{form}`: "
         + "; ".join(f"{value(p)}: {p.nodes} nodes, {p.speed_mps:g} m/s, {p.pause_s:g} s "
                     f"pauses, {p.warmup_s:g} s + {p.measured_s:g} s, "
@@ -1118,12 +1152,22 @@ def sweep_main(plan: SweepPlan, form: str, args: argparse.Namespace) -> int:
     evaluates its own runs, so the figures are made while other runs simulate, and a
     sweep stopped part-way leaves whole seeds behind: ``--reuse`` resumes it, and
     ``--seeds K --reuse`` writes the page from its first K seeds without simulating
-    again.
+    again. ``--finished`` writes it from what each point has finished (its seeds 1..k
+    with every scheme's run simulated), simulating nothing: a stopped sweep's small
+    points then keep the seeds they got beyond the last whole one.
     """
-    presets = plan.presets(form)
-    tasks = [(p, seed, str(args.runs), args.reuse)
-             for seed in range(1, 1 + max(args.seeds or p.seeds for p in presets))
-             for p in presets if seed <= (args.seeds or p.seeds)]
+    wanted = {p: args.seeds or p.seeds for p in plan.presets(form)}
+    if args.finished:
+        wanted = {p: finished_seeds(p, args.runs, k) for p, k in wanted.items()}
+        wanted = {p: k for p, k in wanted.items() if k}
+        if not wanted:
+            print(f"tg_experiments: no point of the {plan.name} sweep has a finished seed "
+                  f"in {args.runs}", file=sys.stderr)
+            return 2
+    presets = tuple(wanted)
+    tasks = [(p, seed, str(args.runs), args.reuse or args.finished)
+             for seed in range(1, 1 + max(wanted.values()))
+             for p in presets if seed <= wanted[p]]
     started = time.perf_counter()
     by_seed: dict[tuple[str, int], list[RunFigures]] = {}
     # a fresh interpreter per task, started with PYTHONHASHSEED as main() sets it (a
@@ -1132,10 +1176,11 @@ def sweep_main(plan: SweepPlan, form: str, args: argparse.Namespace) -> int:
                              mp_context=multiprocessing.get_context("spawn")) as pool:
         for (preset, seed, *_), figs in zip(tasks, pool.map(sweep_task, tasks), strict=True):
             by_seed[(preset.name, seed)] = figs
-    by_point = {p: [f for seed in range(1, 1 + (args.seeds or p.seeds))
-                    for f in by_seed[(p.name, seed)]] for p in presets}
+    by_point = {p: [f for seed in range(1, 1 + wanted[p]) for f in by_seed[(p.name, seed)]]
+                for p in presets}
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    text = write_sweep_report(plan, form, by_point, load, time.perf_counter() - started)
+    text = write_sweep_report(plan, form, by_point, load, time.perf_counter() - started,
+                              finished=args.finished)
     out = args.out if args.out != REPORT else Path(str(SWEEP_REPORT).format(name=plan.name))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
@@ -1147,6 +1192,16 @@ def sweep_main(plan: SweepPlan, form: str, args: argparse.Namespace) -> int:
     out.with_suffix(".json").write_text(json.dumps(data, indent=1, default=str) + "\n")
     print(text)
     return 0
+
+
+def finished_seeds(preset: Preset, runs: Path, most: int) -> int:
+    """How many of a point's seeds, counting from 1, have every sweep scheme's run
+    simulated (its manifest written) in ``runs``: at most ``most``."""
+    k = 0
+    while k < most and all((runs / Point(s, k + 1, preset).run_id / "manifest.json").exists()
+                           for s in SWEEP_SCHEMES):
+        k += 1
+    return k
 
 
 def _both(a: str, b: str) -> str:
@@ -1182,6 +1237,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=Path, default=Path("/tmp/msub-tg-runs"),
                     help="where the run directories go")
     ap.add_argument("--reuse", action="store_true", help="keep finished runs")
+    ap.add_argument("--finished", action="store_true",
+                    help="with --sweep: write the page from each point's finished seeds "
+                         "in --runs, simulating nothing")
     ap.add_argument("--out", type=Path, default=REPORT)
     ap.add_argument("--sweep", choices=sorted(SWEEPS),
                     help="run a sweep plan instead (Figs. 2-3: speed, Figs. 5-6: size); "
@@ -1192,9 +1250,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.jobs < 1 or (args.seeds is not None and not 1 <= args.seeds <= 11):
             print("tg_experiments: bad --jobs or --seeds (1-11)", file=sys.stderr)
             return 2
+        if args.finished and not args.runs.is_dir():
+            print(f"tg_experiments: --finished: no runs directory {args.runs}",
+                  file=sys.stderr)
+            return 2
         args.runs.mkdir(parents=True, exist_ok=True)
         return sweep_main(SWEEPS[args.sweep], "quick" if args.quick else "recipe"
                           if args.recipe else "paper", args)
+    if args.finished:
+        print("tg_experiments: --finished writes a sweep's page: use it with --sweep",
+              file=sys.stderr)
+        return 2
     preset = PRESETS["quick" if args.quick else "paper" if args.paper
                      else "recipe" if args.recipe else "default"]
     seeds = list(range(1, 1 + (args.seeds or preset.seeds)))
