@@ -1036,8 +1036,8 @@ def write_sweep_report(plan: SweepPlan, form: str, by_point: dict[Preset, list[R
     if finished and short:
         seeds_line = (
             f"**Seeds: {seeds_range} of the plan's {most}, per point** "
-            "(the plan line below), "
-            + (f"and the plan's points {', '.join(missing)} ({plan.unit}) have none and "
+            "(the plan line below); "
+            + (f"the plan's points {', '.join(missing)} ({plan.unit}) have none and "
                "are left out; " if missing else "")
             + "the machine time of this session did not reach further. This page is "
             "written from each point's finished seeds (`--finished`); the same command "
