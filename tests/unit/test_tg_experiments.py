@@ -7,25 +7,14 @@ hand-made inputs.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "tg_experiments.py"
-
-
-@pytest.fixture(scope="module")
-def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("tg_experiments", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["tg_experiments"] = module  # dataclasses resolve their module
-    spec.loader.exec_module(module)
-    return module
+BENCH = "tg_experiments"
+"""The script under test (the ``bench`` fixture, tests/unit/conftest.py)."""
 
 
 def test_the_size_sweeps_500_nodes_are_the_recipes_runs(bench: ModuleType) -> None:
