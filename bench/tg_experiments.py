@@ -78,7 +78,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "firmware-sim" / "meshsim" / "scenarios" / "tg-500.toml"
 REPORT = ROOT / "docs" / "results" / "tg.md"
-DATA = ROOT / "docs" / "results" / "tg.json"
 T_VALID = 10.0
 DENSITY = 500 / (2000.0 * 2000.0)  # Table 2: nodes per square metre
 RATE = 0.05  # publications per node per second, Table 2
@@ -146,6 +145,8 @@ class SweepPlan:
 
     name: str
     what: str
+    unit: str
+    """The unit after a point's value in a sentence: "m/s" in "at 5 m/s"."""
     figures: str
     claims: tuple[str, ...]
     """The verdict rows (``claim_rows`` keys) this sweep's figures can test."""
@@ -159,7 +160,13 @@ class SweepPlan:
 
 
 def _vary(base: Preset, tag: str, **changes: Any) -> Preset:
+    """``base`` with ``changes``, named after it and ``tag``. A point that changes
+    nothing (the size sweep's 500 nodes) is ``base`` itself: the same simulation, so
+    it keeps the base's run ids, and a sweep and the base's page (tg.md) run with
+    ``--reuse`` into the same ``--runs`` directory share those runs."""
     from dataclasses import replace
+    if all(getattr(base, key) == value for key, value in changes.items()):
+        return base
     return replace(base, name=f"{base.name}-{tag}", **changes)
 
 
@@ -167,7 +174,7 @@ _QUICK_SWEEP = Preset("quick", 60, 20.0, 40.0, 2)
 SWEEPS = {
     # Figs. 2-3: delivery and overhead vs. speed, 0-25 m/s, Table 2's 500 nodes
     "speed": SweepPlan(
-        "speed", "node moving speed (m/s)", "Figs. 2-3", ("delivery", "overhead"),
+        "speed", "node moving speed (m/s)", "m/s", "Figs. 2-3", ("delivery", "overhead"),
         tuple(_vary(PRESETS["paper"], f"v{v:g}", speed_mps=float(v))
               for v in (0, 5, 10, 15, 20, 25)),
         tuple(_vary(_QUICK_SWEEP, f"v{v:g}", speed_mps=float(v)) for v in (0, 10, 25)),
@@ -175,7 +182,7 @@ SWEEPS = {
               for v in (0, 5, 10, 15, 20, 25))),
     # Figs. 5-6: memory and latency vs. network size, 500-1000 nodes at Table 2's density
     "size": SweepPlan(
-        "size", "network size (nodes)", "Figs. 5-6", ("memory", "latency"),
+        "size", "network size (nodes)", "nodes", "Figs. 5-6", ("memory", "latency"),
         tuple(_vary(PRESETS["paper"], f"n{n}", nodes=n) for n in (500, 625, 750, 875, 1000)),
         tuple(_vary(_QUICK_SWEEP, f"n{n}", nodes=n) for n in (40, 80)),
         tuple(_vary(PRESETS["recipe"], f"n{n}", nodes=n)
@@ -585,6 +592,8 @@ def estimates(figs: list[RunFigures]) -> Figs:
         "overhead": lambda f: f.overhead_per_s,
         "notif": lambda f: f.notification_tx / f.measured_s,
         "maint": lambda f: f.maintenance_tx / f.measured_s,
+        "mshare": lambda f: f.maintenance_tx / (f.notification_tx + f.maintenance_tx)
+        if f.notification_tx + f.maintenance_tx else math.nan,
         "memory": lambda f: f.memory_bytes,
         "lat31": lambda f: f.latency(3.0, 1.0),
         "lat13": lambda f: f.latency(1.0, 3.0),
@@ -623,7 +632,7 @@ def write_report(preset: Preset, figs: list[RunFigures], load: str, wall: float,
         + "` (do not edit by hand); the figures are also in `docs/results/tg.json`.",
         "",
         *([f"**Seeds: {len(seeds)} of the preset's {preset.seeds}.** The machine time "
-           "of this session (shared by six engineers) did not reach further; the whole "
+           "of this session (a shared machine) did not reach further; the whole "
            f"plan is `bench/tg_experiments.py --{preset.name}` on an idle machine, "
            "and with fewer seeds the 95 % intervals are wider (Student t with "
            f"{max(1, len(seeds) - 1)} degree(s) of freedom), so fewer orderings are "
@@ -646,13 +655,14 @@ def write_report(preset: Preset, figs: list[RunFigures], load: str, wall: float,
         "## Figures",
         "",
         "| scheme | delivery | global | local | overhead tx/s | notification | maintenance "
-        "| notification tx/event | memory B/node | latency 3:1 s | latency 1:3 s "
-        "| notification / SPT |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| maintenance share | notification tx/event | memory B/node | latency 3:1 s "
+        "| latency 1:3 s | notification / SPT |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in schemes:
         lines.append(f"| {s} | {delivery[s]} | {dglob[s]} | {dloc[s]} | {overhead[s]} | "
-                     f"{notif[s]} | {maint[s]} | {per_event[s]} | {memory[s]} | {lat31[s]} | "
+                     f"{notif[s]} | {maint[s]} | {e['mshare'][s]} | {per_event[s]} | "
+                     f"{memory[s]} | {lat31[s]} | "
                      f"{lat13[s]} | {opt[s]} |")
     lines += [
         "",
@@ -694,7 +704,7 @@ def write_report(preset: Preset, figs: list[RunFigures], load: str, wall: float,
         "maintenance with the nodes and links, so ST ≪ flooding depends on the size: "
         "compare the *notification tx/event* column at this preset's size with Table 2's "
         "500 nodes before reading the R2 verdict as the thesis's.",
-        *differences(e, claim_rows(e), preset.nodes),
+        *differences_section(differences(e, claim_rows(e), preset.nodes)),
         "",
         "## Runs",
         "",
@@ -753,7 +763,7 @@ def run_length_note(preset: Preset, e: Figs) -> list[str]:
         + ", ".join(f"{s} {c:.2f}" for s, c in cost.items())
         + f"; {per_seed / 3600:.1f} h per seed), against {here / 60:.0f} minutes for "
         f"this plan; the runs got {share:.0%} of one core on average (CPU over wall "
-        "time, a machine shared by six engineers). " + why
+        "time, on a shared machine). " + why
         + "The command for Table 2's length, for an idle machine: "
         "`bench/tg_experiments.py --paper --jobs 2`.",
         "",
@@ -772,17 +782,29 @@ def run_length_note(preset: Preset, e: Figs) -> list[str]:
 
 
 def sweep_page_shows(name: str) -> str:
-    """What a sweep's page shows, from its JSON: the plan and the seeds it ran."""
+    """What a sweep's page shows, from its JSON: the plan, the seeds it ran and their
+    runs' measured CPU time (where every run kept its cost)."""
     path = Path(str(SWEEP_REPORT).format(name=name)).with_suffix(".json")
     try:
         data = json.loads(path.read_text())
         plan = str(data["plan"])
-        seeds = min(len(p["figures"]) for p in data["points"]) // len(SWEEP_SCHEMES)
+        per_point = [len(p["figures"]) // len(SWEEP_SCHEMES) for p in data["points"]]
+        cpu = [float(f.get("cpu_s", math.nan)) for p in data["points"] for f in p["figures"]]
+        points = len(SWEEPS[name].presets(plan))
     except (OSError, ValueError, KeyError, TypeError):
         return "no figures yet"
+    if not per_point:
+        return "no figures yet"
+    low, high = min(per_point), max(per_point)
+    seeds = str(low) if low == high else f"{low}-{high}"
     of = "" if plan != "recipe" else f" of the recipe's {PRESETS['recipe'].seeds}"
+    where = "" if len(per_point) == points else f" at {len(per_point)} of its {points} points"
+    measured = ("" if not cpu or any(math.isnan(c) for c in cpu)
+                else f" (their simulations took {sum(cpu) / 3600:.1f} hours of CPU, "
+                "measured; the evaluation is not counted)")
     return (f"the {'reduced' if plan == 'quick' else plan} plan (`{plan}`) with {seeds}"
-            f"{of} seed{'s' if seeds != 1 or of else ''}")
+            f"{of} seed{'s' if high != 1 or of else ''}"
+            f"{' per point' if low != high else ''}{where}{measured}")
 
 
 Figs = dict[str, dict[str, Estimate]]
@@ -793,7 +815,7 @@ def claim_rows(f: Figs) -> list[tuple[str, str, str, str]]:
     """Every claim the figures can test: (figure key, claim, rule, verdict); a claim whose
     schemes did not run is left out."""
     out: list[tuple[str, str, str, str]] = []
-    delivery, overhead, maint = f["delivery"], f["overhead"], f["maint"]
+    delivery, overhead, maint, share = f["delivery"], f["overhead"], f["maint"], f["mshare"]
     memory, lat31, lat13 = f["memory"], f["lat31"], f["lat13"]
 
     def have(*names: str) -> bool:
@@ -810,13 +832,21 @@ def claim_rows(f: Figs) -> list[tuple[str, str, str, str]]:
             "2 x ST's mean <= flooding's, intervals apart; fails if 2 x ST's lower "
             "bound > flooding's upper bound",
             much_less(overhead["ST"], overhead["flooding"], 2.0))
+    # Fig. 4 is one setting (Table 2's defaults), so its rows are "breakdown", which
+    # no sweep tests: a sweep would check them at speeds and sizes the thesis did not
     for tg in ("TG3", "TG6"):
         if have(tg, "ST"):
-            row("overhead", f"R3: {tg}'s total overhead below ST's (Fig. 4)",
+            row("breakdown", f"R3: {tg}'s total overhead below ST's (Fig. 4)",
                 f"{tg}'s interval below ST's", less(overhead[tg], overhead["ST"]))
     if have("ST", "TG"):
-        row("overhead", "R3: ST's maintenance above TG's (Fig. 4)",
-            "TG's interval below ST's", less(maint["TG"], maint["ST"]))
+        # §4.2 on Fig. 4: ST's "maintenance overhead accounts for a higher proportion"
+        row("breakdown", "R3: ST's maintenance share above TG's (Fig. 4)",
+            "TG's interval below ST's, share = maintenance / all transmissions per run",
+            less(share["TG"], share["ST"]))
+    if have("flooding"):
+        row("breakdown", "R3: flooding's overhead is all notification (Fig. 4)",
+            "flooding's maintenance = 0", "holds" if maint["flooding"].mean == 0
+            else "fails")
     if have("flooding", "TG"):
         row("delivery", "R1: delivery flooding >= TG (Fig. 2)",
             "flooding's mean >= TG's - 0.02",
@@ -860,16 +890,33 @@ def differences(e: Figs, rows: list[tuple[str, str, str, str]], nodes: int) -> l
         est = e[key].get(scheme)
         return est.mean if est is not None and est.n else math.nan
 
+    st_cost = (
+        f"Most of ST's transmissions are maintenance ({fig('mshare', 'ST')} of them per "
+        "run): its trees are repaired and merged as the nodes move "
+        f"({fig('groups0', 'ST')} trees at the window's start, {fig('groups1', 'ST')} at "
+        f"its end), while its notifications cost {fig('per_event', 'ST')} transmissions "
+        f"per event against flooding's {fig('per_event', 'flooding')}."
+        if mean("maint", "ST") > mean("notif", "ST") else
+        "Table 2's workload gives an event "
+        f"{mean('pairs', 'TG'):.0f} expected (node, subscription) pairs on average "
+        "(1-3 subscriptions per node over 50 interests, half of them ORs), so the "
+        "tree's matching branches span much of each tree: ST's "
+        f"{fig('per_event', 'ST')} notification transmissions per event against "
+        f"flooding's {fig('per_event', 'flooding')}.")
+    comparable = (
+        "See the row above: flooding's reach is bounded by its TTL of 10."
+        if mean("delivery", "TG") >= mean("delivery", "flooding") else
+        f"Here TG delivers less than flooding: {fig('dglob', 'TG')} of the global pairs "
+        f"and {fig('dloc', 'TG')} of the local ones, flooding {fig('dglob', 'flooding')} "
+        f"and {fig('dloc', 'flooding')}. Flooding keeps no structure to repair; TG "
+        "routes along group trees that break as the nodes move (its maintenance here "
+        f"{fig('maint', 'TG')} tx/s): the likely cause, not isolated by a run.")
+
     why: dict[str, str] = {
         "R2: overhead ST ≪ flooding": (
             f"ST sends {fig('notif', 'ST')} notification and {fig('maint', 'ST')} "
             f"maintenance transmissions per second, flooding {fig('notif', 'flooding')} "
-            "notifications only. Table 2's workload gives an event "
-            f"{mean('pairs', 'TG'):.0f} expected (node, subscription) pairs on average "
-            "(1-3 subscriptions per node over 50 interests, half of them ORs), so the "
-            "tree's matching branches span much of each tree: ST's "
-            f"{fig('per_event', 'ST')} notification transmissions per event against "
-            f"flooding's {fig('per_event', 'flooding')}. Flooding's per-event cost is "
+            "notifications only. " + st_cost + " Flooding's per-event cost is "
             "bounded by its TTL of 10 (Table 2): each node it reaches broadcasts once, so "
             "it reaches about that many of the nodes, not the whole network."),
         "R1: delivery flooding >= TG": (
@@ -880,8 +927,7 @@ def differences(e: Figs, rows: list[tuple[str, str, str, str]], nodes: int) -> l
             f"broadcasts once: {fig('per_event', 'flooding')} per event, of "
             f"{nodes} nodes); the TTL is kept as the thesis has it. TG's "
             "global events cross up to 32 groups (`GLOBAL_GROUP_TTL`) and 255 hops."),
-        "R1: TG 'comparable' to flooding": (
-            "See the row above: flooding's reach is bounded by its TTL of 10."),
+        "R1: TG 'comparable' to flooding": comparable,
         "R5: latency flooding lowest, global:local 3:1": (
             f"Flooding {fig('lat31', 'flooding')} s, TG {fig('lat31', 'TG')} s, ST "
             f"{fig('lat31', 'ST')} s. Every hop here costs the radio's 2 ms delay and "
@@ -890,7 +936,13 @@ def differences(e: Figs, rows: list[tuple[str, str, str, str]], nodes: int) -> l
             "the neighbours' rebroadcasts), TG and ST forward at once: the likely reason "
             "flooding's shortest paths are not the fastest here."),
         "R6: latency TG ≈ flooding, 1:3": (
-            "See R5: flooding's per-hop jitter against TG's immediate forwarding."),
+            "See R5: flooding's per-hop jitter against TG's immediate forwarding."
+            if mean("lat13", "flooding") > mean("lat13", "TG") else
+            f"Here TG is the slower one: TG {fig('lat13', 'TG')} s, flooding "
+            f"{fig('lat13', 'flooding')} s. Flooding's copies take every path, so the "
+            "first to arrive took a shortest one (§4.2); TG's follow its group trees and "
+            "gateways, which need not be shortest paths: the likely reason, not "
+            "isolated by a run."),
         "R6: latency TG < ST, global:local 1:3": (
             f"TG {fig('lat13', 'TG')} s, ST {fig('lat13', 'ST')} s; cause not "
             "investigated."),
@@ -908,7 +960,12 @@ def differences(e: Figs, rows: list[tuple[str, str, str, str]], nodes: int) -> l
         "R1: delivery TG > ST": (
             f"TG {fig('delivery', 'TG')}, ST {fig('delivery', 'ST')}; ST had "
             f"{fig('groups0', 'ST')} trees when the window opened (events do not cross "
-            "between trees that have not merged yet)."),
+            "between trees that have not merged yet)."
+            if mean("delivery", "ST") < mean("delivery", "TG") else
+            f"Here ST's mean is above TG's: TG {fig('delivery', 'TG')} "
+            f"({fig('dglob', 'TG')} of the global pairs, {fig('dloc', 'TG')} of the local "
+            f"ones), ST {fig('delivery', 'ST')} ({fig('dglob', 'ST')}, "
+            f"{fig('dloc', 'ST')}); the cause was not isolated by a run."),
     }
     agree: dict[str, bool] = {
         # whether the means lie the thesis's way (an inconclusive verdict is then the
@@ -918,7 +975,7 @@ def differences(e: Figs, rows: list[tuple[str, str, str, str]], nodes: int) -> l
             2 * mean("overhead", "ST") <= mean("overhead", "flooding"),
         "R3: TG3": mean("overhead", "TG3") < mean("overhead", "ST"),
         "R3: TG6": mean("overhead", "TG6") < mean("overhead", "ST"),
-        "R3: ST's maintenance": mean("maint", "TG") < mean("maint", "ST"),
+        "R3: ST's maintenance share": mean("mshare", "TG") < mean("mshare", "ST"),
         "R1: delivery TG > ST": mean("delivery", "ST") < mean("delivery", "TG"),
         "R4: memory TG ≪ ST": 2 * mean("memory", "TG") <= mean("memory", "ST"),
         "R5: latency flooding lowest": mean("lat31", "flooding") < min(
@@ -940,9 +997,14 @@ def differences(e: Figs, rows: list[tuple[str, str, str, str]], nodes: int) -> l
         out.append("- **Inconclusive with the means the thesis's way** (the 95 % "
                    "intervals overlap; more seeds may decide): " + "; ".join(undecided)
                    + ".")
-    if not out:
+    return out
+
+
+def differences_section(items: list[str]) -> list[str]:
+    """The page's section on where the figures differ from the thesis (none if none)."""
+    if not items:
         return []
-    return ["", "## Where the figures differ from the thesis, and why", "", *out]
+    return ["", "## Where the figures differ from the thesis, and why", "", *items]
 
 
 def in_thesis_range(plan: SweepPlan, preset: Preset) -> bool:
@@ -955,13 +1017,40 @@ def in_thesis_range(plan: SweepPlan, preset: Preset) -> bool:
 
 
 def write_sweep_report(plan: SweepPlan, form: str, by_point: dict[Preset, list[RunFigures]],
-                       load: str, wall: float) -> str:
-    """One table row per (point, scheme), then the plan's claims at every point."""
-    value = (lambda p: f"{p.speed_mps:g}") if plan.name == "speed" else \
-        (lambda p: str(p.nodes))
+                       load: str, wall: float, finished: bool = False) -> str:
+    """One table row per (point, scheme), then the plan's claims at every point.
+    ``finished``: the page was written by ``--finished`` (each point with its own
+    seeds; the plan's points with none are left out, and the page names them)."""
+    def value(p: Preset) -> str:
+        return f"{p.speed_mps:g}" if plan.name == "speed" else str(p.nodes)
+
     cpu = sum(f.cpu_s for figs in by_point.values() for f in figs if not math.isnan(f.cpu_s))
-    ran = min(len(figs) for figs in by_point.values()) // len(SWEEP_SCHEMES)
-    seeds_option = f" --seeds {ran}" if any(ran < p.seeds for p in by_point) else ""
+    seeds_of = {p: len(figs) // len(SWEEP_SCHEMES) for p, figs in by_point.items()}
+    ran, most = min(seeds_of.values()), max(p.seeds for p in by_point)
+    missing = [value(p) for p in plan.presets(form) if p not in by_point]
+    short = missing or any(k < p.seeds for p, k in seeds_of.items())
+    seeds_option = (" --finished" if finished and short
+                    else f" --seeds {ran} --reuse" if short else "")
+    high = max(seeds_of.values())
+    seeds_range = str(ran) if ran == high else f"{ran}-{high}"
+    if finished and short:
+        seeds_line = (
+            f"**Seeds: {seeds_range} of the plan's {most}, per point** "
+            "(the plan line below); "
+            + (f"the plan's points {', '.join(missing)} ({plan.unit}) have none and "
+               "are left out; " if missing else "")
+            + "the machine time of this session did not reach further. This page is "
+            "written from each point's finished seeds (`--finished`); the same command "
+            "without it, with `--reuse` and the same `--runs`, completes the plan. With "
+            "fewer seeds the 95 % intervals are wider (with 1 seed there is none, shown "
+            "± inf), so fewer orderings are decided.")
+    else:
+        seeds_line = (
+            f"**Seeds: {ran} of the plan's {most}.** The machine "
+            "time of this session did not reach further; the same command without "
+            "`--seeds`, with `--reuse` and the same `--runs`, completes the plan, and with "
+            "fewer seeds the 95 % intervals are wider (Student t with "
+            f"{max(1, ran - 1)} degree(s) of freedom), so fewer orderings are decided.")
     lines = [
         f"# TG sweeps: Liu 2011, {plan.figures}, over {plan.what}",
         "",
@@ -975,6 +1064,7 @@ def write_sweep_report(plan: SweepPlan, form: str, by_point: dict[Preset, list[R
         f"`{load}`; this pass's wall time {wall:.0f} s; the runs' CPU time "
         f"{cpu:.0f} s (their cost.json, summed: a resumed pass reuses finished runs).",
         "",
+        *([seeds_line, ""] if seeds_option else []),
         f"Plan `{form}`: "
         + "; ".join(f"{value(p)}: {p.nodes} nodes, {p.speed_mps:g} m/s, {p.pause_s:g} s "
                     f"pauses, {p.warmup_s:g} s + {p.measured_s:g} s, "
@@ -988,6 +1078,7 @@ def write_sweep_report(plan: SweepPlan, form: str, by_point: dict[Preset, list[R
         "|---|---|---|---|---|---|---|---|---|",
     ]
     verdicts: list[str] = []
+    differ: list[str] = []
     for preset, figs in by_point.items():
         e = estimates(figs)
         for sch in SWEEP_SCHEMES:
@@ -1002,6 +1093,10 @@ def write_sweep_report(plan: SweepPlan, form: str, by_point: dict[Preset, list[R
                 continue
             shown = f"**{verdict}**" if inside else f"n/a (rule: {verdict})"
             verdicts.append(f"| {value(preset)} | {claim} | {rule} | {shown} |")
+        items = differences(e, [r for r in claim_rows(e) if r[0] in plan.claims],
+                            preset.nodes) if inside else []
+        if items:
+            differ += [f"**At {value(preset)} {plan.unit}:**", "", *items, ""]
     lines += [
         "",
         "*notification / SPT*: the ratio to the optimum's upper bound, a shortest-path "
@@ -1020,6 +1115,7 @@ def write_sweep_report(plan: SweepPlan, form: str, by_point: dict[Preset, list[R
         + "), so the figures cannot test it; the rule's outcome there is shown for "
         "information. Only the claims of " + plan.figures + " are tested here ("
         + ", ".join(plan.claims) + "); the others are on tg.md.",
+        *differences_section(differ[:-1]),
     ]
     return "\n".join(lines) + "\n"
 
@@ -1056,12 +1152,22 @@ def sweep_main(plan: SweepPlan, form: str, args: argparse.Namespace) -> int:
     evaluates its own runs, so the figures are made while other runs simulate, and a
     sweep stopped part-way leaves whole seeds behind: ``--reuse`` resumes it, and
     ``--seeds K --reuse`` writes the page from its first K seeds without simulating
-    again.
+    again. ``--finished`` writes it from what each point has finished (its seeds 1..k
+    with every scheme's run simulated), simulating nothing: a stopped sweep's small
+    points then keep the seeds they got beyond the last whole one.
     """
-    presets = plan.presets(form)
-    tasks = [(p, seed, str(args.runs), args.reuse)
-             for seed in range(1, 1 + max(args.seeds or p.seeds for p in presets))
-             for p in presets if seed <= (args.seeds or p.seeds)]
+    wanted = {p: args.seeds or p.seeds for p in plan.presets(form)}
+    if args.finished:
+        wanted = {p: finished_seeds(p, args.runs, k) for p, k in wanted.items()}
+        wanted = {p: k for p, k in wanted.items() if k}
+        if not wanted:
+            print(f"tg_experiments: no point of the {plan.name} sweep has a finished seed "
+                  f"in {args.runs}", file=sys.stderr)
+            return 2
+    presets = tuple(wanted)
+    tasks = [(p, seed, str(args.runs), args.reuse or args.finished)
+             for seed in range(1, 1 + max(wanted.values()))
+             for p in presets if seed <= wanted[p]]
     started = time.perf_counter()
     by_seed: dict[tuple[str, int], list[RunFigures]] = {}
     # a fresh interpreter per task, started with PYTHONHASHSEED as main() sets it (a
@@ -1070,10 +1176,11 @@ def sweep_main(plan: SweepPlan, form: str, args: argparse.Namespace) -> int:
                              mp_context=multiprocessing.get_context("spawn")) as pool:
         for (preset, seed, *_), figs in zip(tasks, pool.map(sweep_task, tasks), strict=True):
             by_seed[(preset.name, seed)] = figs
-    by_point = {p: [f for seed in range(1, 1 + (args.seeds or p.seeds))
-                    for f in by_seed[(p.name, seed)]] for p in presets}
+    by_point = {p: [f for seed in range(1, 1 + wanted[p]) for f in by_seed[(p.name, seed)]]
+                for p in presets}
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    text = write_sweep_report(plan, form, by_point, load, time.perf_counter() - started)
+    text = write_sweep_report(plan, form, by_point, load, time.perf_counter() - started,
+                              finished=args.finished)
     out = args.out if args.out != REPORT else Path(str(SWEEP_REPORT).format(name=plan.name))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
@@ -1085,6 +1192,16 @@ def sweep_main(plan: SweepPlan, form: str, args: argparse.Namespace) -> int:
     out.with_suffix(".json").write_text(json.dumps(data, indent=1, default=str) + "\n")
     print(text)
     return 0
+
+
+def finished_seeds(preset: Preset, runs: Path, most: int) -> int:
+    """How many of a point's seeds, counting from 1, have every sweep scheme's run
+    simulated (its manifest written) in ``runs``: at most ``most``."""
+    k = 0
+    while k < most and all((runs / Point(s, k + 1, preset).run_id / "manifest.json").exists()
+                           for s in SWEEP_SCHEMES):
+        k += 1
+    return k
 
 
 def _both(a: str, b: str) -> str:
@@ -1101,6 +1218,11 @@ def _one(args: tuple[Point, str, bool]) -> tuple[Point, str, float]:
     return point, str(rundir), wall
 
 
+def _evaluated(args: tuple[Point, str, float, str, bool]) -> RunFigures:
+    point, rundir, wall, groups, reuse = args
+    return evaluated(Path(rundir), point, wall, Path(groups), reuse)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     group = ap.add_mutually_exclusive_group()
@@ -1115,6 +1237,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=Path, default=Path("/tmp/msub-tg-runs"),
                     help="where the run directories go")
     ap.add_argument("--reuse", action="store_true", help="keep finished runs")
+    ap.add_argument("--finished", action="store_true",
+                    help="with --sweep: write the page from each point's finished seeds "
+                         "in --runs, simulating nothing")
     ap.add_argument("--out", type=Path, default=REPORT)
     ap.add_argument("--sweep", choices=sorted(SWEEPS),
                     help="run a sweep plan instead (Figs. 2-3: speed, Figs. 5-6: size); "
@@ -1125,9 +1250,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.jobs < 1 or (args.seeds is not None and not 1 <= args.seeds <= 11):
             print("tg_experiments: bad --jobs or --seeds (1-11)", file=sys.stderr)
             return 2
+        if args.finished and not args.runs.is_dir():
+            print(f"tg_experiments: --finished: no runs directory {args.runs}",
+                  file=sys.stderr)
+            return 2
         args.runs.mkdir(parents=True, exist_ok=True)
         return sweep_main(SWEEPS[args.sweep], "quick" if args.quick else "recipe"
                           if args.recipe else "paper", args)
+    if args.finished:
+        print("tg_experiments: --finished writes a sweep's page: use it with --sweep",
+              file=sys.stderr)
+        return 2
     preset = PRESETS["quick" if args.quick else "paper" if args.paper
                      else "recipe" if args.recipe else "default"]
     seeds = list(range(1, 1 + (args.seeds or preset.seeds)))
@@ -1143,13 +1276,17 @@ def main(argv: list[str] | None = None) -> int:
     points = [Point(s, seed, preset) for seed in seeds for s in schemes]
     started = time.perf_counter()
     done = run_points(points, args.runs, args.jobs, args.reuse)
-    figs = []
+    evaluations = []
     for point in points:
         rundir, wall = done[(preset.name, point.scheme, point.seed)]
         groups = rundir if point.scheme.startswith("TG") \
             else done[(preset.name, "TG", point.seed)][0]
-        figs.append(evaluated(rundir, point, wall, groups, args.reuse))
-        f = figs[-1]
+        evaluations.append((point, str(rundir), wall, str(groups), args.reuse))
+    # every run is simulated by now (ST's and flooding's ground truth is the TG run's
+    # records), so the evaluations, a minute each at 500 nodes, run side by side too
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        figs = list(pool.map(_evaluated, evaluations))
+    for point, f in zip(points, figs, strict=True):
         print(f"{point.run_id}: delivery {f.delivery:.3f}, {f.overhead_per_s:.1f} tx/s, "
               f"memory {f.memory_bytes:.0f} B/node, latency {f.latency():.3f} s", flush=True)
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
@@ -1160,7 +1297,7 @@ def main(argv: list[str] | None = None) -> int:
     data = {"preset": asdict(preset), "load": load, "figures": [
         {**asdict(f), "delivery": f.delivery, "overhead_per_s": f.overhead_per_s,
          "optimum_ratio": f.optimum_ratio} for f in figs]}
-    DATA.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    args.out.with_suffix(".json").write_text(json.dumps(data, indent=1, default=str) + "\n")
     print(text)
     return 0
 

@@ -6,25 +6,14 @@ page's figures is checked here on hand-made inputs.
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "dibs_experiments.py"
-
-
-@pytest.fixture(scope="module")
-def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("dibs_experiments", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["dibs_experiments"] = module  # dataclasses resolve their module
-    spec.loader.exec_module(module)
-    return module
+BENCH = "dibs_experiments"
+"""The script under test (the ``bench`` fixture, tests/unit/conftest.py)."""
 
 
 # reference 1 with children 2 and 3; 4 and 5 below 2; 6 below 5; 7 is detached

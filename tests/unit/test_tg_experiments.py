@@ -1,0 +1,124 @@
+"""bench/tg_experiments.py's bookkeeping: shared runs, finished seeds, Fig. 4's verdict.
+
+The recipe's runs take minutes each; what decides which runs a page reuses, which
+seeds a stopped sweep's page shows and how R3 is judged is checked here on
+hand-made inputs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCH = "tg_experiments"
+"""The script under test (the ``bench`` fixture, tests/unit/conftest.py)."""
+
+
+def test_the_size_sweeps_500_nodes_are_the_recipes_runs(bench: ModuleType) -> None:
+    recipe = bench.PRESETS["recipe"]
+    sizes = bench.SWEEPS["size"].presets("recipe")
+    assert sizes[0] is recipe  # same simulation: tg.md --recipe --reuse finds its runs
+    assert bench.Point("TG", 3, sizes[0]).run_id == "tg-recipe-tg-s3"
+    assert [p.name for p in sizes[1:]] == [f"recipe-n{n}" for n in (600, 700, 800, 900, 1000)]
+    assert all(p is not recipe for p in bench.SWEEPS["speed"].presets("recipe"))
+
+
+def _finish(bench: ModuleType, runs: Path, preset: object, seed: int, *schemes: str) -> None:
+    for scheme in schemes:
+        out = runs / bench.Point(scheme, seed, preset).run_id
+        out.mkdir(parents=True)
+        (out / "manifest.json").write_text("{}\n")
+
+
+def test_finished_seeds_count_whole_seeds_from_the_first(bench: ModuleType,
+                                                         tmp_path: Path) -> None:
+    point = bench.SWEEPS["size"].presets("recipe")[1]
+    assert bench.finished_seeds(point, tmp_path, 5) == 0
+    _finish(bench, tmp_path, point, 1, "TG", "ST", "flooding")
+    _finish(bench, tmp_path, point, 2, "TG", "ST")  # flooding's run was stopped
+    _finish(bench, tmp_path, point, 3, "TG", "ST", "flooding")  # after a gap: not counted
+    (tmp_path / bench.Point("flooding", 2, point).run_id).mkdir()  # partial: no manifest
+    assert bench.finished_seeds(point, tmp_path, 5) == 1
+    _finish(bench, tmp_path, bench.SWEEPS["size"].presets("recipe")[2], 1, "TG", "ST")
+    assert bench.finished_seeds(bench.SWEEPS["size"].presets("recipe")[2], tmp_path, 5) == 0
+    (tmp_path / bench.Point("flooding", 2, point).run_id / "manifest.json").write_text("{}")
+    assert bench.finished_seeds(point, tmp_path, 5) == 3
+    assert bench.finished_seeds(point, tmp_path, 2) == 2
+
+
+def _runs(bench: ModuleType, scheme: str, notification: list[int],
+          maintenance: list[int]) -> list[object]:
+    return [bench.RunFigures(scheme, seed, 1.0, notification_tx=n, maintenance_tx=m,
+                             measured_s=10.0, expected={"global": 10, "local": 10},
+                             delivered={"global": 9, "local": 9})
+            for seed, (n, m) in enumerate(zip(notification, maintenance, strict=True), 1)]
+
+
+def _verdict(bench: ModuleType, figs: list[object], claim: str) -> tuple[str, str]:
+    rows = bench.claim_rows(bench.estimates(figs))
+    return next((key, verdict) for key, c, _rule, verdict in rows if c.startswith(claim))
+
+
+def test_r3_compares_maintenance_shares_not_rates(bench: ModuleType) -> None:
+    # TG sends more maintenance per second than ST but a smaller share of its traffic
+    # (§4.2: ST's maintenance "accounts for a higher proportion")
+    tg = _runs(bench, "TG", [9000, 9100, 8900], [3000, 3050, 2950])
+    st = _runs(bench, "ST", [1000, 1010, 990], [2000, 2020, 1980])
+    flooding = _runs(bench, "flooding", [5000, 5100, 4900], [0, 0, 0])
+    key, verdict = _verdict(bench, tg + st + flooding, "R3: ST's maintenance share")
+    assert (key, verdict) == ("breakdown", "holds")
+    assert _verdict(bench, tg + st + flooding, "R3: flooding's overhead is all notification") \
+        == ("breakdown", "holds")
+    swapped = _runs(bench, "TG", [1000, 1010, 990], [2000, 2020, 1980]) \
+        + _runs(bench, "ST", [9000, 9100, 8900], [3000, 3050, 2950]) + flooding
+    assert _verdict(bench, swapped, "R3: ST's maintenance share")[1] == "fails"
+    chatty = _runs(bench, "flooding", [5000, 5100, 4900], [1, 0, 0])
+    assert _verdict(bench, tg + st + chatty, "R3: flooding's")[1] == "fails"
+    assert "breakdown" not in bench.SWEEPS["speed"].claims  # Fig. 4 is one setting
+
+
+def test_a_finished_page_names_its_seeds_and_missing_points(bench: ModuleType) -> None:
+    plan = bench.SWEEPS["size"]
+    presets = plan.presets("recipe")
+    tg = _runs(bench, "TG", [900, 910], [300, 305])
+    st = _runs(bench, "ST", [1000, 1010], [2000, 2020])
+    flooding = _runs(bench, "flooding", [5000, 5100], [0, 0])
+    by_point = {presets[0]: tg + st + flooding, presets[1]: tg[:1] + st[:1] + flooding[:1]}
+    page = bench.write_sweep_report(plan, "recipe", by_point, "load", 1.0, finished=True)
+    assert "--sweep size --recipe --finished`" in page
+    assert "**Seeds: 1-2 of the plan's 5, per point**" in page
+    assert "the plan's points 700, 800, 900, 1000 (nodes) have none" in page
+    assert "500 nodes, 2 m/s, 10 s pauses, 20 s + 30 s, 2 of the plan's 5 seeds" in page
+    cut = bench.write_sweep_report(plan, "recipe", {p: tg + st + flooding for p in presets},
+                                   "load", 1.0)
+    assert "--sweep size --recipe --seeds 2 --reuse`" in cut
+    assert "**Seeds: 2 of the plan's 5.**" in cut
+
+
+def test_finished_is_refused_without_a_sweep_or_runs(bench: ModuleType, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]
+                                                     ) -> None:
+    assert bench.main(["--recipe", "--finished"]) == 2
+    assert bench.main(["--sweep", "size", "--recipe", "--finished",
+                       "--runs", str(tmp_path / "none")]) == 2
+    assert bench.main(["--sweep", "size", "--recipe", "--finished",
+                       "--runs", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 3 and all(line.startswith("tg_experiments: ") for line in err)
+    assert not list(tmp_path.iterdir())
+
+
+def test_sweep_page_shows_reads_seeds_per_point(bench: ModuleType, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bench, "SWEEP_REPORT", tmp_path / "tg-sweep-{name}.md")
+    assert bench.sweep_page_shows("size") == "no figures yet"
+    figures = [{"cpu_s": 1800.0}] * 3
+    (tmp_path / "tg-sweep-size.json").write_text(json.dumps({"plan": "recipe", "points": [
+        {"figures": figures * 2}, {"figures": figures}]}))
+    assert bench.sweep_page_shows("size") == (
+        "the recipe plan (`recipe`) with 1-2 of the recipe's 5 seeds per point at 2 of its "
+        "6 points (their simulations took 4.5 hours of CPU, measured; the evaluation is "
+        "not counted)")
