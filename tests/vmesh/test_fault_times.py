@@ -3,7 +3,7 @@
 A crash is a SIGKILL and then a ``systemctl stop``; on a busy host the stop can
 return many seconds after the kill (a CI run saw 12 s), so a check that asks
 "was the daemon gone before this publication?" needs the time the kill was
-sent, not the time the whole fault returned. ``nodes.exec_in`` is replaced by a
+sent, not the time the whole fault returned. ``nodes.systemctl_in`` is replaced by a
 recorder that takes as long as each command would on such a host.
 """
 
@@ -37,11 +37,11 @@ class _Timeline:
 def ran(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, float]]:
     calls: list[tuple[str, str, float]] = []
 
-    def exec_in(container: str, cmd: list[str], timeout: float) -> None:
-        time.sleep(SLOW[cmd[1]])
-        calls.append((container, cmd[1], time.time()))
+    def systemctl_in(container: str, args: list[str], timeout: float) -> None:
+        time.sleep(SLOW[args[0]])
+        calls.append((container, args[0], time.time()))
 
-    monkeypatch.setattr(vfaults.nodes, "exec_in", exec_in)
+    monkeypatch.setattr(vfaults.nodes, "systemctl_in", systemctl_in)
     return calls
 
 

@@ -5,7 +5,9 @@ each becomes what it is on a device, at ``t0 + t`` on the shared clock:
 
 - ``crash``: ``systemctl kill --signal=SIGKILL meshsubd``, then ``systemctl stop``
   (so systemd's ``Restart=on-failure`` does not bring it back): no draining,
-  what was not written is lost, what the daemon persisted stays;
+  what was not written is lost, what the daemon persisted stays; systemctl runs in
+  the device's namespaces by ``nsenter`` (``nodes.systemctl_in``), not through
+  ``podman exec``, which a busy host made seconds late;
 - ``recover``: ``systemctl start meshsubd`` (a new epoch, its store, the retained
   MQTT subscriptions, and what the broker queued for its session meanwhile);
 - ``leave`` / ``join``: the medium gives the node no links / its links again
@@ -36,8 +38,10 @@ from meshsim.vmesh.plan import NodePlan
 from meshsim.vmesh.timeline import Timeline
 
 UNIT = "meshsubd"
-CRASH = (["systemctl", "kill", "--signal=SIGKILL", UNIT], ["systemctl", "stop", UNIT])
-RECOVER = (["systemctl", "start", UNIT],)
+CRASH = (["kill", "--signal=SIGKILL", UNIT], ["stop", UNIT])
+"""systemctl's arguments, in turn: the stop must follow the kill within the unit's
+``RestartSec`` (3 s), or systemd starts the daemon again in between."""
+RECOVER = (["start", UNIT],)
 
 
 @dataclass
@@ -77,15 +81,16 @@ class VmeshFaults:
                           "took_s": round(time.time() - started, 3), "error": error})
 
     def _on_devices(self, ids: Sequence[int], commands: Sequence[list[str]]) -> float:
-        """Run ``commands`` on each device in turn, the devices at once; returns when the
-        first command had returned on every device (the fault in effect)."""
+        """systemctl with each of ``commands`` in turn on every device, the devices at
+        once (``nodes.systemctl_in``); returns when the first had returned on every
+        device (the fault in effect)."""
         first, *rest = commands
 
         def run(node: int) -> float:
-            nodes.exec_in(self.devmap[node].container, first, timeout=60)
+            nodes.systemctl_in(self.devmap[node].container, first, timeout=60)
             effective = time.time()
             for cmd in rest:
-                nodes.exec_in(self.devmap[node].container, cmd, timeout=60)
+                nodes.systemctl_in(self.devmap[node].container, cmd, timeout=60)
             return effective
 
         with ThreadPoolExecutor(max_workers=max(1, len(ids))) as pool:

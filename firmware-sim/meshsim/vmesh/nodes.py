@@ -145,6 +145,24 @@ def exec_in(name: str, cmd: Sequence[str], *, input_data: bytes | None = None,
                   timeout=timeout).stdout.decode(errors="replace")
 
 
+def systemctl_in(name: str, args: Sequence[str], *, timeout: float = 60.0) -> None:
+    """``systemctl ARGS`` on the device, by ``nsenter`` into its init's namespaces.
+
+    What must happen at a scenario's time (a fault's kill) cannot wait for a
+    ``podman exec`` (the runtime's exec, a conmon, the podman CLI): on a host running
+    the test suite one took 6 s, and the scenario's next publication came first. The
+    device's own systemctl talks to its own systemd, as ``_boot_state_nsenter``
+    does; through ``podman exec`` when the init's PID is unknown. A failure raises
+    ``VmeshError`` either way.
+    """
+    pid = container_pid(name)
+    if pid is None:
+        exec_in(name, ["systemctl", *args], timeout=timeout)
+        return
+    sh.run(["nsenter", "--target", str(pid), "--mount", "--pid", "--ipc", "--uts",
+            "systemctl", *args], timeout=timeout)
+
+
 BOOTED = ("running", "degraded")
 
 
