@@ -159,8 +159,14 @@ def systemctl_in(name: str, args: Sequence[str], *, timeout: float = 60.0) -> No
     if pid is None:
         exec_in(name, ["systemctl", *args], timeout=timeout)
         return
-    sh.run(["nsenter", "--target", str(pid), "--mount", "--pid", "--ipc", "--uts",
-            "systemctl", *args], timeout=timeout)
+    sh.run(_nsenter_systemctl(pid, args), timeout=timeout)
+
+
+def _nsenter_systemctl(pid: int, args: Sequence[str]) -> list[str]:
+    """The device's own systemctl with ``args``, run from the host in the mount, PID, IPC
+    and UTS namespaces of its init (host PID ``pid``): it reaches the device's systemd."""
+    return ["nsenter", "--target", str(pid), "--mount", "--pid", "--ipc", "--uts",
+            "systemctl", *args]
 
 
 BOOTED = ("running", "degraded")
@@ -178,8 +184,7 @@ def _boot_state_nsenter(name: str, timeout_s: float) -> str | None:
     pid = container_pid(name)
     if pid is None:
         return None
-    res = sh.run(["nsenter", "--target", str(pid), "--mount", "--pid", "--ipc", "--uts",
-                  "systemctl", "is-system-running", "--wait"], check=False,
+    res = sh.run(_nsenter_systemctl(pid, ["is-system-running", "--wait"]), check=False,
                  timeout=timeout_s)
     state = res.stdout.decode(errors="replace").strip()
     return state if state in BOOTED else None
