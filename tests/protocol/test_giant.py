@@ -74,9 +74,12 @@ class Dtn:
 
 
 def carried(d: Dtn, ferry: int) -> list[Message]:
-    store = d.node(ferry).carried
-    assert store is not None
-    return list(store.buffer)
+    return carried_by(d.node(ferry))
+
+
+def carried_by(ferry: Giant) -> list[Message]:
+    assert ferry.carried is not None
+    return list(ferry.carried.buffer)
 
 
 def sub(text: str) -> Any:
@@ -546,7 +549,3 @@ def test_a_broker_that_learns_its_cell_after_a_ferry_greeted_it_takes_the_contac
     assert phb.cell == Cell(0, 0) and 100 in phb._contacts and 1 in ferry._contacts
     assert [msg.type for msg in carried_by(ferry)] == [gm.ADV]
 
-
-def carried_by(ferry: Giant) -> list[Message]:
-    assert ferry.carried is not None
-    return list(ferry.carried.buffer)

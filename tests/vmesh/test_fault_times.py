@@ -16,15 +16,10 @@ import pytest
 
 from meshsim.scenario.faults import FaultEvent
 from meshsim.vmesh import faults as vfaults
-from meshsim.vmesh.plan import NodePlan
+from meshsim.vmesh.plan import make_plan
 
 SLOW = {"kill": 0.05, "stop": 0.4, "start": 0.1}
-
-
-def _device(node: int) -> NodePlan:
-    return NodePlan(node, node, f"msub-t-n{node}", f"msub-t-node-{node}", f"node-{node}",
-                    f"msub-t-m{node}", f"msub-t-h{node}", f"10.201.0.{node}/16",
-                    f"10.200.0.{node}", f"02:00:00:00:00:{node:02x}", 0.0, 0.0)
+DEVMAP = {n.node_id: n for n in make_plan(2, "tflt").nodes}
 
 
 class _Timeline:
@@ -47,10 +42,10 @@ def ran(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, float]]:
 
 def test_a_crash_is_in_effect_when_the_kill_returned_not_the_stop(ran: Any) -> None:
     t0 = time.time()
-    f = vfaults.VmeshFaults({1: _device(1), 2: _device(2)}, _Timeline(), lambda: t0)  # type: ignore[arg-type]
+    f = vfaults.VmeshFaults(DEVMAP, _Timeline(), lambda: t0)  # type: ignore[arg-type]
     f.apply(FaultEvent(1.0, "crash", (1, 2)))
     (done,) = f.done
-    assert [c[1] for c in ran if c[0] == "msub-t-node-1"] == ["kill", "stop"]
+    assert [c[1] for c in ran if c[0] == DEVMAP[1].container] == ["kill", "stop"]
     kills = [at - t0 for _c, what, at in ran if what == "kill"]
     assert done["at_s"] <= min(kills) and done["effective_s"] == pytest.approx(max(kills), abs=0.02)
     assert done["effective_s"] + 0.3 < done["at_s"] + done["took_s"]  # the stops came after
@@ -60,7 +55,7 @@ def test_a_crash_is_in_effect_when_the_kill_returned_not_the_stop(ran: Any) -> N
 def test_recover_leave_and_join_record_when_they_took_effect(ran: Any) -> None:
     t0 = time.time()
     tl = _Timeline()
-    f = vfaults.VmeshFaults({1: _device(1)}, tl, lambda: t0)  # type: ignore[arg-type]
+    f = vfaults.VmeshFaults({1: DEVMAP[1]}, tl, lambda: t0)  # type: ignore[arg-type]
     f.apply(FaultEvent(1.0, "recover", (1,)))
     f.apply(FaultEvent(2.0, "leave", (1,)))
     assert tl.absent == {1}

@@ -13,25 +13,22 @@ from typing import Any
 import pytest
 
 from meshsim.vmesh import scenario_run
-from meshsim.vmesh.plan import NodePlan
+from meshsim.vmesh.plan import make_plan
 
-
-def _device(node: int) -> NodePlan:
-    return NodePlan(node, node, f"msub-t-n{node}", f"c{node}", f"node-{node}",
-                    f"msub-t-m{node}", f"msub-t-h{node}", f"10.201.0.{node}/16",
-                    f"10.200.0.{node}", f"02:00:00:00:00:{node:02x}", 0.0, 0.0)
+DEVMAP = {n.node_id: n for n in make_plan(2, "tset").nodes}
 
 
 @pytest.fixture
 def daemons(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """Device 1 hears 2 at once; device 2 gets its fix at the third question."""
     asked: dict[str, Any] = {"status": 0}
+    first, second = DEVMAP[1].container, DEVMAP[2].container
 
     def ctl_json(container: str, what: str) -> Any:
         if what == "neighbors":
-            return [{"node": 2 if container == "c1" else 1}]
-        asked["status"] += container == "c2"
-        fixed = container == "c1" or asked["status"] >= 3
+            return [{"node": 2 if container == first else 1}]
+        asked["status"] += container == second
+        fixed = container == first or asked["status"] >= 3
         return {"position": {"x": 1.0, "y": 2.0} if fixed else None}
 
     monkeypatch.setattr(scenario_run.devices, "ctl_json", ctl_json)
@@ -40,15 +37,13 @@ def daemons(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
 
 def test_with_gps_the_start_waits_for_every_fix(daemons: dict[str, Any]) -> None:
-    devmap = {1: _device(1), 2: _device(2)}
-    got = scenario_run._settle(devmap, {1: {2}, 2: {1}}, 60.0, print, positions=True)
+    got = scenario_run._settle(DEVMAP, {1: {2}, 2: {1}}, 60.0, print, positions=True)
     assert got == {"complete": True, "missing": {}, "unfixed": []}
     assert daemons["status"] == 3
 
 
 def test_without_gps_positions_are_not_asked(daemons: dict[str, Any]) -> None:
-    devmap = {1: _device(1), 2: _device(2)}
-    got = scenario_run._settle(devmap, {1: {2}, 2: {1}}, 60.0, print)
+    got = scenario_run._settle(DEVMAP, {1: {2}, 2: {1}}, 60.0, print)
     assert got["complete"] and daemons["status"] == 0
 
 
@@ -57,6 +52,7 @@ def test_a_device_without_a_fix_is_named_when_the_time_is_up(
     monkeypatch.setattr(scenario_run.devices, "ctl_json",
                         lambda c, what: [] if what == "neighbors" else {"position": None})
     lines: list[str] = []
-    got = scenario_run._settle({1: _device(1)}, {1: set()}, 0.0, lines.append, positions=True)
+    got = scenario_run._settle({1: DEVMAP[1]}, {1: set()}, 0.0, lines.append,
+                               positions=True)
     assert got == {"complete": False, "missing": {}, "unfixed": [1]}
     assert lines == ["1 daemons have no position fix after 0 s: 1"]
