@@ -165,6 +165,10 @@ class Protocol:
         self._pending_drops: Counter[str] = Counter()
         """Summarised drops not yet recorded, by reason (``SUMMARIZED_DROPS``)."""
         self._summarize_duplicates = drop_summary_s > 0 and "duplicate" in self.summarized_drops
+        self._early_duplicates: frozenset[int] = frozenset()
+        """``duplicate_types`` once the clock is known (the first input) if duplicates are
+        summarised, else empty: the types whose copies ``handle_each`` counts itself, in
+        one test per receiver."""
         self.add_core_timer(DROP_SUMMARY_TIMER, self._record_drop_summary)
 
     @property
@@ -179,6 +183,8 @@ class Protocol:
         self.now = inp.now
         if not self._clock_known:  # the first input: the driver's clock is known now
             self._clock_known = True
+            if self._summarize_duplicates:
+                self._early_duplicates = self.duplicate_types
             if self.state_every_s > 0:
                 self.set_timer(STATE_TIMER, self.state_every_s)
             self.on_start()
@@ -249,37 +255,44 @@ class Protocol:
         return actions
 
     @staticmethod
-    def handle_each(protocols: Sequence[Protocol], inp: FrameReceived) -> list[Sequence[Action]]:
-        """``[p.handle(inp) for p in protocols]``: one frame heard by many nodes.
+    def handle_each(protocols: Sequence[Protocol], inp: FrameReceived
+                    ) -> list[tuple[int, list[Action]]]:
+        """``[(i, a) for i, p in enumerate(protocols) if (a := p.handle(inp))]``: one
+        frame heard by many nodes, and the actions of those that had any.
 
         For a driver that hands the same frame to every receiver (the simulator; the
         daemon has one node). The same inputs, state changes and actions as ``handle``
         one node after another; a copy of a message the node already holds
         (``duplicate_types``) is counted here without a call per node: in a flood
-        that is nine receptions in ten (docs/benchmarks.md, "Third round"). The
-        actions of each node are applied by the driver in the order of
+        that is nine receptions in ten, and most of them have no action at all, so
+        only the receivers with actions are returned (docs/benchmarks.md, "Third
+        round" and "Fourth round"). The driver applies them in the order of
         ``protocols``: no node's handling depends on another's actions.
         """
         message, now = inp.message, inp.now
         mtype, mid = message.type, message.id
-        copies = message.reliable_id is None and mtype != _ACK
-        out: list[Sequence[Action]] = []
+        out: list[tuple[int, list[Action]]] = []
         append = out.append
-        for proto in protocols:
-            if (copies and proto._clock_known and proto._summarize_duplicates
-                    and mtype in proto.duplicate_types and proto.dedup.seen(mid)):
+        if message.reliable_id is not None or mtype == _ACK:  # never a plain copy
+            for index, proto in enumerate(protocols):
+                actions = proto.handle(inp)
+                if actions:
+                    append((index, actions))
+            return out
+        for index, proto in enumerate(protocols):
+            if mtype in proto._early_duplicates and proto.dedup.seen(mid):
                 proto.now = now  # what handle() and _duplicate() do with such a copy
                 proto._drops["duplicate"] += 1
                 pending = proto._pending_drops
                 if pending:
                     pending["duplicate"] += 1
-                    append(())
                     continue
                 proto._pend_drop("duplicate")  # arms the summary timer
                 actions, proto._actions = proto._actions, []
-                append(actions)
             else:
-                append(proto.handle(inp))
+                actions = proto.handle(inp)
+            if actions:
+                append((index, actions))
         return out
 
     def new_message_id(self) -> MessageId:
