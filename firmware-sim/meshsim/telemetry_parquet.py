@@ -129,14 +129,22 @@ class ParquetRunWriter(RunWriter):
         self._batch = _Batch()
         self._checked: set[tuple[str, type]] = set()
         """(attribute, value type) pairs known to go into their column unchanged."""
+        self._shapes: set[tuple[tuple[str, ...], tuple[type, ...]]] = set()
+        """Attribute names and value types of whole mappings all of whose pairs are in
+        ``_checked``: a frame's ``tx`` and ``rx`` attributes are checked in one lookup
+        (docs/benchmarks.md, "Fourth round")."""
 
     def record_many(self, nodes: Iterable[int], ts_ns: int, event: str,
                     attrs: Mapping[str, TelemetryValue]) -> None:
         """The same record for each of ``nodes``, in order (``RunWriter.record_many``)."""
-        checked = self._checked
-        for key, value in attrs.items():
-            if (key, type(value)) not in checked:
-                self._check(key, value)
+        shape = (tuple(attrs), tuple(map(type, attrs.values())))
+        if shape not in self._shapes:
+            checked = self._checked
+            for key, value in attrs.items():
+                if (key, type(value)) not in checked:
+                    self._check(key, value)
+            if all(pair in checked for pair in zip(*shape)):  # no float, no None
+                self._shapes.add(shape)
         batch = self._batch
         before = len(batch.nodes)
         batch.nodes.extend(nodes)

@@ -49,6 +49,10 @@ class MessageId:
     ``dataclass`` generates builds and hashes that tuple at every lookup (a flood on 1000
     nodes: three quarters of a million; docs/benchmarks.md, "Fourth round")."""
 
+    _text: str = field(default="", init=False, repr=False, compare=False)
+    """``str()`` once it has been asked for: every record about a message names it
+    (``event_id``), and a relay names its rebroadcast timer after it."""
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hash", hash((self.origin, self.epoch, self.seq)))
 
@@ -56,7 +60,11 @@ class MessageId:
         return self._hash
 
     def __str__(self) -> str:
-        return f"{self.origin:x}-{self.epoch:x}-{self.seq:x}"
+        text = self._text
+        if not text:
+            text = f"{self.origin:x}-{self.epoch:x}-{self.seq:x}"
+            object.__setattr__(self, "_text", text)
+        return text
 
     @classmethod
     def parse(cls, text: str) -> MessageId:

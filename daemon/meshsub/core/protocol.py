@@ -164,6 +164,11 @@ class Protocol:
         per drop, as for every other reason)."""
         self._pending_drops: Counter[str] = Counter()
         """Summarised drops not yet recorded, by reason (``SUMMARIZED_DROPS``)."""
+        self._copies = 0
+        """``duplicate`` drops counted by ``handle_each`` and not yet added to ``_drops`` and
+        ``_pending_drops`` (``_count_copies``): one integer per copy instead of two counter
+        updates. Only while a summary is pending (its timer armed), which adds them first,
+        as does every reading of ``drops``."""
         self._summarize_duplicates = drop_summary_s > 0 and "duplicate" in self.summarized_drops
         self._early_duplicates: frozenset[int] = frozenset()
         """``duplicate_types`` once the clock is known (the first input) if duplicates are
@@ -174,6 +179,7 @@ class Protocol:
     @property
     def drops(self) -> Mapping[str, int]:
         """Drops by reason (read-only: ``drop`` is the one way to count one)."""
+        self._count_copies()
         return MappingProxyType(self._drops)
 
     # ------------------------------------------------------------------ driver
@@ -282,11 +288,10 @@ class Protocol:
         for index, proto in enumerate(protocols):
             if mtype in proto._early_duplicates and proto.dedup.seen(mid):
                 proto.now = now  # what handle() and _duplicate() do with such a copy
-                proto._drops["duplicate"] += 1
-                pending = proto._pending_drops
-                if pending:
-                    pending["duplicate"] += 1
+                if proto._pending_drops:  # a summary is pending: its timer is armed
+                    proto._copies += 1
                     continue
+                proto._drops["duplicate"] += 1
                 proto._pend_drop("duplicate")  # arms the summary timer
                 actions, proto._actions = proto._actions, []
             else:
@@ -508,8 +513,17 @@ class Protocol:
             self.set_timer(DROP_SUMMARY_TIMER, self.drop_summary_s)
         self._pending_drops[reason] += 1
 
+    def _count_copies(self) -> None:
+        """Add the copies ``handle_each`` counted (``_copies``) to the drop counts."""
+        copies = self._copies
+        if copies:
+            self._copies = 0
+            self._drops["duplicate"] += copies
+            self._pending_drops["duplicate"] += copies
+
     def _record_drop_summary(self, name: str) -> None:
         """One ``drop`` record per reason with its ``count`` since the last summary."""
+        self._count_copies()
         pending, self._pending_drops = self._pending_drops, Counter()
         for reason, count in sorted(pending.items()):
             self.emit("drop", reason=reason, count=count)

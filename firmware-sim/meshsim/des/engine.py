@@ -314,6 +314,10 @@ class Simulation:
             match action:
                 case Broadcast(message=message):
                     self._transmit(node, st, None, message)
+                case SetTimer(name=name, at=at):  # the most frequent actions first
+                    self._timer_gen += 1
+                    st.timers[name] = self._timer_gen
+                    self._at(at, self._fire, node, name, self._timer_gen)
                 case SendTo(node=dest, message=message):
                     self._transmit(node, st, (dest,), message)
                 case SendToMany(nodes=dests, message=message):
@@ -323,10 +327,6 @@ class Simulation:
                 case Deliver(sub_id=sub_id, event_id=event_id, hop=hop):
                     self.stats.deliveries.append(
                         Delivery(str(event_id), node, sub_id, self.env.now, hop))
-                case SetTimer(name=name, at=at):
-                    self._timer_gen += 1
-                    st.timers[name] = self._timer_gen
-                    self._at(at, self._fire, node, name, self._timer_gen)
                 case CancelTimer(name=name):
                     st.timers.pop(name, None)
 
@@ -398,7 +398,7 @@ class Simulation:
         epoch = self._link_epoch
         if not self.pair_delay:
             self._at(self.env.now + delay, self._arrive, node, receivers, message, nbytes, kind,
-                     epoch)
+                     epoch, attrs)
             return
         by_delay: dict[float, list[int]] = {}
         for dest in receivers:  # per-pair overrides replace radio.delay_s for their pair
@@ -407,7 +407,7 @@ class Simulation:
             by_delay.setdefault(hop, []).append(dest)
         for hop, group in sorted(by_delay.items()):
             self._at(self.env.now + hop, self._arrive, node, group, message, nbytes, kind,
-                     epoch)
+                     epoch, attrs)
 
     def _count_tx(self, node: int, kind: str, nbytes: int, nframes: int,
                   attrs: Mapping[str, TelemetryValue]) -> None:
@@ -417,14 +417,16 @@ class Simulation:
         self._record(node, "tx", attrs)
 
     def _arrive(self, sender: int, receivers: list[int], message: Message, nbytes: int,
-                kind: str, link_epoch: int) -> None:
+                kind: str, link_epoch: int, sent: Mapping[str, TelemetryValue]) -> None:
         """One frame reaches its receivers: every ``rx`` record in one batch (one line
         pattern for all), then each receiver's protocol in turn. Per node, the order
         of records is the same as one receiver at a time: handling a frame changes
         no link and writes records only for the node that handles it.
 
         ``link_epoch``: ``_link_epoch`` when the frame was sent; unchanged, every
-        receiver still has its link to the sender."""
+        receiver still has its link to the sender. ``sent``: the transmission's
+        ``frame_attrs`` without a peer (never changed: the ``tx`` record may hold it);
+        with the sender as ``peer`` they are this frame's ``rx`` attributes."""
         now = self.env.now
         stats, nodes = self.stats, self.nodes
         if link_epoch == self._link_epoch:
@@ -437,7 +439,7 @@ class Simulation:
                 return
         count = len(heard)
         stats.rx[kind] += count
-        attrs = frame_attrs(message, kind, nbytes, sender)
+        attrs = {**sent, "peer": sender}  # frame_attrs(message, kind, nbytes, sender)
         if kind == "data":
             reached = stats.rx_reached.get(message.id)
             if reached is None:
