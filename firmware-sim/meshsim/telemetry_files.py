@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import math
 import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path

@@ -143,7 +143,7 @@ class ParquetRunWriter(RunWriter):
             for key, value in attrs.items():
                 if (key, type(value)) not in checked:
                     self._check(key, value)
-            if all(pair in checked for pair in zip(*shape)):  # no float, no None
+            if all(pair in checked for pair in zip(*shape, strict=True)):  # no float nor None
                 self._shapes.add(shape)
         batch = self._batch
         before = len(batch.nodes)
