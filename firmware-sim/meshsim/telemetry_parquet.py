@@ -35,7 +35,8 @@ FORMATS = ("jsonl", "parquet")
 """What ``--telemetry-format`` accepts; JSON Lines stays the default."""
 PARQUET_FLUSH_ROWS = 200_000
 """Records per batch (row group): a batch holds node ids and the calls' attributes, not
-lines, so it may be larger than ``telemetry_files.FLUSH_LINES``."""
+lines; the node files' batch (``telemetry_files.FLUSH_LINES``) is as large since the
+fourth round (docs/benchmarks.md), to open each node file fewer times."""
 
 
 def arrow_schema() -> Any:
