@@ -12,9 +12,8 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +21,31 @@ from meshsub import __version__
 from meshsub.core.api import TelemetryValue
 
 MANIFEST = "manifest.json"
-FLUSH_LINES = 50_000
+FLUSH_LINES = 200_000
+"""Lines held before they are appended to their files. Each flush opens, appends to and
+closes every node file with pending lines, so the batch sets how many opens a run costs:
+at 50,000 a 1000-node flood opened 13,000 files and an 8000-node run opened each file
+for a handful of lines (docs/benchmarks.md, "Fourth round"). 200,000 lines of about 200
+characters are some 50 MB, and the same batch as ``telemetry_parquet.PARQUET_FLUSH_ROWS``."""
 
-_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_encode = _JSON.encode
 """``meshsub.core.telemetry.dump_line`` without building an encoder per line (tested equal)."""
 _encode_str: Any = getattr(json.encoder, "c_encode_basestring", None) or \
     json.encoder.py_encode_basestring
 """A JSON string as ``_encode`` writes it (``ensure_ascii=False``)."""
+_c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
+_encode_flat: Callable[[Mapping[str, TelemetryValue]], str] = _encode
+"""``_encode`` of a record's attributes (scalars), with the C encoder made once: ``encode``
+makes one per call, which cost more than encoding six attributes. The same encoder
+settings, so the same text and the same refusals (a non-finite float: ``ValueError``);
+no check for circular containers, which a mapping of scalars cannot hold."""
+if _c_make_encoder is not None:
+    _flat = _c_make_encoder(None, _JSON.default, _encode_str, None, ":", ",", False, False,
+                            False)
+
+    def _encode_flat(attrs: Mapping[str, TelemetryValue]) -> str:
+        return "".join(_flat(attrs, 0))
 _NEW = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
 _APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND
 
@@ -82,6 +99,7 @@ class RunWriter:
     def __init__(self, run_dir: Path, run: str, protocol: str, *, epoch: int = 1,
                  flush_lines: int = FLUSH_LINES) -> None:
         self.run_dir = prepare_run_dir(Path(run_dir))
+        self._dir = os.fspath(self.run_dir)
         self.run = run
         self.protocol = protocol
         self.epoch = epoch
@@ -119,7 +137,7 @@ class RunWriter:
         if name is None:
             name = self._events[event] = _encode(event)
         middle = f',"protocol":{self._protocol},"ts_ns":{ts_ns},"event":{name},"rec":'
-        end = f',"epoch":{self.epoch}{tail}'
+        end = f',"epoch":{self.epoch}{tail}\n'
         head, recs, pending = self._head, self._rec, self._pending
         count = 0
         for node in nodes:
@@ -140,31 +158,16 @@ class RunWriter:
         """The attributes as the end of a JSON object (``}`` when none is set), or None
         if one of them would replace a field the writer adds itself.
 
-        ``"," + _encode(set attributes)[1:]``, in one pass: strings, ints, bools and
-        finite floats encoded here; anything else (a non-finite float, another type)
-        through ``_encode``, which also raises as it always did (tested equal)."""
-        parts = []
-        for key, value in attrs.items():
-            if value is None:
-                continue
-            if key in WRITER_FIELDS:
-                return None
-            if type(value) is str:
-                text = _encode_str(value)
-            elif type(value) is int:
-                text = int.__repr__(value)
-            elif type(value) is bool:
-                text = "true" if value else "false"
-            elif type(value) is float and math.isfinite(value):
-                text = float.__repr__(value)
-            else:
-                return _encoded_tail(attrs)
-            if type(key) is not str:
-                return _encoded_tail(attrs)
-            parts.append(f"{_encode_str(key)}:{text}")
-        if not parts:
+        ``"," + _encode(set attributes)[1:]``: unset (None) attributes left out, the
+        rest through the C encoder as ``_encode`` would (tested equal, refusals
+        included)."""
+        if None in attrs.values():
+            attrs = {key: value for key, value in attrs.items() if value is not None}
+        if not attrs:
             return "}"
-        return "," + ",".join(parts) + "}"
+        if not WRITER_FIELDS.isdisjoint(attrs):
+            return None
+        return "," + _encode_flat(attrs)[1:]
 
     def _slow_record(self, node: int, ts_ns: int, event: str,
                      attrs: Mapping[str, TelemetryValue]) -> None:
@@ -178,14 +181,16 @@ class RunWriter:
         for key, value in attrs.items():
             if value is not None:
                 record[key] = value
-        self._pending.setdefault(node, []).append(_encode(record))
+        self._pending.setdefault(node, []).append(_encode(record) + "\n")
         self.records += 1
         self._pending_count += 1
         if self._pending_count >= self.flush_lines:
             self.flush()
 
-    def _tmp(self, node: int) -> Path:
-        return self.run_dir / (node_file(node) + ".tmp")
+    def _tmp(self, node: int) -> str:
+        """The node file's name while the run is open (a string: a ``Path`` per file and
+        flush cost more than the open)."""
+        return os.path.join(self._dir, node_file(node) + ".tmp")
 
     def flush(self) -> None:
         """Append every node's pending lines to its file (one open, write, close each:
@@ -195,7 +200,7 @@ class RunWriter:
         for node, lines in self._pending.items():
             if not lines:
                 continue
-            data = memoryview(("\n".join(lines) + "\n").encode("utf-8"))
+            data = memoryview("".join(lines).encode("utf-8"))  # each line ends with \n
             fd = os.open(self._tmp(node), _APPEND if node in started else _NEW, 0o666)
             try:
                 while data:
@@ -219,14 +224,6 @@ class RunWriter:
         atomic_write_text(self.run_dir / MANIFEST,
                           json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n")
         self.closed = True
-
-
-def _encoded_tail(attrs: Mapping[str, TelemetryValue]) -> str | None:
-    """``RunWriter._tail`` through the JSON encoder (values it does not encode itself)."""
-    set_attrs = {k: v for k, v in attrs.items() if v is not None}
-    if not WRITER_FIELDS.isdisjoint(set_attrs):
-        return None
-    return "," + _encode(set_attrs)[1:]
 
 
 def base_manifest(*, run: str, scenario_name: str, seed: int, protocol: str,

@@ -35,7 +35,8 @@ FORMATS = ("jsonl", "parquet")
 """What ``--telemetry-format`` accepts; JSON Lines stays the default."""
 PARQUET_FLUSH_ROWS = 200_000
 """Records per batch (row group): a batch holds node ids and the calls' attributes, not
-lines, so it may be larger than ``telemetry_files.FLUSH_LINES``."""
+lines; the node files' batch (``telemetry_files.FLUSH_LINES``) is as large since the
+fourth round (docs/benchmarks.md), to open each node file fewer times."""
 
 
 def arrow_schema() -> Any:
@@ -129,14 +130,22 @@ class ParquetRunWriter(RunWriter):
         self._batch = _Batch()
         self._checked: set[tuple[str, type]] = set()
         """(attribute, value type) pairs known to go into their column unchanged."""
+        self._shapes: set[tuple[tuple[str, ...], tuple[type, ...]]] = set()
+        """Attribute names and value types of whole mappings all of whose pairs are in
+        ``_checked``: a frame's ``tx`` and ``rx`` attributes are checked in one lookup
+        (docs/benchmarks.md, "Fourth round")."""
 
     def record_many(self, nodes: Iterable[int], ts_ns: int, event: str,
                     attrs: Mapping[str, TelemetryValue]) -> None:
         """The same record for each of ``nodes``, in order (``RunWriter.record_many``)."""
-        checked = self._checked
-        for key, value in attrs.items():
-            if (key, type(value)) not in checked:
-                self._check(key, value)
+        shape = (tuple(attrs), tuple(map(type, attrs.values())))
+        if shape not in self._shapes:
+            checked = self._checked
+            for key, value in attrs.items():
+                if (key, type(value)) not in checked:
+                    self._check(key, value)
+            if all(pair in checked for pair in zip(*shape, strict=True)):  # no float nor None
+                self._shapes.add(shape)
         batch = self._batch
         before = len(batch.nodes)
         batch.nodes.extend(nodes)

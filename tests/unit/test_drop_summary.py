@@ -81,8 +81,39 @@ def test_handle_each_is_handle_at_each_node_in_turn(summary_s: float) -> None:
         some = slice(0, 5) if i % 2 == 0 else slice(1, 4)  # not every node hears each one
         together = Flooding.handle_each(twins[0][some], frame)
         one_by_one = [p.handle(frame) for p in twins[1][some]]
-        assert [list(a) for a in together] == one_by_one
+        assert together == [(i, a) for i, a in enumerate(one_by_one) if a]
     assert twins[0][2].drops["duplicate"] == 3
     for a, b in zip(*twins, strict=True):
         assert (dict(a.drops), a.now) == (dict(b.drops), b.now)
         assert _drops(a.handle(Stopping(9.0))) == _drops(b.handle(Stopping(9.0)))
+
+
+def test_copies_counted_together_reach_the_counts_and_each_summary() -> None:
+    """The copies ``handle_each`` counts while a summary is pending are in ``drops`` at
+    every reading and in that summary's record, not the next one's; the same as
+    ``handle`` node by node across two summary intervals."""
+    twins = [[Flooding(n, drop_summary_s=5.0) for n in range(1, 4)] for _ in range(2)]
+    body = encode_body(Event("t/x", {"v": 1}), 0.0)
+
+    def copy(now: float, sender: int) -> FrameReceived:
+        return FrameReceived(now, sender, Message(DATA, MID, body, hop=1, ttl=4))
+
+    def both(inp: Any, together: bool = True) -> None:
+        if together and isinstance(inp, FrameReceived):
+            got = Flooding.handle_each(twins[0], inp)
+        else:
+            got = [(i, a) for i, p in enumerate(twins[0]) if (a := p.handle(inp))]
+        want = [(i, a) for i, p in enumerate(twins[1]) if (a := p.handle(inp))]
+        assert got == want
+
+    both(copy(0.0, 9))  # first copies
+    for t in range(1, 5):  # the first duplicate arms the summary, the next three are summed
+        both(copy(0.1 * t, 9 + t))
+    both(TimerFired(5.1, DROP_SUMMARY_TIMER))  # each node's summary: count 4
+    assert [p.drops["duplicate"] for p in twins[0]] == [4, 4, 4]
+    for t in range(2):  # the next interval, read in the middle
+        both(copy(6.0 + t, 20 + t))
+    assert [p.drops["duplicate"] for p in twins[0]] == [6, 6, 6]
+    both(copy(8.0, 30))
+    both(Stopping(9.0))  # each node's last summary: count 3
+    assert [p.drops["duplicate"] for p in twins[0]] == [7, 7, 7]

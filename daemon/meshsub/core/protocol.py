@@ -164,12 +164,22 @@ class Protocol:
         per drop, as for every other reason)."""
         self._pending_drops: Counter[str] = Counter()
         """Summarised drops not yet recorded, by reason (``SUMMARIZED_DROPS``)."""
+        self._copies = 0
+        """``duplicate`` drops counted by ``handle_each`` and not yet added to ``_drops`` and
+        ``_pending_drops`` (``_count_copies``): one integer per copy instead of two counter
+        updates. Only while a summary is pending (its timer armed), which adds them first,
+        as does every reading of ``drops``."""
         self._summarize_duplicates = drop_summary_s > 0 and "duplicate" in self.summarized_drops
+        self._early_duplicates: frozenset[int] = frozenset()
+        """``duplicate_types`` once the clock is known (the first input) if duplicates are
+        summarised, else empty: the types whose copies ``handle_each`` counts itself, in
+        one test per receiver."""
         self.add_core_timer(DROP_SUMMARY_TIMER, self._record_drop_summary)
 
     @property
     def drops(self) -> Mapping[str, int]:
         """Drops by reason (read-only: ``drop`` is the one way to count one)."""
+        self._count_copies()
         return MappingProxyType(self._drops)
 
     # ------------------------------------------------------------------ driver
@@ -179,6 +189,8 @@ class Protocol:
         self.now = inp.now
         if not self._clock_known:  # the first input: the driver's clock is known now
             self._clock_known = True
+            if self._summarize_duplicates:
+                self._early_duplicates = self.duplicate_types
             if self.state_every_s > 0:
                 self.set_timer(STATE_TIMER, self.state_every_s)
             self.on_start()
@@ -249,37 +261,43 @@ class Protocol:
         return actions
 
     @staticmethod
-    def handle_each(protocols: Sequence[Protocol], inp: FrameReceived) -> list[Sequence[Action]]:
-        """``[p.handle(inp) for p in protocols]``: one frame heard by many nodes.
+    def handle_each(protocols: Sequence[Protocol], inp: FrameReceived
+                    ) -> list[tuple[int, list[Action]]]:
+        """``[(i, a) for i, p in enumerate(protocols) if (a := p.handle(inp))]``: one
+        frame heard by many nodes, and the actions of those that had any.
 
         For a driver that hands the same frame to every receiver (the simulator; the
         daemon has one node). The same inputs, state changes and actions as ``handle``
         one node after another; a copy of a message the node already holds
         (``duplicate_types``) is counted here without a call per node: in a flood
-        that is nine receptions in ten (docs/benchmarks.md, "Third round"). The
-        actions of each node are applied by the driver in the order of
+        that is nine receptions in ten, and most of them have no action at all, so
+        only the receivers with actions are returned (docs/benchmarks.md, "Third
+        round" and "Fourth round"). The driver applies them in the order of
         ``protocols``: no node's handling depends on another's actions.
         """
         message, now = inp.message, inp.now
         mtype, mid = message.type, message.id
-        copies = message.reliable_id is None and mtype != _ACK
-        out: list[Sequence[Action]] = []
+        out: list[tuple[int, list[Action]]] = []
         append = out.append
-        for proto in protocols:
-            if (copies and proto._clock_known and proto._summarize_duplicates
-                    and mtype in proto.duplicate_types and proto.dedup.seen(mid)):
+        if message.reliable_id is not None or mtype == _ACK:  # never a plain copy
+            for index, proto in enumerate(protocols):
+                actions = proto.handle(inp)
+                if actions:
+                    append((index, actions))
+            return out
+        for index, proto in enumerate(protocols):
+            if mtype in proto._early_duplicates and proto.dedup.seen(mid):
                 proto.now = now  # what handle() and _duplicate() do with such a copy
-                proto._drops["duplicate"] += 1
-                pending = proto._pending_drops
-                if pending:
-                    pending["duplicate"] += 1
-                    append(())
+                if proto._pending_drops:  # a summary is pending: its timer is armed
+                    proto._copies += 1
                     continue
+                proto._drops["duplicate"] += 1
                 proto._pend_drop("duplicate")  # arms the summary timer
                 actions, proto._actions = proto._actions, []
-                append(actions)
             else:
-                append(proto.handle(inp))
+                actions = proto.handle(inp)
+            if actions:
+                append((index, actions))
         return out
 
     def new_message_id(self) -> MessageId:
@@ -495,8 +513,17 @@ class Protocol:
             self.set_timer(DROP_SUMMARY_TIMER, self.drop_summary_s)
         self._pending_drops[reason] += 1
 
+    def _count_copies(self) -> None:
+        """Add the copies ``handle_each`` counted (``_copies``) to the drop counts."""
+        copies = self._copies
+        if copies:
+            self._copies = 0
+            self._drops["duplicate"] += copies
+            self._pending_drops["duplicate"] += copies
+
     def _record_drop_summary(self, name: str) -> None:
         """One ``drop`` record per reason with its ``count`` since the last summary."""
+        self._count_copies()
         pending, self._pending_drops = self._pending_drops, Counter()
         for reason, count in sorted(pending.items()):
             self.emit("drop", reason=reason, count=count)

@@ -156,6 +156,9 @@ class Simulation:
             self.nodes[node] = _Node(self._protocol(node, EPOCH, store),
                                      sizer_factory(node, EPOCH, scenario.radio.payload_size),
                                      pos, store=store)
+        self._protos: dict[int, Protocol] = {node: st.proto for node, st in self.nodes.items()}
+        """Every node's running protocol instance (``_Node.proto``), for a frame's receivers
+        in one C-level ``map``."""
         self.crashed: dict[int, float] = {}
         """Nodes whose daemon is down (``[[faults]]`` crash), and since when: no input at all."""
         self.absent: set[int] = set(self.plan.absent)
@@ -166,6 +169,10 @@ class Simulation:
         self._link_epoch = 0
         """Counts link ups and downs: a frame sent since the last one needs no link check."""
         self.links: Links = {node: {} for node in self.nodes}
+        self._sorted_links: dict[int, list[tuple[int, float]]] = {}
+        """``sorted(self.links[node].items())``, made at a node's first broadcast since its
+        links last changed (``_link_up``, ``_link_down`` and a changed loss clear it):
+        a flooded message is broadcast by every node, links change far less often."""
         self.trajectories: Trajectories = self.plan.trajectories
         self.gps = (GpsView(scenario.gps, scenario.meta.seed, self.nodes)
                     if scenario.gps.enabled else None)
@@ -307,6 +314,10 @@ class Simulation:
             match action:
                 case Broadcast(message=message):
                     self._transmit(node, st, None, message)
+                case SetTimer(name=name, at=at):  # the most frequent actions first
+                    self._timer_gen += 1
+                    st.timers[name] = self._timer_gen
+                    self._at(at, self._fire, node, name, self._timer_gen)
                 case SendTo(node=dest, message=message):
                     self._transmit(node, st, (dest,), message)
                 case SendToMany(nodes=dests, message=message):
@@ -316,10 +327,6 @@ class Simulation:
                 case Deliver(sub_id=sub_id, event_id=event_id, hop=hop):
                     self.stats.deliveries.append(
                         Delivery(str(event_id), node, sub_id, self.env.now, hop))
-                case SetTimer(name=name, at=at):
-                    self._timer_gen += 1
-                    st.timers[name] = self._timer_gen
-                    self._at(at, self._fire, node, name, self._timer_gen)
                 case CancelTimer(name=name):
                     st.timers.pop(name, None)
 
@@ -359,7 +366,9 @@ class Simulation:
             self._count_tx(node, kind, nbytes, nframes, attrs)
             if batteries is not None:
                 batteries.charge_tx(node, nbytes, None)
-            candidates = sorted(neighbors.items())
+            candidates = self._sorted_links.get(node)
+            if candidates is None:
+                candidates = self._sorted_links[node] = sorted(neighbors.items())
         else:
             candidates = []
             for dest in dests:
@@ -372,19 +381,24 @@ class Simulation:
                 else:
                     candidates.append((dest, loss))
         rng = self.rng
-        receivers = []
-        for dest, loss in candidates:
-            if loss > 0.0 and (rng.random() < loss if nframes == 1  # the common case, inline
-                               else any(rng.random() < loss for _ in range(nframes))):
-                self.stats.lost += 1
-            else:
-                receivers.append(dest)
+        if nframes == 1:  # the common case: one draw per lossy link, in order, as below
+            random = rng.random
+            receivers = [dest for dest, loss in candidates
+                         if not (loss > 0.0 and random() < loss)]
+            self.stats.lost += len(candidates) - len(receivers)
+        else:
+            receivers = []
+            for dest, loss in candidates:
+                if loss > 0.0 and any(rng.random() < loss for _ in range(nframes)):
+                    self.stats.lost += 1
+                else:
+                    receivers.append(dest)
         if not receivers:
             return
         epoch = self._link_epoch
         if not self.pair_delay:
             self._at(self.env.now + delay, self._arrive, node, receivers, message, nbytes, kind,
-                     epoch)
+                     epoch, attrs)
             return
         by_delay: dict[float, list[int]] = {}
         for dest in receivers:  # per-pair overrides replace radio.delay_s for their pair
@@ -393,7 +407,7 @@ class Simulation:
             by_delay.setdefault(hop, []).append(dest)
         for hop, group in sorted(by_delay.items()):
             self._at(self.env.now + hop, self._arrive, node, group, message, nbytes, kind,
-                     epoch)
+                     epoch, attrs)
 
     def _count_tx(self, node: int, kind: str, nbytes: int, nframes: int,
                   attrs: Mapping[str, TelemetryValue]) -> None:
@@ -403,14 +417,16 @@ class Simulation:
         self._record(node, "tx", attrs)
 
     def _arrive(self, sender: int, receivers: list[int], message: Message, nbytes: int,
-                kind: str, link_epoch: int) -> None:
+                kind: str, link_epoch: int, sent: Mapping[str, TelemetryValue]) -> None:
         """One frame reaches its receivers: every ``rx`` record in one batch (one line
         pattern for all), then each receiver's protocol in turn. Per node, the order
         of records is the same as one receiver at a time: handling a frame changes
         no link and writes records only for the node that handles it.
 
         ``link_epoch``: ``_link_epoch`` when the frame was sent; unchanged, every
-        receiver still has its link to the sender."""
+        receiver still has its link to the sender. ``sent``: the transmission's
+        ``frame_attrs`` without a peer (never changed: the ``tx`` record may hold it);
+        with the sender as ``peer`` they are this frame's ``rx`` attributes."""
         now = self.env.now
         stats, nodes = self.stats, self.nodes
         if link_epoch == self._link_epoch:
@@ -423,7 +439,7 @@ class Simulation:
                 return
         count = len(heard)
         stats.rx[kind] += count
-        attrs = frame_attrs(message, kind, nbytes, sender)
+        attrs = {**sent, "peer": sender}  # frame_attrs(message, kind, nbytes, sender)
         if kind == "data":
             reached = stats.rx_reached.get(message.id)
             if reached is None:
@@ -436,10 +452,10 @@ class Simulation:
         stats.node_events += count
         apply = self._apply
         if batteries is None and self.cls.duplicate_types:  # copies counted in one call
-            handled = self._handle_each([nodes[dest].proto for dest in heard], inp)
-            for dest, actions in zip(heard, handled, strict=True):
-                if actions:
-                    apply(dest, nodes[dest], actions)
+            for index, actions in self._handle_each(list(map(self._protos.__getitem__, heard)),
+                                                    inp):
+                dest = heard[index]
+                apply(dest, nodes[dest], actions)
             return
         for dest in heard:
             if batteries is not None:
@@ -512,6 +528,7 @@ class Simulation:
     def _link_up(self, a: int, b: int, loss: float) -> None:
         self.links[a][b] = loss
         self._link_epoch += 1
+        self._sorted_links.pop(a, None)
         self.stats.neighbor_changes += 1
         self._record(a, "neighbor_up", {"peer": b})
         self._handle(a, NeighborUp(self.env.now, self._info(b, loss)))
@@ -519,6 +536,7 @@ class Simulation:
     def _link_down(self, a: int, b: int) -> None:
         del self.links[a][b]
         self._link_epoch += 1
+        self._sorted_links.pop(a, None)
         self.stats.neighbor_changes += 1
         self._record(a, "neighbor_down", {"peer": b})
         self._handle(a, NeighborDown(self.env.now, b))
@@ -534,6 +552,7 @@ class Simulation:
                     self._link_up(a, b, new_nb[b])
                 elif b in moved or old_nb[b] != new_nb[b]:
                     old_nb[b] = new_nb[b]
+                    self._sorted_links.pop(a, None)
                     self._handle(a, NeighborChanged(self.env.now, self._info(b, new_nb[b])))
 
     def _tick(self, period: float) -> None:
@@ -622,7 +641,7 @@ class Simulation:
         """
         st = self.nodes[node]
         st.epoch += 1
-        st.proto = self._protocol(node, st.epoch, st.store)
+        st.proto = self._protos[node] = self._protocol(node, st.epoch, st.store)
         st.sizer = self.sizer_factory(node, st.epoch, self.scenario.radio.payload_size)
         st.timers.clear()
         now = self.env.now
