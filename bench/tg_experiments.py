@@ -644,7 +644,10 @@ def write_report(preset: Preset, figs: list[RunFigures], load: str, wall: float,
         f"second), local:global 1:1, seeds {', '.join(map(str, seeds))}; mean ± 95 % "
         "interval (Student t over seeds). Machine load at the end of this command "
         f"(uptime): `{load}`; the runs' simulation wall time "
-        f"{sum(f.wall_s for f in figs):.0f} s in all, this command {wall:.0f} s.",
+        f"{sum(f.wall_s for f in figs):.0f} s and CPU time "
+        f"{sum(f.cpu_s for f in figs if not math.isnan(f.cpu_s)):.0f} s in all (their "
+        f"cost.json, summed), this pass's wall time {wall:.0f} s (a pass with `--reuse` "
+        "reads the runs it finds finished instead of simulating them again).",
         "",
         *run_length_note(preset, e),
         "The thesis's figures are images that did not survive; it states orderings only "

@@ -26,14 +26,40 @@ drop: the subclass calls ``self.buffer.discard``.
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar
 
 from meshsub.core.api import Message, NodeId
 from meshsub.core.buffer import BufferEntry, BufferStore, Dropped, DropPolicy, ScfBuffer
+from meshsub.core.content import Event
 from meshsub.core.protocol import Protocol
 
 TIMER_PREFIX = "scf:"
 EXPIRY_TIMER = f"{TIMER_PREFIX}expire"
+
+
+def encode_carried(event_wire: Any, published_at: float, remaining_s: float) -> list[Any]:
+    """The body of a carried event, ``[event, published_at, remaining_s]``: what epidemic
+    routing and PULL hand from node to node (the remaining lifetime travels with it, so a
+    copy never outlives the original)."""
+    return [event_wire, published_at, remaining_s]
+
+
+def decode_carried(body: Any, what: str) -> tuple[Event, float, float]:
+    """``(event, published_at, remaining_s)`` of an ``encode_carried`` body; ``ValueError``
+    naming ``what`` (the protocol's message) if it is malformed."""
+    if not isinstance(body, list | tuple) or len(body) != 3:
+        raise ValueError(f"{what} body is [event, published_at, remaining_s]")
+    wire, published_at, remaining = body
+    for value in (published_at, remaining):
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or not math.isfinite(value):
+            raise ValueError("published_at and remaining_s must be finite numbers")
+    try:
+        event = Event.from_wire(wire)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"bad event: {exc}") from None
+    return event, float(published_at), float(remaining)
 
 
 class StoreCarryForward(Protocol):

@@ -48,7 +48,7 @@ from meshsub.core.buffer import (
     message_id_from_obj,
     message_id_to_obj,
 )
-from meshsub.core.carry import StoreCarryForward
+from meshsub.core.carry import StoreCarryForward, decode_carried, encode_carried
 from meshsub.core.content import Event
 from meshsub.core.params import OUR_DECISION, ParamDoc, ParameterError, ProtocolParams
 from meshsub.core.reliable import ReliableParams
@@ -123,23 +123,12 @@ class _Peer:
 
 
 def encode_data(event_wire: Any, published_at: float, remaining_s: float) -> list[Any]:
-    return [event_wire, published_at, remaining_s]
+    return encode_carried(event_wire, published_at, remaining_s)
 
 
 def decode_data(body: Any) -> tuple[Event, float, float]:
     """``(event, published_at, remaining_s)``; ``ValueError`` if malformed."""
-    if not isinstance(body, list | tuple) or len(body) != 3:
-        raise ValueError("epidemic DATA body is [event, published_at, remaining_s]")
-    wire, published_at, remaining = body
-    for value in (published_at, remaining):
-        if isinstance(value, bool) or not isinstance(value, int | float) \
-                or not math.isfinite(value):
-            raise ValueError("published_at and remaining_s must be finite numbers")
-    try:
-        event = Event.from_wire(wire)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"bad event: {exc}") from None
-    return event, float(published_at), float(remaining)
+    return decode_carried(body, "epidemic DATA")
 
 
 def decode_ids(body: Any) -> list[MessageId]:

@@ -26,7 +26,7 @@ from meshsub.core.api import (
     NodeId,
 )
 from meshsub.core.buffer import BufferEntry, DropPolicy
-from meshsub.core.carry import StoreCarryForward
+from meshsub.core.carry import StoreCarryForward, decode_carried, encode_carried
 from meshsub.core.content import ContentError, Event, Subscription
 from meshsub.core.params import OUR_DECISION, ParamDoc, ParameterError, ProtocolParams
 from meshsub.core.reliable import ReliableParams
@@ -91,18 +91,7 @@ def decode_interest(body: Any) -> list[Subscription]:
 
 def decode_data(body: Any) -> tuple[Event, float, float]:
     """``(event, published_at, remaining_s)``; ``ValueError`` if malformed."""
-    if not isinstance(body, list | tuple) or len(body) != 3:
-        raise ValueError("PULL DATA body is [event, published_at, remaining_s]")
-    wire, published_at, remaining = body
-    for value in (published_at, remaining):
-        if isinstance(value, bool) or not isinstance(value, int | float) \
-                or not math.isfinite(value):
-            raise ValueError("published_at and remaining_s must be finite numbers")
-    try:
-        event = Event.from_wire(wire)
-    except (ContentError, TypeError) as exc:
-        raise ValueError(f"bad event: {exc}") from None
-    return event, float(published_at), float(remaining)
+    return decode_carried(body, "PULL DATA")
 
 
 class Pull(StoreCarryForward):
@@ -128,7 +117,7 @@ class Pull(StoreCarryForward):
 
     def on_publish(self, event: Event, event_id: MessageId) -> None:
         self.deliver_local(event, event_id, hop=0, published_at=self.now)
-        body = [event.to_wire(), self.now, self.params.TTL]
+        body = encode_carried(event.to_wire(), self.now, self.params.TTL)
         if self.carry(Message(DATA, event_id, body, ttl=1), self.now + self.params.TTL):
             for node in sorted(self._peers):
                 self._offer(node, [event_id])
