@@ -40,13 +40,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from meshsim.vmesh import bake, deploy, lifecycle
 from meshsim.vmesh.usage import host_busy_share
 from meshsim.vmesh.wheelhouse import build_wheelhouse
-from vmesh_load import load_line, load_run, scenario_for
+from vmesh_load import load_line, load_run, refused, scenario_for
 
 RUN = "bench"
 BASELINE_RUN = "bnchb"
@@ -139,15 +140,12 @@ def main() -> int:
                     help="per playbook task: changes, devices' and controller's CPU")
     ap.add_argument("--every", type=float, default=10.0, help="CPU sampling period (s)")
     args = ap.parse_args()
+    if refused("bench_vmesh", "--nodes/--traffic",
+               *(partial(scenario_for, n, args.traffic)
+                 for n in {*args.nodes, *(args.before_nodes or [])})):
+        return 2
     if os.geteuid() != 0:
         print("bench_vmesh: needs root", file=sys.stderr)
-        return 2
-    from meshsim.scenario.reader import ScenarioError
-    try:  # before anything is built: a bad size or duration is one line
-        for n in {*args.nodes, *(args.before_nodes or [])}:
-            scenario_for(n, args.traffic)
-    except ScenarioError as exc:
-        print(f"bench_vmesh: --nodes/--traffic: {exc}", file=sys.stderr)
         return 2
     cores = os.cpu_count() or 1
     with tempfile.TemporaryDirectory(prefix="msub-wheels-") as tmp:  # not in the figures
