@@ -57,6 +57,20 @@ CALLBACKS = REPO / "bench" / "ansible_callbacks"
 PACKAGE_DIRS = ("firmware-sim", "daemon", "workload", "telemetry", "bench")
 
 
+READY_TARGET_S = 300.0
+"""Issue 15: a fleet up, deployed and converged (every daemon lists its radio
+neighbours) in at most 5 minutes on this 2-core machine."""
+
+
+def ready_verdict(nodes: int, ready_s: float, converged: bool) -> str:
+    """The issue's verdict for one size, with its rule (tolerance 0)."""
+    met = converged and ready_s <= READY_TARGET_S
+    return (f"verdict, {nodes} devices (ready = bring-up + deployment + convergence <= "
+            f"{READY_TARGET_S:g} s and every daemon converged; tolerance 0): "
+            f"{'met' if met else 'NOT met'} (ready {ready_s:.1f} s, "
+            f"{'converged' if converged else 'not converged'})")
+
+
 def profile_env(out: Path) -> dict[str, str]:
     """The environment that makes every playbook of a load run write its task profile."""
     return {"ANSIBLE_CALLBACK_PLUGINS": str(CALLBACKS),
@@ -198,6 +212,8 @@ def measure(args: argparse.Namespace, work: Path, others: float, cores: int) -> 
               f"  {r.load[0]:.1f} {r.load[1]:.1f} {r.load[2]:.1f}")
     print("CPU in % of one core; memory: cgroup working set per device (MiB); ready = "
           "bring-up + reset + deployment + convergence")
+    for r in rows:
+        print(ready_verdict(r.nodes, r.ready_s, bool(r.settle.get("complete"))))
     if old is not None:
         print(f"before: {args.before}'s code and roles, the same sizes in this run")
         for o in old["runs"]:

@@ -31,3 +31,15 @@ def test_a_bad_argument_is_one_line_and_exit_2(script: str, args: list[str], say
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and says in lines[0], res.stderr
     assert res.stdout == ""
+
+
+def test_the_ready_verdict_holds_at_the_target_and_needs_convergence() -> None:
+    sys.path.insert(0, str(BENCH))
+    try:
+        import bench_vmesh
+    finally:
+        sys.path.remove(str(BENCH))
+    target = bench_vmesh.READY_TARGET_S
+    assert "): met (ready 300.0 s, converged)" in bench_vmesh.ready_verdict(100, target, True)
+    assert "NOT met" in bench_vmesh.ready_verdict(100, target + 0.1, True)
+    assert "NOT met (ready 10.0 s, not converged)" in bench_vmesh.ready_verdict(100, 10.0, False)
