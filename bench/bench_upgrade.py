@@ -33,6 +33,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,7 @@ from meshsim.vmesh.runstate import run_dir
 from meshsim.vmesh.scenario_run import SCENARIO_INVENTORY, RunOptions, run_on_vmesh
 from meshsim.vmesh.upgrade import newer_build, restart_times, rollout, running_versions
 from meshsim.vmesh.wheelhouse import source_version
-from vmesh_load import load_line
+from vmesh_load import load_line, refused
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIO = REPO / "firmware-sim" / "meshsim" / "scenarios" / "vmesh-upgrade.toml"
@@ -58,11 +59,17 @@ def records(out: Path) -> list[dict[str, Any]]:
             for line in path.read_text().splitlines()]
 
 
+def scenario_for(protocol: str, nodes: int, duration: float, rate: float) -> Any:
+    """The upgrade scenario (``ScenarioError`` names a bad value, e.g. traffic shorter
+    than the scenario's warm-up)."""
+    return load_scenario(SCENARIO, [f"nodes.count={nodes}", f"protocol.name={protocol}",
+                                    f"scenario.duration_s={duration}",
+                                    f"workload.generator.rate_per_s={rate}"])
+
+
 def one(protocol: str, nodes: int, duration: float, rollout_at: float, rate: float,
         wheels: Path, serial: str, keep: Path | None = None) -> dict[str, Any]:
-    scenario = load_scenario(SCENARIO, [f"nodes.count={nodes}", f"protocol.name={protocol}",
-                                        f"scenario.duration_s={duration}",
-                                        f"workload.generator.rate_per_s={rate}"])
+    scenario = scenario_for(protocol, nodes, duration, rate)
     seen: dict[str, Any] = {}
 
     def upgrade(t0: float, devmap: dict[int, NodePlan]) -> None:
@@ -159,6 +166,14 @@ def main() -> int:
                     help="keep each run's artefacts (telemetry, journals, agents' reports) "
                          "in DIR/<protocol>")
     args = ap.parse_args()
+    if refused("bench_upgrade", "--nodes/--protocols/--traffic/--rate",
+               *(partial(scenario_for, p, args.nodes, args.traffic, args.rate)
+                 for p in args.protocols)):
+        return 2
+    if not 0 <= args.rollout_at < args.traffic:
+        print(f"bench_upgrade: --rollout-at {args.rollout_at:g} s is not within the "
+              f"{args.traffic:g} s of traffic (0 <= s < --traffic)", file=sys.stderr)
+        return 2
     if os.geteuid() != 0:
         print("bench_upgrade: needs root", file=sys.stderr)
         return 2

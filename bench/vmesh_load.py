@@ -12,6 +12,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,24 @@ def scenario_for(nodes: int, duration_s: float) -> Any:
     """The load scenario for N devices and ``duration_s`` of traffic (``ScenarioError``
     names a bad size or duration, e.g. traffic shorter than the scenario's warm-up)."""
     return load_scenario(SCENARIO, [f"nodes.count={nodes}", f"scenario.duration_s={duration_s}"])
+
+
+def refused(prog: str, options: str, *scenarios: Callable[[], object]) -> bool:
+    """Build each scenario a bench will play before anything is built or brought up.
+
+    A bad size, a duration shorter than the scenario's warm-up or an unknown
+    protocol is one line on stderr naming the bench's options and the scenario's key
+    (``True``: the caller exits 2), not a traceback minutes later.
+    """
+    from meshsim.scenario.reader import ScenarioError
+
+    try:
+        for build in scenarios:
+            build()
+    except ScenarioError as exc:
+        print(f"{prog}: {options}: {exc}", file=sys.stderr)
+        return True
+    return False
 
 
 def load_run(nodes: int, duration_s: float, *, run: str, every_s: float = 10.0,

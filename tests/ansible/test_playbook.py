@@ -37,7 +37,7 @@ def render(tmp_path: Path, variables: dict[str, Any]) -> tuple[Path, Path]:
     out, keys = tmp_path / "meshsub.toml", tmp_path / "fleet.keys"
     play.write_text(json.dumps([{
         "name": "Render", "hosts": "localhost", "connection": "local", "gather_facts": False,
-        "vars_files": [str(ROLE / "defaults" / "main.yml")],
+        "vars_files": [str(ROLE / "defaults" / "main.yml"), str(ROLE / "vars" / "main.yml")],
         "tasks": [
             {"name": "Config", "ansible.builtin.template": {
                 "src": str(ROLE / "templates" / "meshsub.toml.j2"), "dest": str(out),
@@ -65,6 +65,23 @@ KEY = "5c0e8a19d3f74b62a1c9e07d2b5f8836c4e1a97d03b26f5e8c1d4a7b90e3f216"
 KEY2 = "b7a15e3c90d24f68e1c7a30b9d56f2e84a0c3b71d95e26f8c4a1b07e3d92f5c6"
 BASE = {"meshsub_node_id": 17, "meshsub_fleet_keys": {"1": KEY, "2": KEY2},
         "meshsub_current_key": 2}
+
+
+@needs_ansible
+def test_no_keys_given_renders_the_key_generated_once_for_the_fleet(tmp_path: Path) -> None:
+    """meshsub_fleet_keys empty: the current key is made once on the controller (0600)
+    and every later rendering, of any host, reads the same one back."""
+    creds = tmp_path / "credentials"
+    variables = {**BASE, "meshsub_fleet_keys": {}, "meshsub_current_key": 3,
+                 "meshsub_fleet_key_dir": str(creds)}
+    _, keys = render(tmp_path, variables)
+    generated = (creds / "fleet-key-3").read_text().strip()
+    assert len(generated) == 64 and int(generated, 16) >= 0
+    assert (creds / "fleet-key-3").stat().st_mode & 0o077 == 0
+    assert [ln for ln in keys.read_text().splitlines() if not ln.startswith("#")] \
+        == [f"3 {generated}"]
+    _, again = render(tmp_path, variables)
+    assert again.read_text() == keys.read_text()
 
 
 @needs_ansible
