@@ -603,9 +603,10 @@ class Store:
         broker acknowledged it. The owner (the MQTT bridge) bounds the rows by entries
         and bytes: ``forget`` carries the deliveries it drops to make room.
         """
+        gone = [(str(e), s) for e, s in forget]
         with self.transaction(durable=False) as db:
-            db.executemany("DELETE FROM undelivered WHERE event_id=? AND sub_id=?",
-                           [(str(e), s) for e, s in forget])
+            if gone:  # an empty executemany still costs a statement's preparation
+                db.executemany("DELETE FROM undelivered WHERE event_id=? AND sub_id=?", gone)
             db.executemany(
                 "INSERT OR IGNORE INTO undelivered (event_id, sub_id, topic, payload) "
                 "VALUES (?, ?, ?, ?)",
