@@ -125,19 +125,8 @@ async def _inprocess_forward_us(events: int, telemetry: bool, tmp: Path) -> floa
     loopback ports nobody reads), with or without the telemetry records.
     """
     ports = _free_ports(3)
-    state = tmp / f"inproc-{telemetry}"
-    config = parse_config({
-        "node": {"id": 2}, "link": {"interface": "", "port": ports[0]},
-        "discovery": {"zeroconf": False, "beacon_interval": 60.0,
-                      "static_peers": [f"127.0.0.1:{p}" for p in ports[1:]]},
-        "protocol": {"name": "flooding", "params": {"jitter": 0.0}},
-        "security": {"current_key": 1, "keys": {"1": KEY}},
-        "mqtt": {"port": ports[1]}, "telemetry": {"enabled": telemetry},
-        "storage": {"state_dir": str(state), "spool_dir": str(state / "spool")},
-        "log": {"level": "critical"},
-    })
-    node = Node(config, notifier=SystemdNotifier({}))
-    await node.start()
+    node = await _inprocess_node(2, ports, tmp / f"inproc-{telemetry}", telemetry=telemetry,
+                                 params={"jitter": 0.0})
     try:
         a = FrameCodec(1, 1, KeyRing.from_hex({"1": KEY}, 1))
         c = FrameCodec(3, 1, KeyRing.from_hex({"1": KEY}, 1))
@@ -163,18 +152,8 @@ async def _inprocess_deliver_us(events: int, tmp: Path, run: int) -> float:
     (kept in the store in the batch of its input) and queued to the bridge, which has
     no broker (nothing is published; the queue's bound is raised above ``events``)."""
     port = _free_ports(2)
-    state = tmp / f"deliver-{run}"
-    config = parse_config({
-        "node": {"id": 3}, "link": {"interface": "", "port": port[0]},
-        "discovery": {"zeroconf": False, "beacon_interval": 60.0, "static_peers": []},
-        "protocol": {"name": "flooding", "params": {"jitter": 0.0, "ttl": 1}},
-        "security": {"current_key": 1, "keys": {"1": KEY}},
-        "mqtt": {"port": port[1]}, "telemetry": {"enabled": False},
-        "storage": {"state_dir": str(state), "spool_dir": str(state / "spool")},
-        "log": {"level": "critical"},
-    })
-    node = Node(config, notifier=SystemdNotifier({}))
-    await node.start()
+    node = await _inprocess_node(3, port, tmp / f"deliver-{run}",
+                                 telemetry=False, params={"jitter": 0.0, "ttl": 1}, peers=False)
     try:
         assert node.bridge is not None
         node.bridge.settings = dataclasses.replace(node.bridge.settings,
@@ -200,6 +179,25 @@ async def _inprocess_deliver_us(events: int, tmp: Path, run: int) -> float:
         return elapsed / events * 1e6
     finally:
         await node.stop()
+
+
+async def _inprocess_node(node_id: int, ports: list[int], state: Path, *, telemetry: bool,
+                          params: dict[str, Any], peers: bool = True) -> Node:
+    """A started flooding node on ``ports[0]`` (loopback, no interface); ``ports[1]`` is
+    also its (absent) broker's port; ``peers``: the other ports are its static peers."""
+    config = parse_config({
+        "node": {"id": node_id}, "link": {"interface": "", "port": ports[0]},
+        "discovery": {"zeroconf": False, "beacon_interval": 60.0,
+                      "static_peers": [f"127.0.0.1:{p}" for p in ports[1:]] if peers else []},
+        "protocol": {"name": "flooding", "params": params},
+        "security": {"current_key": 1, "keys": {"1": KEY}},
+        "mqtt": {"port": ports[1]}, "telemetry": {"enabled": telemetry},
+        "storage": {"state_dir": str(state), "spool_dir": str(state / "spool")},
+        "log": {"level": "critical"},
+    })
+    node = Node(config, notifier=SystemdNotifier({}))
+    await node.start()
+    return node
 
 
 def _free_ports(n: int) -> list[int]:

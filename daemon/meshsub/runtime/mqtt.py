@@ -27,8 +27,9 @@ recognised by (packet id, digest) and acknowledged without a second event.
 Every delivery is kept in the store from the moment its event is marked seen
 (``Store.undelivered_add``, in the node's batch that marks it) until the broker
 acknowledged it (``Store.delivered_add`` forgets it): the event is refused ever
-after, so a daemon killed (SIGKILL, OOM, power cut) or stopped with deliveries
-queued publishes them at its next start, ahead of anything new. Bounded by
+after, so a daemon killed (SIGKILL, OOM; a power cut: docs/operations.md) or stopped
+with deliveries queued publishes them at its next start, ahead of anything new
+(at least once: a kill between a PUBACK and its record publishes it again). Bounded by
 ``queue_limit`` entries and ``held_max_bytes`` bytes, a delivery of a remote event
 dropped before one of a local event (counted ``dropped:queue_full``).
 
