@@ -301,8 +301,6 @@ class _Outgoing:
     qos: int
     properties: Properties
     delivered: tuple[MessageId, str] | None = None
-    kept: bool = False
-    """A delivery whose row is in the store's ``undelivered`` table."""
 
     @property
     def size(self) -> int:
@@ -431,21 +429,30 @@ class MqttBridge:
 
     def _release_queue(self) -> None:
         """Forget the queue at a stop: its deliveries are in the store already (kept since
-        their events were marked seen) and the next start publishes them. Only one whose
-        row the store refused is lost here: counted (``dropped:shutdown``) and recorded
+        their events were marked seen) and the next start publishes them. One the store
+        does not hold (it refused the row, or the node's batch that wrote it failed to
+        commit) is lost here: counted (``dropped:shutdown``) and recorded
         (``mqtt_shutdown``). Error reports (QoS 0, no promise) are not kept."""
-        unkept = [item for item in self._out if item.delivered is not None and not item.kept]
-        deliveries = sum(item.delivered is not None for item in self._out)
-        self.counters["dropped:error_report"] += len(self._out) - deliveries
-        self.counters["held_at_stop"] += deliveries - len(unkept)
+        deliveries = [item for item in self._out if item.delivered is not None]
+        self.counters["dropped:error_report"] += len(self._out) - len(deliveries)
+        try:
+            stored = {(u.event_id, u.sub_id) for u in self.store.undelivered()}
+        except (sqlite3.Error, ValueError) as exc:  # cannot tell: they may well be there
+            self.counters["store_errors"] += 1
+            log.error("cannot check the kept MQTT deliveries at shutdown", exc=exc,
+                      queued=len(deliveries))
+            stored = {item.delivered for item in deliveries if item.delivered is not None}
+        unkept = [item for item in deliveries if item.delivered not in stored]
+        self.counters["held_at_stop"] += len(deliveries) - len(unkept)
         if unkept:
             self.counters["dropped:shutdown"] += len(unkept)
             for item in unkept:
                 self._dropped("mqtt_shutdown", item)
             log.warning("MQTT deliveries the store did not keep dropped at shutdown",
                         count=len(unkept))
-        if deliveries > len(unkept):
-            log.info("MQTT deliveries kept for the next start", count=deliveries - len(unkept))
+        if len(deliveries) > len(unkept):
+            log.info("MQTT deliveries kept for the next start",
+                     count=len(deliveries) - len(unkept))
         self._out.clear()
         self._kept.clear()
         self._kept_bytes = 0
@@ -472,7 +479,7 @@ class MqttBridge:
             if key in done:
                 continue
             item = _Outgoing(u.topic, u.payload, 1,
-                             provenance(self.node, u.event_id.origin, u.event_id), key, True)
+                             provenance(self.node, u.event_id.origin, u.event_id), key)
             restored += self._keep(item, write=False)
         self.counters["restored"] += restored
         if restored:
@@ -554,7 +561,6 @@ class MqttBridge:
                 self.store.undelivered_add(
                     [Undelivered(*item.delivered, item.topic, item.payload)],
                     forget=[v.delivered for v in victims if v.delivered is not None])
-                item.kept = True
             elif victims:
                 self.store.undelivered_add(
                     [], forget=[v.delivered for v in victims if v.delivered is not None])

@@ -642,7 +642,8 @@ class Node:
         """``Store.batch`` around a protocol input or a drain of the link's socket (nested:
         one commit for the drain); a failed commit is counted and logged, never raised:
         its writes are undone together, so no event is marked seen without its kept
-        deliveries (those already queued are still published by this process)."""
+        deliveries (those already queued are still published by this process; one still
+        queued at its stop is a counted drop, ``MqttBridge._release_queue``)."""
         if self.store is None:
             yield
             return
