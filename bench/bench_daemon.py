@@ -9,7 +9,11 @@ meshsubd per namespace, flooding, A and C out of range), then:
    ``mosquitto_sub`` (its receive timestamp): the latency is MQTT to MQTT over
    two mesh hops;
 3. CPU time per frame the relay B forwarded (process CPU from /proc, net of
-   B's idle CPU rate), and resident memory under load.
+   B's idle CPU rate), and resident memory under load;
+4. CPU time per event the subscriber C delivered to its MQTT application (the
+   frame in, the delivery kept in the store, published, its PUBACK recorded; net
+   of C's idle rate), and the same path in-process (one node driven directly,
+   no broker: the frame decoded, the protocol run, the delivery kept and queued).
 
 Beside the CPU figure, measured in the same run: the bare msgpack + HMAC-SHA256
 work a relay cannot avoid per forwarded event (two verifies and decodes, one
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import socket
@@ -43,6 +48,7 @@ from mesh import IFACE, KEY, Mesh, NodeProc, wait_for
 from bench_relay import baseline_us
 from meshsub.core.api import Message, MessageId
 from meshsub.core.content import Event
+from meshsub.core.syntax import parse_subscription
 from meshsub.protocols.flooding import DATA, encode_body
 from meshsub.runtime.config import parse_config
 from meshsub.runtime.logging import configure_logging
@@ -118,24 +124,9 @@ async def _inprocess_forward_us(events: int, telemetry: bool, tmp: Path) -> floa
     decoded, the protocol run, one rebroadcast encoded and sent (to two
     loopback ports nobody reads), with or without the telemetry records.
     """
-    ports = []
-    for _ in range(3):
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-            sock.bind(("127.0.0.1", 0))
-            ports.append(int(sock.getsockname()[1]))
-    state = tmp / f"inproc-{telemetry}"
-    config = parse_config({
-        "node": {"id": 2}, "link": {"interface": "", "port": ports[0]},
-        "discovery": {"zeroconf": False, "beacon_interval": 60.0,
-                      "static_peers": [f"127.0.0.1:{p}" for p in ports[1:]]},
-        "protocol": {"name": "flooding", "params": {"jitter": 0.0}},
-        "security": {"current_key": 1, "keys": {"1": KEY}},
-        "mqtt": {"port": ports[1]}, "telemetry": {"enabled": telemetry},
-        "storage": {"state_dir": str(state), "spool_dir": str(state / "spool")},
-        "log": {"level": "critical"},
-    })
-    node = Node(config, notifier=SystemdNotifier({}))
-    await node.start()
+    ports = _free_ports(3)
+    node = await _inprocess_node(2, ports, tmp / f"inproc-{telemetry}", telemetry=telemetry,
+                                 params={"jitter": 0.0})
     try:
         a = FrameCodec(1, 1, KeyRing.from_hex({"1": KEY}, 1))
         c = FrameCodec(3, 1, KeyRing.from_hex({"1": KEY}, 1))
@@ -153,6 +144,70 @@ async def _inprocess_forward_us(events: int, telemetry: bool, tmp: Path) -> floa
         return (time.process_time() - start) / events * 1e6
     finally:
         await node.stop()
+
+
+async def _inprocess_deliver_us(events: int, tmp: Path, run: int) -> float:
+    """CPU per event a subscriber delivers to a local MQTT application, one node driven
+    directly: the frame from A decoded, the protocol run, the delivery made durable
+    (kept in the store in the batch of its input) and queued to the bridge, which has
+    no broker (nothing is published; the queue's bound is raised above ``events``)."""
+    port = _free_ports(2)
+    node = await _inprocess_node(3, port, tmp / f"deliver-{run}",
+                                 telemetry=False, params={"jitter": 0.0, "ttl": 1}, peers=False)
+    try:
+        assert node.bridge is not None
+        node.bridge.settings = dataclasses.replace(node.bridge.settings,
+                                                   queue_limit=events + 1,
+                                                   held_max_bytes=1 << 30)
+        node.bridge.subscriptions["bench"] = "bench/#"
+        node._local_subscribe("bench", parse_subscription("bench/#"))
+        a = FrameCodec(1, 1, KeyRing.from_hex({"1": KEY}, 1))
+        frames = []
+        for i in range(events):
+            event = Event("bench/load", {"i": i, "t0": time.time()})
+            msg = Message(DATA, MessageId(1, 1, i + 1), encode_body(event, time.time()), ttl=1)
+            frames.append(a.encode(1, msg)[0])
+        start = time.process_time()
+        for i, frame in enumerate(frames):
+            node._on_datagram(frame, ("127.0.0.1", port[1]))
+            if i % 100 == 0:
+                await asyncio.sleep(0)  # let the log's checkpointer run as it would
+        elapsed = time.process_time() - start
+        queued = node.bridge.counters["deliveries_queued"]
+        if queued != events:
+            raise RuntimeError(f"in-process subscriber queued {queued} of {events} deliveries")
+        return elapsed / events * 1e6
+    finally:
+        await node.stop()
+
+
+async def _inprocess_node(node_id: int, ports: list[int], state: Path, *, telemetry: bool,
+                          params: dict[str, Any], peers: bool = True) -> Node:
+    """A started flooding node on ``ports[0]`` (loopback, no interface); ``ports[1]`` is
+    also its (absent) broker's port; ``peers``: the other ports are its static peers."""
+    config = parse_config({
+        "node": {"id": node_id}, "link": {"interface": "", "port": ports[0]},
+        "discovery": {"zeroconf": False, "beacon_interval": 60.0,
+                      "static_peers": [f"127.0.0.1:{p}" for p in ports[1:]] if peers else []},
+        "protocol": {"name": "flooding", "params": params},
+        "security": {"current_key": 1, "keys": {"1": KEY}},
+        "mqtt": {"port": ports[1]}, "telemetry": {"enabled": telemetry},
+        "storage": {"state_dir": str(state), "spool_dir": str(state / "spool")},
+        "log": {"level": "critical"},
+    })
+    node = Node(config, notifier=SystemdNotifier({}))
+    await node.start()
+    return node
+
+
+def _free_ports(n: int) -> list[int]:
+    """``n`` UDP ports free on the loopback now."""
+    ports = []
+    for _ in range(n):
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            ports.append(int(sock.getsockname()[1]))
+    return ports
 
 
 KERNEL_COUNTERS = f"""
@@ -334,6 +389,14 @@ def main() -> int:
         without = asyncio.run(_inprocess_forward_us(3000, False, Path(tmp)))
         print(f"  relay Python path per forwarded event, in-process (2 frames in, 1 out): "
               f"{with_tel:.0f} us with telemetry, {without:.0f} us without")
+        deliver = [asyncio.run(_inprocess_deliver_us(1000, Path(tmp), n)) for n in range(5)]
+        mean = statistics.fmean(deliver)
+        half = 2.776 * statistics.stdev(deliver) / len(deliver) ** 0.5  # t(0.975, 4)
+        load = os.getloadavg()
+        print(f"  subscriber Python path per delivered event, in-process (1 frame in, the "
+              f"delivery kept and queued), 5 runs of 1000: mean {mean:.1f} us, 95 % interval "
+              f"+-{half:.1f} us (runs {', '.join(f'{d:.1f}' for d in deliver)}); load average "
+              f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
         return status
 
 
@@ -349,14 +412,16 @@ def run(mesh: Mesh, args: argparse.Namespace) -> int:
              "bench subscription on C")
 
     time.sleep(args.idle)  # idle: beacons only
-    idle_cpu0 = cpu_seconds(pids["b"])
+    idle_cpu0, idle_c0 = cpu_seconds(pids["b"]), cpu_seconds(pids["c"])
     t_idle0 = time.monotonic()
     time.sleep(args.idle)
     idle_rate = (cpu_seconds(pids["b"]) - idle_cpu0) / (time.monotonic() - t_idle0)
+    idle_rate_c = (cpu_seconds(pids["c"]) - idle_c0) / (time.monotonic() - t_idle0)
     idle_rss = {name: proc_status(pid)["VmRSS"] for name, pid in pids.items()}
 
     kernel0 = {name: kernel_counters(node.ns) for name, node in mesh.nodes.items()}
     fwd0, (user0, sys0), t0 = forwarded(b), cpu_times(pids["b"]), time.monotonic()
+    c_cpu0 = cpu_seconds(pids["c"])
     pub = subprocess.run(
         ["ip", "netns", "exec", a.ns, sys.executable, "-c", PUBLISHER, str(a.mqtt_port),
          str(args.rate), str(args.seconds)], capture_output=True, text=True, check=True)
@@ -374,6 +439,7 @@ def run(mesh: Mesh, args: argparse.Namespace) -> int:
             break
         time.sleep(1.0)
     fwd1, (user1, sys1), t1 = forwarded(b), cpu_times(pids["b"]), time.monotonic()
+    c_cpu = cpu_seconds(pids["c"]) - c_cpu0
     hwm = {name: proc_status(pid)["VmHWM"] for name, pid in pids.items()}
 
     latencies = []
@@ -408,6 +474,10 @@ def run(mesh: Mesh, args: argparse.Namespace) -> int:
               f"(user {user / frames * 1e6:.0f} us, system {system / frames * 1e6:.0f} us), "
               f"{cpu_net / frames * 1e6:.0f} us net of idle; bare msgpack+HMAC work of a "
               f"relay, same run: {baseline_us():.1f} us")
+    if seen:
+        print(f"  subscriber C: CPU per delivered event {c_cpu / len(seen) * 1e6:.0f} us gross, "
+              f"{(c_cpu - idle_rate_c * (t1 - t0)) / len(seen) * 1e6:.0f} us net of idle "
+              f"(idle rate {idle_rate_c * 1000:.1f} ms/s)")
     if latencies:
         print(f"  latency MQTT(A) -> MQTT(C), 2 hops: p50 {percentile(latencies, 0.5) * 1e3:.2f} ms"
               f"  p99 {percentile(latencies, 0.99) * 1e3:.2f} ms"

@@ -7,12 +7,16 @@ import contextlib
 import functools
 import json
 import sqlite3
+import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import aiomqtt
 import pytest
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 from mosquitto import Mosquitto, have_mosquitto
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
@@ -712,9 +716,10 @@ async def test_publication_goes_out_before_its_fsync_and_is_acked_after(
 
 async def test_deliveries_queued_at_stop_arrive_once_after_restart(broker: Broker,
                                                                    store: Store) -> None:
-    """The broker is away when the daemon stops: its queued deliveries are kept in the store
-    and published by the next process, in order and once each (the events behind them stay
-    marked seen, so nothing else would ever bring them again)."""
+    """The broker is away: each delivery is kept in the store as it is queued (bounded,
+    the oldest dropped), so the stop has nothing left to write; the next process
+    publishes them in order and once each (the events behind them stay marked seen, so
+    nothing else would ever bring them again)."""
     app = functools.partial(persistent_app, broker, "app-held")
 
     def deliver(bridge: MqttBridge, n: int) -> None:
@@ -729,11 +734,16 @@ async def test_deliveries_queued_at_stop_arrive_once_after_restart(broker: Broke
         await subscribed_then_broker_away(first, node, app, broker)
         for n in range(1, 5):  # 4 deliveries, room for the newest 3 (113 bytes each)
             deliver(first, n)
-    assert first.counters["held_at_stop"] == 3 and first.counters["dropped:shutdown"] == 1
-    assert dropped == [("mqtt_shutdown", MessageId(9, 1, 1), "s")]
+            # kept before the bridge could publish it: a SIGKILL now loses nothing
+            assert store.undelivered()[-1].event_id == MessageId(9, 1, n)
+        assert dropped == [("mqtt_queue_full", MessageId(9, 1, 1), "s")]
+        assert [u.event_id.seq for u in store.undelivered()] == [2, 3, 4]
+        assert first.status()["kept"] == 3
+    assert first.counters["held_at_stop"] == 3 and first.counters["dropped:shutdown"] == 0
     assert [u.event_id.seq for u in store.undelivered()] == [2, 3, 4]
 
     await broker.start()
+    settings = _settings(broker)  # room for all: the bound would race the publication
     second = _bridge(settings, store, FakeNode(epoch=2))
     async with running(second):
         deliver(second, 3)  # the same event again (a neighbour's retransmission): not twice
@@ -741,22 +751,119 @@ async def test_deliveries_queued_at_stop_arrive_once_after_restart(broker: Broke
         await until(lambda: store.delivered_seen(MessageId(9, 1, 5), "s"), "delivered")
         assert second.counters["restored"] == 3
         assert second.counters["duplicate_delivery"] == 1
-        assert store.undelivered() == []
+        await until(lambda: store.undelivered() == [], "the kept rows forgotten")
+        assert second.status()["kept"] == 0 and second.status()["kept_bytes"] == 0
     async with app() as client:
         got = await attrs_n(client)
-    assert got == [2, 3, 4, 5]
+    assert got == [2, 3, 4, 5], dict(second.counters)
     third = _bridge(settings, store, FakeNode(epoch=3))
     async with running(third):  # published and recorded: never again
         assert third.counters["restored"] == 0
 
 
+async def test_kept_deliveries_outlive_a_process_that_never_stopped(
+        broker: Broker, tmp_path: Path) -> None:
+    """A SIGKILL runs no stop: the next process, on its own connection to the file, finds
+    every delivery the first one queued, in order, and publishes each once."""
+    app = functools.partial(persistent_app, broker, "app-killed")
+    first_store = Store.in_state_dir(tmp_path / "killed")
+    node = FakeNode()
+    first = _bridge(_settings(broker), first_store, node)
+    await first.start()
+    await until(lambda: first.state == "connected", "connection")
+    await subscribed_then_broker_away(first, node, app, broker)
+    for n in range(1, 6):
+        first.deliver(Deliver("s", parse_event(f"t/x n={n}"), MessageId(9, 1, n), 1))
+    assert first._task is not None
+    first._task.cancel()  # abandoned as a killed process leaves it: no stop, no close
+    await broker.start()
+    with Store.in_state_dir(tmp_path / "killed") as second_store:
+        second = _bridge(_settings(broker), second_store, FakeNode(epoch=2))
+        async with running(second):
+            await until(lambda: second_store.delivered_seen(MessageId(9, 1, 5), "s"),
+                        "delivered")
+            assert second.counters["restored"] == 5
+        async with app() as client:
+            assert await attrs_n(client) == [1, 2, 3, 4, 5]
+        assert second_store.undelivered() == []
+    first_store.close()
+
+
+def test_local_events_outrank_remote_ones_at_the_bound(store: Store) -> None:
+    """At ``queue_limit`` the oldest queued delivery of a remote event makes room; one of
+    an event published on this node goes only for another local one; the store's rows
+    are the queue's at every step (no broker: everything stays queued)."""
+    bridge = _bridge(MqttSettings(queue_limit=3), store, FakeNode())
+    bridge.subscriptions["s"] = "t/#"
+    dropped: list[MessageId] = []
+    bridge.on_drop = lambda _reason, event_id, _sub: dropped.append(event_id)
+
+    def deliver(n: int, local: bool) -> list[int]:
+        origin = NODE if local else 9
+        bridge.deliver(Deliver("s", parse_event(f"t/x n={n}"), MessageId(origin, 1, n), 1))
+        rows = [u.event_id.seq for u in store.undelivered()]
+        assert rows == [i.delivered[0].seq for i in bridge._out if i.delivered]
+        return rows
+
+    deliver(1, False), deliver(2, True), deliver(3, False)
+    assert deliver(4, True) == [2, 3, 4]  # remote 1 went
+    assert deliver(5, False) == [2, 4, 5]  # remote 3 went
+    assert deliver(6, False) == [2, 4, 6]
+    assert deliver(7, True) == [2, 4, 7]  # remote 6 went, not a local one
+    assert deliver(8, False) == [2, 4, 7]  # only local ones left: the remote newcomer goes
+    assert deliver(9, True) == [4, 7, 9]  # a local newcomer displaces the oldest local
+    assert [d.seq for d in dropped] == [1, 3, 5, 6, 8, 2]
+    assert bridge.counters["dropped:queue_full"] == 6
+
+
+@hsettings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 300)), max_size=40),
+       st.integers(1, 6), st.integers(200, 1500))
+def test_kept_deliveries_stay_within_their_bound_and_mirror_the_queue(
+        steps: list[tuple[bool, int]], limit: int, max_bytes: int) -> None:
+    """Any run of deliveries (local or remote, any size) with the broker away: the rows
+    are exactly the queue, in order; at most ``limit`` of them and ``max_bytes`` bytes;
+    every delivery is kept or counted as dropped; a local one is dropped only when no
+    remote one queued before it survives the step (or when it alone is over the bytes)."""
+    with tempfile.TemporaryDirectory(prefix="msub-prop-") as tmp, \
+            Store.in_state_dir(Path(tmp)) as store:
+        bridge = _bridge(MqttSettings(queue_limit=limit, held_max_bytes=max_bytes), store,
+                         FakeNode())
+        bridge.subscriptions["s"] = "t/#"
+        dropped: set[MessageId] = set()
+        bridge.on_drop = lambda _reason, event_id, _sub: dropped.add(event_id)
+        sizes: dict[MessageId, int] = {}
+        drop_kept = bridge._drop_kept
+
+        def spy(item: Any, *, forget: bool) -> None:
+            sizes[item.delivered[0]] = item.size
+            drop_kept(item, forget=forget)
+
+        bridge._drop_kept = spy  # type: ignore[method-assign]
+        for n, (local, body) in enumerate(steps, 1):
+            before, dropped_before = {u.event_id for u in store.undelivered()}, set(dropped)
+            event = parse_event(f"t/x n={n} b=\"{'x' * body}\"")
+            bridge.deliver(Deliver("s", event, MessageId(NODE if local else 9, 1, n), 1))
+            rows = store.undelivered()
+            assert [(u.event_id, u.topic, u.payload) for u in rows] == [
+                (i.delivered[0], i.topic, i.payload) for i in bridge._out if i.delivered]
+            assert len(rows) <= limit and sum(u.size for u in rows) <= max_bytes
+            assert bridge.status()["kept_bytes"] == sum(u.size for u in rows)
+            kept = {u.event_id for u in rows}
+            assert len(kept) + len(dropped) == n and not kept & dropped
+            # a local one goes only with every remote one queued (or alone over the bytes)
+            if any(e.origin == NODE and sizes[e] <= max_bytes for e in dropped - dropped_before):
+                assert all(e.origin == NODE for e in before & kept)
+        assert bridge.counters["dropped:queue_full"] == len(dropped)
+
+
 async def test_kept_deliveries_that_cannot_be_read_stay_kept(
         broker: Broker, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A start that cannot read what the last stop kept goes on, and its own stop does not
-    replace (lose, uncounted) the unread ones: it drops its own queue, counted."""
+    """A start that cannot read what an earlier process kept goes on; the rows stay for a
+    later start, and what this process delivers is kept beside them."""
     settings = _settings(broker)
     held = Undelivered(MessageId(9, 1, 1), "s", "meshsub/deliver/s/t", b"{}")
-    store.undelivered_hold([held], limit=10, max_bytes=1000)
+    store.undelivered_add([held])
     store.put_subscription("s", "t/#", source="mqtt")
     real = store.undelivered
 
@@ -771,7 +878,52 @@ async def test_kept_deliveries_that_cannot_be_read_stay_kept(
     broker.stop()
     bridge.deliver(Deliver("s", parse_event("t/x n=2"), MessageId(9, 1, 2), 1))
     await bridge.stop()
+    # the start's read and the stop's check failed; the stop cannot tell, so it drops none
     assert bridge.counters["store_errors"] == 2 and bridge.counters["restored"] == 0
-    assert dropped == [("mqtt_shutdown", MessageId(9, 1, 2), "s")]
+    assert dropped == [] and bridge.counters["held_at_stop"] == 1
     monkeypatch.setattr(store, "undelivered", real)
-    assert store.undelivered() == [held]
+    assert [u.event_id for u in store.undelivered()] == [MessageId(9, 1, 1), MessageId(9, 1, 2)]
+
+
+async def test_a_delivery_the_store_refuses_is_published_and_counted_at_a_stop(
+        broker: Broker, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store that cannot keep a delivery does not hold it back (this process still
+    publishes it); still queued at a stop, it is the one a stop drops: counted."""
+    bridge = _bridge(_settings(broker), store, FakeNode())
+    bridge.subscriptions["s"] = "t/#"
+
+    def refuse(*_a: Any, **_k: Any) -> None:
+        raise StoreError("disk full")
+
+    monkeypatch.setattr(store, "undelivered_add", refuse)
+    dropped: list[tuple[str, MessageId, str]] = []
+    bridge.on_drop = lambda *d: dropped.append(d)
+    await bridge.start()
+    broker.stop()
+    bridge.deliver(Deliver("s", parse_event("t/x n=1"), MessageId(9, 1, 1), 1))
+    assert bridge.status()["queued"] == 1 and bridge.counters["store_errors"] == 1
+    await bridge.stop()
+    assert dropped == [("mqtt_shutdown", MessageId(9, 1, 1), "s")]
+    assert bridge.counters["dropped:shutdown"] == 1
+
+
+async def test_a_delivery_whose_batch_failed_is_counted_at_a_stop(
+        broker: Broker, store: Store) -> None:
+    """The node's batch that kept a delivery fails to commit (undone, with its event's
+    marks): this process still publishes it, and a stop before then counts its loss
+    instead of believing it kept."""
+    bridge = _bridge(_settings(broker), store, FakeNode())
+    bridge.subscriptions["s"] = "t/#"
+    dropped: list[tuple[str, MessageId, str]] = []
+    bridge.on_drop = lambda *d: dropped.append(d)
+    await bridge.start()
+    broker.stop()
+    bridge.deliver(Deliver("s", parse_event("t/x n=1"), MessageId(9, 1, 1), 1))
+    with pytest.raises(RuntimeError), store.batch():
+        bridge.deliver(Deliver("s", parse_event("t/x n=2"), MessageId(9, 1, 2), 1))
+        raise RuntimeError("the commit failed")
+    assert bridge.status()["queued"] == 2
+    await bridge.stop()
+    assert dropped == [("mqtt_shutdown", MessageId(9, 1, 2), "s")]
+    assert bridge.counters["held_at_stop"] == 1
+    assert [u.event_id for u in store.undelivered()] == [MessageId(9, 1, 1)]

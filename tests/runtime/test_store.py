@@ -155,29 +155,81 @@ def test_undelivered_deliveries_survive_a_restart_in_order(tmp_path: Path) -> No
     items = [_held(n) for n in (3, 1, 2)] + [_held(1, "app/other")]
     with Store.in_state_dir(tmp_path) as s:
         assert s.undelivered() == []
-        assert s.undelivered_hold(items, limit=10, max_bytes=10_000) == []
+        s.undelivered_add(items[:2])
+        s.undelivered_add(items[2:])
+        s.undelivered_add(items[1:2])  # already kept: neither twice nor moved
     with Store.in_state_dir(tmp_path) as s:
         assert s.undelivered() == items  # queue order, payloads byte for byte
         # acknowledged by the broker: forgotten in the delivered commit, the rest stays
         s.delivered_add([(MessageId(9, 1, 1), "app/s")])
         assert s.undelivered() == [items[0], items[2], items[3]]
-        # the next stop replaces what is held by what its queue still has
-        assert s.undelivered_hold([items[3]], limit=10, max_bytes=10_000) == []
-        assert s.undelivered() == [items[3]]
-        assert s.undelivered_hold([], limit=10, max_bytes=10_000) == []
+        # dropped at the bound: forgotten in the commit that keeps the newcomer
+        s.undelivered_add([_held(7)], forget=[(items[0].event_id, items[0].sub_id)])
+        assert s.undelivered() == [items[2], items[3], _held(7)]
+        s.undelivered_add([], forget=[(u.event_id, u.sub_id) for u in s.undelivered()])
         assert s.undelivered() == []
 
 
-def test_undelivered_deliveries_are_bounded_by_entries_and_bytes(store: Store) -> None:
-    items = [_held(n, body=100) for n in range(1, 8)]
-    size = items[0].size
-    # the newest that fit are kept (the queue drops its oldest too); the rest are returned
-    assert store.undelivered_hold(items, limit=3, max_bytes=10_000) == items[:4]
-    assert store.undelivered() == items[4:]
-    assert store.undelivered_hold(items, limit=10, max_bytes=2 * size + 1) == items[:5]
-    assert store.undelivered() == items[5:]
-    assert store.undelivered_hold(items, limit=10, max_bytes=size - 1) == items
-    assert store.undelivered() == []
+def test_a_batch_is_one_commit_and_undone_together(store: Store) -> None:
+    """The node's batch: the buffer's mark and the kept delivery commit together, a
+    failing block is undone alone, and a batch that ends in an exception leaves nothing."""
+    buf = store.buffer()
+    commits = store.commits
+    with store.batch():
+        buf.put(MessageId(9, 1, 1), [1, "a"])
+        store.undelivered_add([_held(1)])
+        with pytest.raises(ZeroDivisionError), store.transaction(durable=False) as db:
+            db.execute("DELETE FROM undelivered")
+            raise ZeroDivisionError
+        assert store.undelivered() == [_held(1)]  # the block alone was undone
+    assert store.commits == commits + 1
+    assert store.undelivered() == [_held(1)] and len(buf) == 1
+    with pytest.raises(RuntimeError), store.batch():
+        buf.put(MessageId(9, 1, 2), [1, "b"])
+        store.undelivered_add([_held(2)])
+        raise RuntimeError
+    assert store.undelivered() == [_held(1)] and len(buf) == 1
+    with store.batch():  # nothing written: no transaction at all
+        assert store.undelivered() == [_held(1)]
+    assert store.commits == commits + 1
+    assert store._db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL again
+
+
+def test_a_durable_block_in_a_batch_commits_it_at_once(tmp_path: Path) -> None:
+    """A promise made inside a batch (a subscription) is committed when its block ends,
+    with everything the batch wrote before it; the rest commits at the batch's end."""
+    with Store.in_state_dir(tmp_path) as s:
+        with s.batch():
+            s.undelivered_add([_held(1)])
+            s.put_subscription("a", "t")
+            with Store.in_state_dir(tmp_path) as other:  # another connection sees it
+                assert other.subscriptions() == {"a": "t"}
+                assert other.undelivered() == [_held(1)]
+            s.undelivered_add([_held(2)])
+        assert s.undelivered() == [_held(1), _held(2)]
+
+
+def test_a_batch_survives_sigkill_after_it_ends(tmp_path: Path) -> None:
+    """A child marks an event seen and keeps its delivery in one batch, then is
+    SIGKILLed at once (nothing flushed, no close): both are there after."""
+    script = textwrap.dedent(f"""
+        import os, signal
+        from meshsub.core.api import MessageId
+        from meshsub.runtime.store import Store, Undelivered
+        s = Store.in_state_dir({str(tmp_path)!r})
+        with s.batch():
+            s.buffer().put(MessageId(9, 1, 1), [1, "a"])
+            s.undelivered_add([Undelivered(MessageId(9, 1, 1), "app/s", "t", b"x")])
+        with s.batch():  # an open batch dies with the process: nothing of it
+            s.buffer().put(MessageId(9, 1, 2), [1, "b"])
+            s.undelivered_add([Undelivered(MessageId(9, 1, 2), "app/s", "t", b"y")])
+            os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, check=False)
+    assert proc.returncode == -9, proc.stderr
+    with Store.in_state_dir(tmp_path) as s:
+        assert s.undelivered() == [Undelivered(MessageId(9, 1, 1), "app/s", "t", b"x")]
+        assert [k for k, _ in s.buffer().iterate()] == [MessageId(9, 1, 1)]
 
 
 def test_a_version_2_database_gains_the_undelivered_table(tmp_path: Path) -> None:
@@ -187,7 +239,7 @@ def test_a_version_2_database_gains_the_undelivered_table(tmp_path: Path) -> Non
     with Store.in_state_dir(tmp_path) as s:
         assert s.schema_version == SCHEMA_VERSION == 3
         assert s.subscriptions() == {"a": "t"}
-        assert s.undelivered_hold([_held(1)], limit=1, max_bytes=100) == []
+        s.undelivered_add([_held(1)])
         assert s.undelivered() == [_held(1)]
 
 

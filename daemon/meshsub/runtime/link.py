@@ -223,6 +223,7 @@ class Link:
         lookup: Callable[[str], InterfaceInfo | None] = interface_info,
         events: bool = True,
         paused: bool = False,
+        drain: Callable[[], contextlib.AbstractContextManager[None]] | None = None,
     ) -> None:
         """``interface=""`` is for tests only: no device binding, ``bind_host``
         instead, and "broadcast" sent as unicast copies to ``broadcast_peers``.
@@ -231,7 +232,9 @@ class Link:
         ``max_frame`` when peers may be configured differently).
         ``events=False`` relies on polling alone (tests with a fake ``lookup``).
         ``paused``: bind (and send) as usual but read nothing until ``resume()``;
-        what arrives meanwhile waits in the socket's receive buffer."""
+        what arrives meanwhile waits in the socket's receive buffer.
+        ``drain``: a context around each drain of the socket (the node commits what
+        the datagrams of one wake-up wrote to its store at once, ``Store.batch``)."""
         if family not in ("ipv4", "ipv6"):
             raise ValueError(f"unknown address family {family!r}")
         if mode not in ("adhoc", "batman"):
@@ -252,6 +255,7 @@ class Link:
         """Requested receive buffer (bytes); 0 keeps the kernel's default."""
         self.receive_buffer_granted: int | None = None
         self._on_datagram = on_datagram
+        self._drain = drain if drain is not None else contextlib.nullcontext
         self._on_state = on_state
         self._lookup = lookup
         self.state = LinkState.STOPPED
@@ -510,6 +514,10 @@ class Link:
         sock = self._sock
         if sock is None:
             return
+        with self._drain():
+            self._drain_socket(sock)
+
+    def _drain_socket(self, sock: socket.socket) -> None:
         size = self.max_receive + 1  # one byte more shows an oversized datagram
         received = self._received
         for _ in range(DRAIN_MAX):

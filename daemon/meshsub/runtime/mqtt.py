@@ -24,11 +24,14 @@ acknowledged therefore survives a SIGKILL; one not yet acknowledged is
 redelivered by the broker, and a redelivery of an already persisted packet is
 recognised by (packet id, digest) and acknowledged without a second event.
 
-Deliveries the broker has not acknowledged when the daemon stops (the broker
-away or slower than the mesh for the 2 s the stop drains) are kept in the store
-and published at the next start, ahead of anything new and once each: the
-events behind them are already marked seen, so nothing else would bring them
-again (``Store.undelivered_hold``; bounded, the refused are counted drops).
+Every delivery is kept in the store from the moment its event is marked seen
+(``Store.undelivered_add``, in the node's batch that marks it) until the broker
+acknowledged it (``Store.delivered_add`` forgets it): the event is refused ever
+after, so a daemon killed (SIGKILL, OOM; a power cut: docs/operations.md) or stopped
+with deliveries queued publishes them at its next start, ahead of anything new
+(at least once: a kill between a PUBACK and its record publishes it again). Bounded by
+``queue_limit`` entries and ``held_max_bytes`` bytes, a delivery of a remote event
+dropped before one of a local event (counted ``dropped:queue_full``).
 
 Loops: everything the daemon publishes lives under ``deliver``/``error``/
 the telemetry topic and carries provenance user properties; its subscriptions use
@@ -141,10 +144,10 @@ class MqttSettings:
     reconnect_min_s: float = 0.5
     reconnect_max_s: float = 30.0
     queue_limit: int = 1000
-    """Outgoing messages held while the broker is away; beyond it the oldest is dropped.
-    Also the most deliveries a stop keeps in the store for the next start."""
+    """Deliveries kept (queued, in memory and in the store) until the broker acknowledges
+    them; beyond, the oldest of a remote event is dropped (of a local one if none)."""
     held_max_bytes: int = 8 * 1024 * 1024
-    """Bytes (topics and payloads) of the deliveries a stop keeps for the next start."""
+    """Bytes (topics and payloads) of the deliveries kept, the same way."""
     max_payload_bytes: int = 65536
     batch_limit: int = 256
     max_subscriptions: int = 1000
@@ -299,6 +302,11 @@ class _Outgoing:
     properties: Properties
     delivered: tuple[MessageId, str] | None = None
 
+    @property
+    def size(self) -> int:
+        """Bytes against ``held_max_bytes`` (as ``Undelivered.size``)."""
+        return len(self.topic.encode()) + len(self.payload)
+
 
 @dataclass(slots=True)
 class _Pending:
@@ -349,10 +357,12 @@ class MqttBridge:
         self._idle.set()
         self._members: dict[str, list[str]] = {}
         """Each MQTT subscription's core subscription ids (more than one for a disjunction)."""
-        self._in_flight: set[tuple[MessageId, str]] = set()
+        self._kept: dict[tuple[MessageId, str], int] = {}
+        """Every delivery queued or in flight, with its size: the rows of ``undelivered``
+        this process wrote or restored (the bound counts them; a pair here is not queued
+        twice)."""
+        self._kept_bytes = 0
         self._to_record: list[tuple[MessageId, str]] = []
-        self._unread_held = False
-        """The deliveries the last stop kept could not be read at start (they stay kept)."""
         self._task: asyncio.Task[None] | None = None
         self._broker_dropped: int | None = None
         """The broker's cumulative dropped-publication count when we last read it."""
@@ -414,58 +424,66 @@ class MqttBridge:
         self._task = None
         self.acks.close()
         self._record_delivered()
-        self._hold_undelivered()
+        self._release_queue()
         self.state = "stopped"
 
-    def _hold_undelivered(self) -> None:
-        """Keep the deliveries the broker has not acknowledged in the store for the next
-        start (``Store.undelivered_hold`` says why); what the bound or a failing store
-        refuses is dropped, counted (``dropped:shutdown``) and recorded (``mqtt_shutdown``).
-        Error reports (QoS 0, no promise) are not kept."""
-        items = [Undelivered(*item.delivered, item.topic, item.payload)
-                 for item in self._out if item.delivered is not None]
-        self.counters["dropped:error_report"] += len(self._out) - len(items)
-        self._out.clear()
+    def _release_queue(self) -> None:
+        """Forget the queue at a stop: its deliveries are in the store already (kept since
+        their events were marked seen) and the next start publishes them. One the store
+        does not hold (it refused the row, or the node's batch that wrote it failed to
+        commit) is lost here: counted (``dropped:shutdown``) and recorded
+        (``mqtt_shutdown``). Error reports (QoS 0, no promise) are not kept."""
+        deliveries = [item for item in self._out if item.delivered is not None]
+        self.counters["dropped:error_report"] += len(self._out) - len(deliveries)
         try:
-            if self._unread_held:  # replacing would lose, uncounted, what could not be read
-                raise StoreError("the deliveries kept at the last stop could not be read")
-            refused = self.store.undelivered_hold(items, limit=self.settings.queue_limit,
-                                                  max_bytes=self.settings.held_max_bytes)
-        except (StoreError, sqlite3.Error) as exc:
+            stored = {(u.event_id, u.sub_id) for u in self.store.undelivered()}
+        except (sqlite3.Error, ValueError) as exc:  # cannot tell: they may well be there
             self.counters["store_errors"] += 1
-            log.error("cannot keep undelivered MQTT deliveries for the next start", exc=exc)
-            refused = items
-        self.counters["held_at_stop"] += len(items) - len(refused)
-        if refused:
-            self.counters["dropped:shutdown"] += len(refused)
-            for u in refused:
-                if self.on_drop is not None:
-                    self._call(self.on_drop, "mqtt_shutdown", u.event_id, u.sub_id)
-            log.warning("undelivered MQTT deliveries dropped at shutdown", count=len(refused))
-        if len(items) > len(refused):
-            log.info("undelivered MQTT deliveries kept for the next start",
-                     count=len(items) - len(refused))
+            log.error("cannot check the kept MQTT deliveries at shutdown", exc=exc,
+                      queued=len(deliveries))
+            stored = {item.delivered for item in deliveries if item.delivered is not None}
+        unkept = [item for item in deliveries if item.delivered not in stored]
+        self.counters["held_at_stop"] += len(deliveries) - len(unkept)
+        if unkept:
+            self.counters["dropped:shutdown"] += len(unkept)
+            for item in unkept:
+                self._dropped("mqtt_shutdown", item)
+            log.warning("MQTT deliveries the store did not keep dropped at shutdown",
+                        count=len(unkept))
+        if len(deliveries) > len(unkept):
+            log.info("MQTT deliveries kept for the next start",
+                     count=len(deliveries) - len(unkept))
+        self._out.clear()
+        self._kept.clear()
+        self._kept_bytes = 0
 
     def _restore_undelivered(self) -> None:
-        """Queue what the previous process kept at its stop, in its order, ahead of every new
-        delivery; each is published once (``_in_flight`` refuses the same pair again, and
-        the store forgets it when the broker acknowledged it)."""
+        """Queue what an earlier process kept, in its order, ahead of every new delivery
+        (the start runs before the link takes a frame); each is published once (``_kept``
+        refuses the same pair again, and the store forgets it when the broker acknowledged
+        it). A pair recorded as delivered is forgotten, and the bound applies as to new
+        deliveries (a smaller ``queue_limit`` since the kill drops, counted)."""
         try:
             held = self.store.undelivered()
-            fresh = [u for u in held if not self.store.delivered_seen(u.event_id, u.sub_id)]
-        except (sqlite3.Error, ValueError) as exc:  # they stay in the store; the start goes on
+            done = {(u.event_id, u.sub_id) for u in held
+                    if self.store.delivered_seen(u.event_id, u.sub_id)}
+            if done:
+                self.store.undelivered_add([], forget=done)
+        except (StoreError, sqlite3.Error, ValueError) as exc:  # they stay; the start goes on
             self.counters["store_errors"] += 1
-            self._unread_held = True
-            log.error("cannot read the deliveries kept at the last stop", exc=exc)
+            log.error("cannot read the MQTT deliveries kept by the last run", exc=exc)
             return
-        for u in fresh:
+        restored = 0
+        for u in held:
             key = (u.event_id, u.sub_id)
-            self._in_flight.add(key)
-            self._enqueue(_Outgoing(u.topic, u.payload, 1,
-                                    provenance(self.node, u.event_id.origin, u.event_id), key))
-        self.counters["restored"] += len(fresh)
-        if fresh:
-            log.info("queued the deliveries kept at the last stop", count=len(fresh))
+            if key in done:
+                continue
+            item = _Outgoing(u.topic, u.payload, 1,
+                             provenance(self.node, u.event_id.origin, u.event_id), key)
+            restored += self._keep(item, write=False)
+        self.counters["restored"] += restored
+        if restored:
+            log.info("queued the MQTT deliveries kept by the last run", count=restored)
 
     async def _drained(self) -> None:
         while self._out or not self._idle.is_set():
@@ -479,6 +497,8 @@ class MqttBridge:
             "client_id": self.client_id,
             "prefix": s.prefix,
             "queued": len(self._out),
+            "kept": len(self._kept),
+            "kept_bytes": self._kept_bytes,
             "acks": self.acks.status(),
             "subscriptions": len(self.subscriptions),
             "counters": dict(self.counters),
@@ -490,18 +510,21 @@ class MqttBridge:
         return sub_id in self.subscriptions
 
     def deliver(self, delivery: Deliver, *, latency_s: float | None = None) -> bool:
-        """Queue a delivery for the application; False if ``sub_id`` is not an MQTT one.
+        """Keep and queue a delivery for the application; False if ``sub_id`` is not an
+        MQTT one.
 
-        Each (event id, subscription) is published once, across reconnects
-        and restarts: ids are remembered (in the store) once the broker
-        acknowledged the delivery, and one still queued at a stop is kept for the
-        next start (``_hold_undelivered``).
+        Each (event id, subscription) is published once, across reconnects and
+        restarts: the delivery is kept in the store before it is queued (in the node's
+        batch that marked its event seen) and forgotten there in the commit that
+        records the broker's acknowledgement, and a pair kept or recorded is not
+        queued again. A kill between that acknowledgement and its commit publishes it
+        a second time at the next start (docs/mqtt.md).
         """
         if delivery.sub_id not in self.subscriptions:
             return False
         key = (delivery.event_id, delivery.sub_id)
         try:
-            seen = key in self._in_flight or self.store.delivered_seen(*key)
+            seen = key in self._kept or self.store.delivered_seen(*key)
         except sqlite3.Error as exc:  # deliver rather than lose it; a duplicate is the risk
             self.counters["store_errors"] += 1
             log.error("cannot check delivered ids", exc=exc)
@@ -512,21 +535,91 @@ class MqttBridge:
         payload = delivery_payload(delivery, latency_s=latency_s, node=self.node)
         topic = f"{self.settings.prefix}/deliver/{delivery.sub_id}/{delivery.event.topic}"
         props = provenance(self.node, delivery.event_id.origin, delivery.event_id)
-        self._in_flight.add(key)
-        self._enqueue(_Outgoing(topic, _json(payload), 1, props, key))
-        self.counters["deliveries_queued"] += 1
+        if self._keep(_Outgoing(topic, _json(payload), 1, props, key), write=True):
+            self.counters["deliveries_queued"] += 1
         return True
 
+    def _keep(self, item: _Outgoing, *, write: bool) -> bool:
+        """Make room within the bound, keep ``item`` in the store (``write``; a restored
+        one is there) and queue it; False if it is itself the one dropped.
+
+        The bound (``queue_limit`` deliveries, ``held_max_bytes`` bytes) counts every
+        delivery kept: queued, in flight, or acknowledged and not yet recorded. To make
+        room the oldest queued delivery of a remote event goes first; one of an event
+        published on this node only for another local one (a node's own publications
+        outrank what it relays, as in its buffer). The victims' rows are forgotten in the
+        commit that keeps the new one.
+        """
+        assert item.delivered is not None
+        size = item.size
+        victims = self._make_room(size, local=item.delivered[0].origin == self.node)
+        if victims is None:
+            self._drop_kept(item, forget=not write)
+            return False
+        try:
+            if write:
+                self.store.undelivered_add(
+                    [Undelivered(*item.delivered, item.topic, item.payload)],
+                    forget=[v.delivered for v in victims if v.delivered is not None])
+            elif victims:
+                self.store.undelivered_add(
+                    [], forget=[v.delivered for v in victims if v.delivered is not None])
+        except (StoreError, sqlite3.Error) as exc:  # publish it anyway: only a kill loses it
+            self.counters["store_errors"] += 1
+            log.error("cannot keep an MQTT delivery in the store", exc=exc)
+        for victim in victims:
+            self._drop_kept(victim, forget=False)
+        self._kept[item.delivered] = size
+        self._kept_bytes += size
+        self._enqueue(item)
+        return True
+
+    def _make_room(self, size: int, *, local: bool) -> list[_Outgoing] | None:
+        """The queued deliveries to drop so that one more of ``size`` bytes fits (taken out
+        of the queue), or None (nothing taken) if it cannot fit."""
+        s = self.settings
+        excess = len(self._kept) + 1 - s.queue_limit
+        excess_bytes = self._kept_bytes + size - s.held_max_bytes
+        if excess <= 0 and excess_bytes <= 0:
+            return []
+        queued = [i for i in self._out if i.delivered is not None]
+        order = [i for i in queued if i.delivered is not None
+                 and i.delivered[0].origin != self.node]
+        if local:
+            order += [i for i in queued if i.delivered is not None
+                      and i.delivered[0].origin == self.node]
+        victims: list[_Outgoing] = []
+        for victim in order:
+            if excess <= 0 and excess_bytes <= 0:
+                break
+            victims.append(victim)
+            excess -= 1
+            excess_bytes -= victim.size
+        if excess > 0 or excess_bytes > 0:
+            return None
+        gone = {id(v) for v in victims}
+        self._out = deque(i for i in self._out if id(i) not in gone)
+        return victims
+
+    def _drop_kept(self, item: _Outgoing, *, forget: bool) -> None:
+        """Count and record a delivery dropped at the bound (``forget``: its row too)."""
+        assert item.delivered is not None
+        size = self._kept.pop(item.delivered, None)
+        if size is not None:
+            self._kept_bytes -= size
+        if forget:
+            try:
+                self.store.undelivered_add([], forget=[item.delivered])
+            except (StoreError, sqlite3.Error) as exc:
+                self.counters["store_errors"] += 1
+                log.error("cannot forget a dropped MQTT delivery", exc=exc)
+        self.counters["dropped:queue_full"] += 1
+        self._dropped("mqtt_queue_full", item)
+        if _sparse(self.counters["dropped:queue_full"]):
+            log.warning("MQTT deliveries at their bound: dropping", topic=item.topic,
+                        dropped=self.counters["dropped:queue_full"])
+
     def _enqueue(self, item: _Outgoing) -> None:
-        if len(self._out) >= self.settings.queue_limit:
-            old = self._out.popleft()
-            self.counters["dropped:queue_full"] += 1
-            if old.delivered is not None:
-                self._in_flight.discard(old.delivered)
-                self._dropped("mqtt_queue_full", old)
-            if _sparse(self.counters["dropped:queue_full"]):
-                log.warning("MQTT queue full: dropping the oldest messages", topic=old.topic,
-                            dropped=self.counters["dropped:queue_full"])
         self._out.append(item)
         self._wake.set()
 
@@ -659,11 +752,11 @@ class MqttBridge:
         batch, self._to_record = self._to_record, []
         try:
             self.store.delivered_add(batch)
-        except StoreError as exc:
+        except StoreError as exc:  # still kept: the next start publishes them again
             self.counters["store_errors"] += 1
             log.error("cannot record deliveries", exc=exc)
         for key in batch:
-            self._in_flight.discard(key)
+            self._kept_bytes -= self._kept.pop(key, 0)
 
     async def _reader(self, client: aiomqtt.Client) -> None:
         messages = client.messages

@@ -38,7 +38,7 @@ import secrets
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -262,6 +262,7 @@ class Node:
             receive_buffer=cfg.link.receive_buffer,
             on_state=self._on_link_state,
             paused=True,  # no frame before the node's own state is back (resume below)
+            drain=self._batch,
         )
         self.frames = FrameIO(codec=self.codec, link=self.link, protocol=self.protocol,
                               record=self.record)
@@ -622,14 +623,36 @@ class Node:
         self.spool.emit_deferred(event, time.time_ns(), attrs)  # encoded at the flush
 
     def handle(self, inp: Input) -> None:
-        """Feed one input to the protocol and carry out its actions; never raises."""
-        try:
-            actions = self.protocol.handle(inp)
-        except Exception as exc:  # a protocol bug must not stop the node
-            self.counters["protocol_errors"] += 1
-            log.error("protocol failed on input", input=type(inp).__name__, exc=exc)
+        """Feed one input to the protocol and carry out its actions; never raises.
+
+        One store batch: what the input makes the protocol write (its buffer: the
+        events it now knows) and the deliveries it makes the MQTT bridge keep are one
+        commit, made before the bridge can publish any of them (``Store.batch``)."""
+        with self._batch():
+            try:
+                actions = self.protocol.handle(inp)
+            except Exception as exc:  # a protocol bug must not stop the node
+                self.counters["protocol_errors"] += 1
+                log.error("protocol failed on input", input=type(inp).__name__, exc=exc)
+                return
+            self._apply(actions)
+
+    @contextlib.contextmanager
+    def _batch(self) -> Iterator[None]:
+        """``Store.batch`` around a protocol input or a drain of the link's socket (nested:
+        one commit for the drain); a failed commit is counted and logged, never raised:
+        its writes are undone together, so no event is marked seen without its kept
+        deliveries (those already queued are still published by this process; one still
+        queued at its stop is a counted drop, ``MqttBridge._release_queue``)."""
+        if self.store is None:
+            yield
             return
-        self._apply(actions)
+        try:
+            with self.store.batch():
+                yield
+        except StoreError as exc:
+            self.counters["store_errors"] += 1
+            log.error("cannot commit the node's state", exc=exc)
 
     def _apply(self, actions: Sequence[Action]) -> None:
         for action in actions:

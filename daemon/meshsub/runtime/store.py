@@ -4,13 +4,13 @@ What lives here is what must survive a restart (or a SIGKILL, or a pulled
 power plug): local subscriptions, the outbox of accepted local publications,
 the boot epoch, per-origin sequence state, the replay state of every
 transmitter heard (so a frame captured before a restart is still a replay
-after it), the delivered-ids cache, the deliveries a stopping daemon could not
-hand to the broker (``undelivered``), the store-carry-forward buffer, and how far
+after it), the delivered-ids cache, the deliveries to local MQTT subscribers the broker has
+not acknowledged yet (``undelivered``), the store-carry-forward buffer, and how far
 the broker acknowledged the live telemetry feed.
 
 Size: every table is bounded by its owner (the buffer by its byte cap, the
 replay table by its transmitter limit, the delivered cache by its capacity, the
-undelivered deliveries by the caller's entries and bytes),
+undelivered deliveries by the MQTT bridge's entries and bytes),
 and the write-ahead log is checkpointed every ``WAL_CHECKPOINT_PAGES`` pages
 and truncated to ``WAL_LIMIT_BYTES``, so the files stay within those bounds.
 
@@ -22,7 +22,8 @@ reuse message ids). Bookkeeping that follows such a commit (outbox removal,
 delivered ids, origin state, the buffer) uses ``NORMAL``: it survives a
 process crash, and a power cut loses at most the newest of it, which costs a
 re-feed or a duplicate, never an event; and the event loop does not wait for
-the disk on every buffer update. Callers batch (one commit per MQTT batch).
+the disk on every buffer update. Callers batch (one commit per MQTT batch; the
+node's ``batch``: one per protocol input or drain of the link's socket).
 """
 
 from __future__ import annotations
@@ -136,8 +137,9 @@ class Ingress:
 
 @dataclass(frozen=True, slots=True)
 class Undelivered:
-    """A delivery to a local MQTT subscriber the broker had not acknowledged when the
-    daemon stopped: published at the next start, ahead of anything new."""
+    """A delivery to a local MQTT subscriber the broker has not acknowledged yet, kept
+    from the moment its event was marked seen: a start publishes those left over ahead
+    of anything new."""
 
     event_id: MessageId
     sub_id: str
@@ -170,6 +172,8 @@ class Store:
         self._checkpointer: sqlite3.Connection | None = None
         self.commits = 0
         """Transactions committed (a checkpointer skips its turn when nothing changed)."""
+        self._batch_depth = 0
+        self._batch_open = False
         self._db = self._open()
 
     @classmethod
@@ -252,7 +256,8 @@ class Store:
 
     @contextlib.contextmanager
     def transaction(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
-        """One atomic commit around the block (nesting is not supported).
+        """One atomic commit around the block (nesting is not supported, except in a
+        ``batch``).
 
         ``durable`` commits are fsynced (``synchronous=FULL``). The others use
         ``NORMAL``: they survive a process crash, and a power cut can only lose
@@ -261,7 +266,15 @@ class Store:
         follows a durable one it depends on (an outbox entry is removed only
         after it was fed; losing the removal means a harmless re-feed) and
         keeps the event loop from waiting on the disk for every small update.
+
+        Inside ``batch`` the block is a savepoint of the batch's one transaction: an
+        exception undoes that block alone, and the batch commits everything at its end.
+        A ``durable`` block there commits the batch so far at once and fsyncs the log,
+        because its caller makes a promise when it returns.
         """
+        if self._batch_depth:
+            yield from self._in_batch(durable)
+            return
         try:
             if not durable:
                 self._db.execute("PRAGMA synchronous=NORMAL")
@@ -274,17 +287,88 @@ class Store:
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
-            try:
-                self._db.execute("COMMIT")
-                self.commits += 1
-            except sqlite3.Error as exc:
-                with contextlib.suppress(sqlite3.Error):
-                    self._db.execute("ROLLBACK")
-                raise StoreError(f"state database {self.path}: commit failed: {exc}") from None
+            self._commit()
         finally:
             if not durable:
                 with contextlib.suppress(sqlite3.Error):
                     self._db.execute("PRAGMA synchronous=FULL")
+
+    def _commit(self) -> None:
+        try:
+            self._db.execute("COMMIT")
+            self.commits += 1
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("ROLLBACK")
+            raise StoreError(f"state database {self.path}: commit failed: {exc}") from None
+
+    def _in_batch(self, durable: bool) -> Iterator[sqlite3.Connection]:
+        """``transaction``'s block inside a batch (a generator: the context's body)."""
+        try:
+            if not self._batch_open:
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.execute("BEGIN IMMEDIATE")
+                self._batch_open = True
+            self._db.execute("SAVEPOINT block")
+        except sqlite3.Error as exc:
+            if not self._db.in_transaction:
+                self._normal_off()
+            raise StoreError(f"state database {self.path}: {exc}") from None
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK TO block")
+            self._db.execute("RELEASE block")
+            raise
+        self._db.execute("RELEASE block")
+        if durable:
+            self._end_batch(durable=True)
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group every ``transaction`` of the block into one commit (``NORMAL``), made at
+        its end; nothing is written (not even ``BEGIN``) when no block writes.
+
+        The node runs each input of its protocol (and each drain of the link's socket)
+        in one batch: the marks that make an event seen (the store-carry-forward
+        buffer) and the row that keeps its delivery to a local MQTT subscriber
+        (``undelivered_add``) are then one commit, made before the bridge can publish
+        the delivery; neither exists without the other after a crash. Raises
+        ``StoreError`` at the end if the commit fails (everything in it is undone).
+        Nested batches join the outermost.
+        """
+        self._batch_depth += 1
+        try:
+            yield
+        except BaseException:
+            self._batch_depth -= 1
+            if not self._batch_depth and self._batch_open:
+                self._batch_open = False
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
+                self._normal_off()
+            raise
+        self._batch_depth -= 1
+        if not self._batch_depth and self._batch_open:
+            self._end_batch(durable=False)
+
+    def _end_batch(self, *, durable: bool) -> None:
+        """Commit the batch so far; ``durable``: then fsync the log (SQLite refuses a
+        change of ``synchronous`` inside a transaction, so the sync is ``sync_wal``'s)."""
+        self._batch_open = False
+        try:
+            self._commit()
+        finally:
+            self._normal_off()
+        if durable:
+            try:
+                self.sync_wal()
+            except OSError as exc:
+                raise StoreError(f"state database {self.path}: sync failed: {exc}") from None
+
+    def _normal_off(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self._db.execute("PRAGMA synchronous=FULL")
 
     def sync_wal(self) -> None:
         """Make every commit written so far durable: fsync the write-ahead log.
@@ -488,8 +572,10 @@ class Store:
     def delivered_add(self, pairs: Iterable[tuple[MessageId, str]]) -> None:
         """Remember deliveries; only the newest ``delivered_capacity`` are kept.
 
-        A delivery held by ``undelivered_hold`` is forgotten there in the same commit:
-        it is published exactly once, whenever the process stops again."""
+        A delivery kept by ``undelivered_add`` is forgotten there in the same commit. A
+        kill between the broker's acknowledgement and this commit leaves it kept: the
+        next start publishes it again (at least once; the application recognises the
+        second copy by its ``event_id``, docs/mqtt.md)."""
         rows = [(str(e), s) for e, s in pairs]
         with self.transaction(durable=False) as db:
             db.executemany("INSERT OR IGNORE INTO delivered (event_id, sub_id) VALUES (?, ?)",
@@ -505,38 +591,29 @@ class Store:
 
     # ---------------------------------------------- undelivered deliveries
 
-    def undelivered_hold(self, items: Sequence[Undelivered], *, limit: int,
-                         max_bytes: int) -> list[Undelivered]:
-        """Replace the held deliveries by ``items`` (in queue order), in one durable commit;
-        return those refused, oldest first.
+    def undelivered_add(self, items: Sequence[Undelivered], *,
+                        forget: Iterable[tuple[MessageId, str]] = ()) -> None:
+        """Keep ``items`` (in queue order) and forget the ``forget`` pairs, in one commit
+        (bookkeeping, ``NORMAL``; inside the node's ``batch`` it is that batch's commit).
 
-        At a stop the broker had not acknowledged ``items``, and the events behind them
-        stay marked seen in the protocol's state (and replays of their frames refused),
-        so nothing would ever bring them again: kept here, an event acknowledged to its
-        publisher still reaches this node's subscribers after a restart. Bounded: the
-        newest that fit in ``limit`` entries and ``max_bytes`` bytes are kept (the queue
-        drops its oldest when full, too); the caller counts the refused as dropped.
-        Replacing, not adding: what an earlier run held and this one took back into its
-        queue is in ``items`` again, unless it was published or dropped meanwhile.
+        A delivery is kept from the moment its event is marked seen (the node's batch
+        writes both): the protocol refuses the event ever after (its buffer holds it,
+        its frames are replays), so this row is what brings it to the subscriber after
+        a SIGKILL, an OOM kill or a restart. ``delivered_add`` forgets it once the
+        broker acknowledged it. The owner (the MQTT bridge) bounds the rows by entries
+        and bytes: ``forget`` carries the deliveries it drops to make room.
         """
-        kept: list[Undelivered] = []
-        total = 0
-        for item in reversed(items):
-            if len(kept) >= limit or total + item.size > max_bytes:
-                break
-            kept.append(item)
-            total += item.size
-        kept.reverse()
-        with self.transaction() as db:
-            db.execute("DELETE FROM undelivered")
+        gone = [(str(e), s) for e, s in forget]
+        with self.transaction(durable=False) as db:
+            if gone:  # an empty executemany still costs a statement's preparation
+                db.executemany("DELETE FROM undelivered WHERE event_id=? AND sub_id=?", gone)
             db.executemany(
                 "INSERT OR IGNORE INTO undelivered (event_id, sub_id, topic, payload) "
                 "VALUES (?, ?, ?, ?)",
-                [(str(u.event_id), u.sub_id, u.topic, u.payload) for u in kept])
-        return list(items[:len(items) - len(kept)])
+                [(str(u.event_id), u.sub_id, u.topic, u.payload) for u in items])
 
     def undelivered(self) -> list[Undelivered]:
-        """The held deliveries in their queue order; they stay held until ``delivered_add``
+        """The kept deliveries in their queue order; they stay kept until ``delivered_add``
         records them, so a crash before the broker acknowledged them loses none."""
         rows = self._db.execute(
             "SELECT event_id, sub_id, topic, payload FROM undelivered ORDER BY ord")
