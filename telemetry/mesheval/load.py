@@ -60,6 +60,16 @@ class Loaded:
     """Valid records per (run, node, rundir): count, first and last ``ts_ns``, protocol
     (``mesheval.settings.run_settings`` takes it instead of scanning the records again)."""
 
+    @property
+    def positions_per_node(self) -> int:
+        """The most ``position`` records of one (run, node): at most one means static
+        nodes (``mesheval.metrics.traffic`` then joins positions without a sort)."""
+        per_node: dict[tuple[str, int], int] = {}
+        for r in self.census:
+            key = (r["run"], r["node"])
+            per_node[key] = per_node.get(key, 0) + r["positions"]
+        return max(per_node.values(), default=0)
+
 
 def telemetry_files(rundir: Path, exclude: Path | None = None,
                     suffixes: tuple[str, ...] = (".jsonl",)) -> list[Path]:
@@ -129,10 +139,12 @@ def _display_path(uri: str) -> str:
 
 
 def _census(data: DataFrame, index: int) -> DataFrame:
-    """Rows per (file, error, run, node): the file counts and the runs' extents in one pass."""
+    """Rows per (file, error, run, node): the file counts, the runs' extents and the nodes'
+    position records (``Loaded.positions_per_node``) in one pass."""
     return (data.groupBy(FILE, ERROR, "run", "node")
             .agg(F.count(F.lit(1)).alias("records"), F.min("ts_ns").alias("t0"),
-                 F.max("ts_ns").alias("t1"), F.min("protocol").alias("protocol"))
+                 F.max("ts_ns").alias("t1"), F.min("protocol").alias("protocol"),
+                 F.count(F.when(F.col("event") == "position", 1)).alias("positions"))
             .withColumn("rundir", F.lit(index)))
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -72,7 +73,12 @@ def _match_group(events: pd.DataFrame, subs: pd.DataFrame, window_ns: int = 0) -
     """All active, matching (event, subscription) pairs of one (run, topic).
 
     Active: started by the publication, or up to ``window_ns`` after it; not ended
-    before it.
+    before it. Vectorised: each subscription's time and publisher test runs over all
+    the group's events at once (numpy), and ``Subscription.matches`` is asked once per
+    distinct (subscription text, event text) pair (both parsers and the matcher are pure
+    functions of the text), so a run's millions of candidate pairs cost a few thousand
+    matcher calls. Rows come out in the order of the row-wise loop this replaces
+    (subscription by subscription, events in their input order).
     """
     from meshsub.core.disjunction import delivery_group
     from meshsub.core.syntax import parse_event, parse_subscription
@@ -81,35 +87,55 @@ def _match_group(events: pd.DataFrame, subs: pd.DataFrame, window_ns: int = 0) -
     if events.empty or subs.empty:
         return pd.DataFrame(out, columns=TRUTH_SCHEMA.fieldNames())
     run = events["run"].iat[0]
-    parsed_events = []
-    for event_id, pub_node, pub_ts, content in zip(
-        events["event_id"], events["pub_node"], events["pub_ts"], events["content"], strict=True
-    ):
-        try:
-            event = parse_event(content)
-        except ValueError:
+    parsed: dict[str, Any] = {}  # event text -> Event, or None if the parser rejects it
+    keep: list[int] = []
+    for i, (event_id, content) in enumerate(zip(events["event_id"], events["content"],
+                                                strict=True)):
+        if content not in parsed:
+            try:
+                parsed[content] = parse_event(content)
+            except ValueError:
+                parsed[content] = None
+        if parsed[content] is None:
             out.append((run, event_id, None, None, "bad_event", None, None))
-            continue
-        scope = event.attrs.get(SCOPE_ATTR)
-        parsed_events.append((event_id, int(pub_node), int(pub_ts), event,
-                              scope if isinstance(scope, str) else None))
+        else:
+            keep.append(i)
+    good = events.iloc[keep]
+    ids = good["event_id"].to_numpy(dtype=object)
+    pub_node = good["pub_node"].to_numpy(dtype="int64")
+    pub_ts = good["pub_ts"].to_numpy(dtype="int64")
+    codes, texts = pd.factorize(good["content"], use_na_sentinel=False)
+    distinct = [parsed[t] for t in texts]
+    scopes = [s if isinstance(s := e.attrs.get(SCOPE_ATTR), str) else None for e in distinct]
+    verdicts: dict[str, np.ndarray] = {}  # subscription text -> per event text: -1 unknown
+    subscriptions: dict[str, Any] = {}
     for node, sub_id, start, end, content in zip(
         subs["node"], subs["sub_id"], subs["start_ns"], subs["end_ns"], subs["content"], strict=True
     ):
-        try:
-            sub = parse_subscription(content)
-        except ValueError:
+        if content not in subscriptions:
+            try:
+                subscriptions[content] = parse_subscription(content)
+            except ValueError:
+                subscriptions[content] = None
+        sub = subscriptions[content]
+        if sub is None:
             out.append((run, None, int(node), sub_id, "bad_subscription", None, None))
             continue
         start_ns = int(start)
-        end_ns = None if pd.isna(end) else int(end)
+        active = (pub_node != int(node)) & (pub_ts + window_ns >= start_ns)
+        if not pd.isna(end):
+            active &= pub_ts < int(end)
+        candidates = np.flatnonzero(active)
+        if candidates.size == 0:
+            continue
+        verdict = verdicts.setdefault(content, np.full(len(texts), -1, dtype=np.int8))
+        wanted = codes[candidates]
+        for code in np.unique(wanted[verdict[wanted] < 0]):
+            verdict[code] = 1 if sub.matches(distinct[code]) else 0
         group = delivery_group(sub_id)  # the members of a disjunction are one subscription
-        for event_id, pub_node, pub_ts, event, scope in parsed_events:
-            if pub_node == node or pub_ts + window_ns < start_ns \
-                    or (end_ns is not None and pub_ts >= end_ns):
-                continue
-            if sub.matches(event):
-                out.append((run, event_id, int(node), group, "match", start_ns, scope))
+        node_id = int(node)
+        for i in candidates[verdict[wanted] == 1]:
+            out.append((run, ids[i], node_id, group, "match", start_ns, scopes[codes[i]]))
     return pd.DataFrame(out, columns=TRUTH_SCHEMA.fieldNames())
 
 
