@@ -108,7 +108,9 @@ def delivery_pairs(records: DataFrame, measured: DataFrame, interested: DataFram
             F.min_by("sub_id", "ts_ns").alias("first_sub"),
             F.min_by("hop", "ts_ns").alias("first_hop"),
             F.count(F.lit(1)).alias("n_records"),
-            F.countDistinct(F.coalesce(F.col("sub_id"), F.lit(""))).alias("n_subs"),
+            # distinct subscriptions as the size of their set: a countDistinct beside the
+            # other aggregates makes Spark expand every deliver record into two rows first
+            F.size(F.collect_set(F.coalesce(F.col("sub_id"), F.lit("")))).alias("n_subs"),
         )
     )
     marked = interested.withColumn("interested", F.lit(True))

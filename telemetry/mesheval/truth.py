@@ -83,30 +83,29 @@ def _match_group(events: pd.DataFrame, subs: pd.DataFrame, window_ns: int = 0) -
     from meshsub.core.disjunction import delivery_group
     from meshsub.core.syntax import parse_event, parse_subscription
 
-    out: list[tuple[Any, ...]] = []
+    columns = TRUTH_SCHEMA.fieldNames()
     if events.empty or subs.empty:
-        return pd.DataFrame(out, columns=TRUTH_SCHEMA.fieldNames())
+        return pd.DataFrame([], columns=columns)
     run = events["run"].iat[0]
     parsed: dict[str, Any] = {}  # event text -> Event, or None if the parser rejects it
-    keep: list[int] = []
-    for i, (event_id, content) in enumerate(zip(events["event_id"], events["content"],
-                                                strict=True)):
-        if content not in parsed:
-            try:
-                parsed[content] = parse_event(content)
-            except ValueError:
-                parsed[content] = None
-        if parsed[content] is None:
-            out.append((run, event_id, None, None, "bad_event", None, None))
-        else:
-            keep.append(i)
-    good = events.iloc[keep]
+    for content in events["content"].unique():
+        try:
+            parsed[content] = parse_event(content)
+        except ValueError:
+            parsed[content] = None
+    ok = events["content"].map(lambda c: parsed[c] is not None).to_numpy(dtype=bool)
+    blocks: list[pd.DataFrame] = [pd.DataFrame({  # bad events first, as the loop had them
+        "run": run, "event_id": events["event_id"].to_numpy(dtype=object)[~ok], "node": None,
+        "sub_id": None, "status": "bad_event", "start_ns": None, "scope": None},
+        columns=columns)]
+    good = events[ok]
     ids = good["event_id"].to_numpy(dtype=object)
     pub_node = good["pub_node"].to_numpy(dtype="int64")
     pub_ts = good["pub_ts"].to_numpy(dtype="int64")
     codes, texts = pd.factorize(good["content"], use_na_sentinel=False)
     distinct = [parsed[t] for t in texts]
-    scopes = [s if isinstance(s := e.attrs.get(SCOPE_ATTR), str) else None for e in distinct]
+    scopes = np.array([s if isinstance(s := e.attrs.get(SCOPE_ATTR), str) else None
+                       for e in distinct], dtype=object)
     verdicts: dict[str, np.ndarray] = {}  # subscription text -> per event text: -1 unknown
     subscriptions: dict[str, Any] = {}
     for node, sub_id, start, end, content in zip(
@@ -119,7 +118,8 @@ def _match_group(events: pd.DataFrame, subs: pd.DataFrame, window_ns: int = 0) -
                 subscriptions[content] = None
         sub = subscriptions[content]
         if sub is None:
-            out.append((run, None, int(node), sub_id, "bad_subscription", None, None))
+            blocks.append(pd.DataFrame([(run, None, int(node), sub_id, "bad_subscription",
+                                         None, None)], columns=columns))
             continue
         start_ns = int(start)
         active = (pub_node != int(node)) & (pub_ts + window_ns >= start_ns)
@@ -132,11 +132,14 @@ def _match_group(events: pd.DataFrame, subs: pd.DataFrame, window_ns: int = 0) -
         wanted = codes[candidates]
         for code in np.unique(wanted[verdict[wanted] < 0]):
             verdict[code] = 1 if sub.matches(distinct[code]) else 0
-        group = delivery_group(sub_id)  # the members of a disjunction are one subscription
-        node_id = int(node)
-        for i in candidates[verdict[wanted] == 1]:
-            out.append((run, ids[i], node_id, group, "match", start_ns, scopes[codes[i]]))
-    return pd.DataFrame(out, columns=TRUTH_SCHEMA.fieldNames())
+        hits = candidates[verdict[wanted] == 1]
+        if hits.size:
+            blocks.append(pd.DataFrame({
+                "run": run, "event_id": ids[hits], "node": int(node),
+                # the members of a disjunction are one subscription
+                "sub_id": delivery_group(sub_id), "status": "match", "start_ns": start_ns,
+                "scope": scopes[codes[hits]]}, columns=columns))
+    return pd.concat(blocks, ignore_index=True)
 
 
 def _topic_matches(filters: pd.Series, topics: pd.Series) -> pd.Series:
