@@ -238,6 +238,9 @@ def main() -> int:
     parser.add_argument("--dir", type=Path, default=Path("/tmp/bench_eval"))
     parser.add_argument("--before", default="main", metavar="REV",
                         help="the git revision whose job is the baseline (default main)")
+    parser.add_argument("--before-max", type=float, metavar="N",
+                        help="run the baseline only at sizes up to N records (the job of "
+                        "before takes about half an hour at 10^7); n/a above")
     parser.add_argument("--keep", action="store_true", help="keep the generated data")
     parser.add_argument("--pandas-only", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--job-only", type=Path, nargs=3, help=argparse.SUPPRESS)
@@ -286,8 +289,15 @@ def main() -> int:
         pq_mb = (base / "run-parquet" / "telemetry.parquet").stat().st_size / 1e6
         print(f"\n{count} records ({mb:.0f} MB JSONL, {pq_mb:.0f} MB Parquet) generated in "
               f"{gen_s:.1f} s", flush=True)
-        before, r_before = job_in_child(old_job, base / "run", base / "out-before")
-        print(f"  before ({rev}), JSON Lines, cold:  {before:7.1f} s ({load()})", flush=True)
+        before: float | None = None
+        r_before: float | None = None
+        if args.before_max is None or size <= args.before_max:
+            before, r_before = job_in_child(old_job, base / "run", base / "out-before")
+            print(f"  before ({rev}), JSON Lines, cold:  {before:7.1f} s ({load()})",
+                  flush=True)
+        else:
+            print(f"  before ({rev}), JSON Lines, cold:      n/a (size above --before-max "
+                  f"{args.before_max:.0e})", flush=True)
         jsonl, r_jsonl = job_in_child(now_job, base / "run", base / "out-jsonl")
         print(f"  now, JSON Lines (daemon), cold:     {jsonl:7.1f} s ({load()})", flush=True)
         parquet, r_pq = job_in_child(now_job, base / "run-parquet", base / "out-parquet")
@@ -303,9 +313,10 @@ def main() -> int:
     print("records     JSONL MB  Parquet MB  before s  JSONL s  Parquet s  Parquet rec/s  "
           "pandas s  delivery ratio before / JSONL / Parquet / pandas")
     for count, mb, pq_mb, before, jsonl, parquet, pd_s, ratios in rows:
-        print(f"{count:<10d}  {mb:8.0f}  {pq_mb:10.0f}  {before:8.1f}  {jsonl:7.1f}  "
+        shown = f"{before:8.1f}" if before is not None else f"{'n/a':>8s}"
+        print(f"{count:<10d}  {mb:8.0f}  {pq_mb:10.0f}  {shown}  {jsonl:7.1f}  "
               f"{parquet:9.1f}  {count / parquet:13.0f}  {pd_s:8.1f}  "
-              + " / ".join(f"{r:.4f}" for r in ratios))
+              + " / ".join("n/a" if r is None else f"{r:.4f}" for r in ratios))
     print("spark computes every metric; pandas only the delivery ratio (same ground truth)")
     big = [r for r in rows if r[0] >= TARGET_RECORDS * 0.95]
     for name, limit in TARGETS_S.items():

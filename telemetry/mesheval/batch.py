@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from mesheval.aggregate import aggregate
 from mesheval.load import FileQuality, InputError, load_rundirs
@@ -79,13 +80,19 @@ def run_batch(
                           message_bits=message_bits, cache_window_s=cache_window_s,
                           groups=members, names=spark.createDataFrame(
                               sorted({(r["run"], r["node"]) for r in loaded.census}),
-                              "run string, node long"))
+                              "run string, node long"),
+                          positions_per_node=loaded.positions_per_node)
     for run, share in broker_share(loaded.records, settings).items():
         evaluation.runs.setdefault(run, {})["broker_share"] = share
     optimum_events: list[dict[str, Any]] = []
     if optimum and evaluation.event_detail is not None:
-        by_run, optimum_events = optimum_by_run(evaluation.event_detail.collect(), settings,
-                                                loaded.rundirs, loaded.manifests)
+        # the optimum needs a run's manifest (its topology): the events of runs without
+        # one are not collected (optimum_by_run marks those runs "no manifest.json")
+        solvable = sorted({s.run for s in settings if loaded.manifests.get(s.rundir)})
+        detail = (evaluation.event_detail.filter(F.col("run").isin(solvable)).collect()
+                  if solvable else [])
+        by_run, optimum_events = optimum_by_run(detail, settings, loaded.rundirs,
+                                                loaded.manifests)
         for run, values in by_run.items():
             evaluation.runs.setdefault(run, {}).update(values)
     groups = aggregate(settings, evaluation.runs)

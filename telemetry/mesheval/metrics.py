@@ -108,7 +108,9 @@ def delivery_pairs(records: DataFrame, measured: DataFrame, interested: DataFram
             F.min_by("sub_id", "ts_ns").alias("first_sub"),
             F.min_by("hop", "ts_ns").alias("first_hop"),
             F.count(F.lit(1)).alias("n_records"),
-            F.countDistinct(F.coalesce(F.col("sub_id"), F.lit(""))).alias("n_subs"),
+            # distinct subscriptions as the size of their set: a countDistinct beside the
+            # other aggregates makes Spark expand every deliver record into two rows first
+            F.size(F.collect_set(F.coalesce(F.col("sub_id"), F.lit("")))).alias("n_subs"),
         )
     )
     marked = interested.withColumn("interested", F.lit(True))
@@ -157,12 +159,15 @@ def _positions_asof(tx: DataFrame, positions: DataFrame, key: str, px: str, py: 
 
 
 def traffic(records: DataFrame, pubs: DataFrame, settings: DataFrame,
-            message_bits: int | None = None) -> DataFrame:
+            message_bits: int | None = None, positions_per_node: int | None = None
+            ) -> DataFrame:
     """tx/rx records inside the measurement, with their radio energy in joules.
 
     ``message_bits`` charges every transmission as a message of that many bits instead
     of its frame's bytes: the thesis's abstraction (HESPER's Table 4.1, M_b = 320), under
     which protocols whose frames differ in size cost the same per message.
+    ``positions_per_node``: the most position records of one node, if the caller counted
+    them already (``mesheval.load.Loaded.positions_per_node``); else a scan counts them.
     """
     radio = records.filter(F.col("event").isin("tx", "rx")).select(
         "run", "node", "event", "ts_ns", "msg_kind", "bytes", "peer", "event_id", "reason"
@@ -178,8 +183,10 @@ def traffic(records: DataFrame, pubs: DataFrame, settings: DataFrame,
     positions = records.filter(F.col("event") == "position").select(
         "run", "node", "ts_ns", "x", "y")
     tx = radio.filter(F.col("event") == "tx").withColumn("_peer", F.col("peer"))
-    most = positions.groupBy("run", "node").count().agg(F.max("count")).first()
-    if most is None or (most[0] or 0) <= 1:
+    if positions_per_node is None:
+        most = positions.groupBy("run", "node").count().agg(F.max("count")).first()
+        positions_per_node = (most[0] or 0) if most is not None else 0
+    if positions_per_node <= 1:
         # static nodes (at most one position each): a broadcast join, no sort of all tx
         place = positions.select("run", "node", "x", "y")
         tx = tx.join(F.broadcast(place.toDF("run", "node", "sx", "sy")), ["run", "node"], "left")
@@ -257,7 +264,7 @@ def _nonlocal() -> Column:
 
 def _delivery_stats(pairs: DataFrame) -> Runs:
     """Ground truth against deliveries: ratio, latency, false positives, duplicates."""
-    return _collect_by_run(pairs.groupBy("run").agg(
+    runs = _collect_by_run(pairs.groupBy("run").agg(
         F.sum(_i(F.col("interested") & _nonlocal())).alias("interested_pairs"),
         F.sum(_i(F.col("interested") & _nonlocal() & (F.col("sub_start") > F.col("pub_ts"))))
         .alias("interested_pairs_late"),
@@ -273,9 +280,8 @@ def _delivery_stats(pairs: DataFrame) -> Runs:
         F.avg(_lat()).alias("latency_mean_s"),
         F.avg(F.when(_hit(), F.col("first_hop"))).alias("hop_mean"),
         F.max(F.when(_hit(), F.col("first_hop"))).alias("hop_max"),
-        F.percentile(_lat(), 0.5).alias("latency_median_s"),
-        F.percentile(_lat(), 0.95).alias("latency_p95_s"),
-        F.percentile(_lat(), 0.99).alias("latency_p99_s"),
+        # one exact percentile over the three fractions: one buffer of every latency, not three
+        F.percentile(_lat(), [0.5, 0.95, 0.99]).alias("_latency_quantiles"),
         F.min(_lat()).alias("latency_min_s"),
         F.max(_lat()).alias("latency_max_s"),
         F.try_element_at(  # a run with no delivery has no median: null, not an error
@@ -284,6 +290,11 @@ def _delivery_stats(pairs: DataFrame) -> Runs:
         ).alias("latency_median_upper_s"),
         F.percentile_approx(_lat(), CDF_POINTS, 10000).alias("_cdf"),
     ))
+    for values in runs.values():
+        quantiles = values.pop("_latency_quantiles") or [None] * 3
+        values.update(zip(("latency_median_s", "latency_p95_s", "latency_p99_s"), quantiles,
+                          strict=True))
+    return runs
 
 
 def _late_subscribers(pairs: DataFrame, intervals: DataFrame) -> Runs:
@@ -474,14 +485,16 @@ def _group_cdf(pairs: DataFrame) -> list[dict[str, Any]]:
 
 def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
              message_bits: int | None = None, *, cache_window_s: float = 0.0,
-             groups: DataFrame | None = None, names: DataFrame | None = None) -> Evaluation:
+             groups: DataFrame | None = None, names: DataFrame | None = None,
+             positions_per_node: int | None = None) -> Evaluation:
     """Compute everything per run; ``settings`` from ``mesheval.settings.settings_frame``.
 
     ``message_bits``: see ``traffic`` (energy per message instead of per frame byte).
     ``cache_window_s``: subscriptions starting this long after a publication still count
     for it. ``groups``: (run, node, group, role) of the scenarios' node groups (scoped
     events, state size by role). ``names``: the (run, node) pairs of the records, if the
-    caller knows them already (``mesheval.load.Loaded.census``).
+    caller knows them already (``mesheval.load.Loaded.census``). ``positions_per_node``:
+    see ``traffic``.
     """
     spark = records.sparkSession
     if groups is None:
@@ -496,7 +509,7 @@ def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
                   .groupBy("run", "event_id", "node")
                   .agg(F.min("start_ns").alias("sub_start")))
     pairs = delivery_pairs(records, measured.drop("content"), interested).cache()
-    radio = traffic(records, pubs, settings, message_bits)
+    radio = traffic(records, pubs, settings, message_bits, positions_per_node)
 
     runs: Runs = {}
     _merge(runs, _collect_by_run(pubs.groupBy("run").agg(

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -72,45 +73,73 @@ def _match_group(events: pd.DataFrame, subs: pd.DataFrame, window_ns: int = 0) -
     """All active, matching (event, subscription) pairs of one (run, topic).
 
     Active: started by the publication, or up to ``window_ns`` after it; not ended
-    before it.
+    before it. Vectorised: each subscription's time and publisher test runs over all
+    the group's events at once (numpy), and ``Subscription.matches`` is asked once per
+    distinct (subscription text, event text) pair (both parsers and the matcher are pure
+    functions of the text), so a run's millions of candidate pairs cost a few thousand
+    matcher calls. Rows come out in the order of the row-wise loop this replaces
+    (subscription by subscription, events in their input order).
     """
     from meshsub.core.disjunction import delivery_group
     from meshsub.core.syntax import parse_event, parse_subscription
 
-    out: list[tuple[Any, ...]] = []
+    columns = TRUTH_SCHEMA.fieldNames()
     if events.empty or subs.empty:
-        return pd.DataFrame(out, columns=TRUTH_SCHEMA.fieldNames())
+        return pd.DataFrame([], columns=columns)
     run = events["run"].iat[0]
-    parsed_events = []
-    for event_id, pub_node, pub_ts, content in zip(
-        events["event_id"], events["pub_node"], events["pub_ts"], events["content"], strict=True
-    ):
+    parsed: dict[str, Any] = {}  # event text -> Event, or None if the parser rejects it
+    for content in events["content"].unique():
         try:
-            event = parse_event(content)
+            parsed[content] = parse_event(content)
         except ValueError:
-            out.append((run, event_id, None, None, "bad_event", None, None))
-            continue
-        scope = event.attrs.get(SCOPE_ATTR)
-        parsed_events.append((event_id, int(pub_node), int(pub_ts), event,
-                              scope if isinstance(scope, str) else None))
+            parsed[content] = None
+    ok = events["content"].map(lambda c: parsed[c] is not None).to_numpy(dtype=bool)
+    blocks: list[pd.DataFrame] = [pd.DataFrame({  # bad events first, as the loop had them
+        "run": run, "event_id": events["event_id"].to_numpy(dtype=object)[~ok], "node": None,
+        "sub_id": None, "status": "bad_event", "start_ns": None, "scope": None},
+        columns=columns)]
+    good = events[ok]
+    ids = good["event_id"].to_numpy(dtype=object)
+    pub_node = good["pub_node"].to_numpy(dtype="int64")
+    pub_ts = good["pub_ts"].to_numpy(dtype="int64")
+    codes, texts = pd.factorize(good["content"], use_na_sentinel=False)
+    distinct = [parsed[t] for t in texts]
+    scopes = np.array([s if isinstance(s := e.attrs.get(SCOPE_ATTR), str) else None
+                       for e in distinct], dtype=object)
+    verdicts: dict[str, np.ndarray] = {}  # subscription text -> per event text: -1 unknown
+    subscriptions: dict[str, Any] = {}
     for node, sub_id, start, end, content in zip(
         subs["node"], subs["sub_id"], subs["start_ns"], subs["end_ns"], subs["content"], strict=True
     ):
-        try:
-            sub = parse_subscription(content)
-        except ValueError:
-            out.append((run, None, int(node), sub_id, "bad_subscription", None, None))
+        if content not in subscriptions:
+            try:
+                subscriptions[content] = parse_subscription(content)
+            except ValueError:
+                subscriptions[content] = None
+        sub = subscriptions[content]
+        if sub is None:
+            blocks.append(pd.DataFrame([(run, None, int(node), sub_id, "bad_subscription",
+                                         None, None)], columns=columns))
             continue
         start_ns = int(start)
-        end_ns = None if pd.isna(end) else int(end)
-        group = delivery_group(sub_id)  # the members of a disjunction are one subscription
-        for event_id, pub_node, pub_ts, event, scope in parsed_events:
-            if pub_node == node or pub_ts + window_ns < start_ns \
-                    or (end_ns is not None and pub_ts >= end_ns):
-                continue
-            if sub.matches(event):
-                out.append((run, event_id, int(node), group, "match", start_ns, scope))
-    return pd.DataFrame(out, columns=TRUTH_SCHEMA.fieldNames())
+        active = (pub_node != int(node)) & (pub_ts + window_ns >= start_ns)
+        if not pd.isna(end):
+            active &= pub_ts < int(end)
+        candidates = np.flatnonzero(active)
+        if candidates.size == 0:
+            continue
+        verdict = verdicts.setdefault(content, np.full(len(texts), -1, dtype=np.int8))
+        wanted = codes[candidates]
+        for code in np.unique(wanted[verdict[wanted] < 0]):
+            verdict[code] = 1 if sub.matches(distinct[code]) else 0
+        hits = candidates[verdict[wanted] == 1]
+        if hits.size:
+            blocks.append(pd.DataFrame({
+                "run": run, "event_id": ids[hits], "node": int(node),
+                # the members of a disjunction are one subscription
+                "sub_id": delivery_group(sub_id), "status": "match", "start_ns": start_ns,
+                "scope": scopes[codes[hits]]}, columns=columns))
+    return pd.concat(blocks, ignore_index=True)
 
 
 def _topic_matches(filters: pd.Series, topics: pd.Series) -> pd.Series:

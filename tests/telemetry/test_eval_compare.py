@@ -66,3 +66,37 @@ def test_parquet_runs_give_the_figures_of_their_json_lines(spark: Any, tmp_path:
     (reason,) = bad["junk.parquet"]
     assert reason.startswith("not a Parquet file") and bad["junk.parquet"][reason] == 1
     assert bad["typed.parquet"] == {"column node is string, not bigint": 1}
+
+
+def test_a_parquet_files_invalid_rows_stay_out_and_its_valid_rows_count(
+        spark: Any, tmp_path: Path) -> None:
+    """Columnar files the census found valid are read without the row checks
+    (``mesheval.load``): a file with invalid rows must keep them, so its bad rows are
+    counted and left out, its good rows kept, and a clean file beside it read whole."""
+    import pyarrow.parquet as pq
+    from pyspark.sql import functions as F
+
+    from mesheval.load import load_rundirs
+    from meshsim.telemetry_parquet import arrow_schema, lines_to_table
+
+    def rec(node: int, ts: int, event: str, extra: str = "") -> str:
+        return f'{{"run":"r","protocol":"p","node":{node},"ts_ns":{ts},"event":"{event}"{extra}}}'
+
+    clean = [rec(1, 10, "publish", ',"event_id":"e1","topic":"t","content":"t"'),
+             rec(2, 20, "deliver", ',"event_id":"e1","sub_id":"s"')]
+    dirty = [rec(3, 30, "publish", ',"event_id":"e2","topic":"t","content":"t"'),
+             rec(3, -5, "tx", ',"msg_kind":"data","bytes":10'),      # negative ts_ns
+             rec(4, 40, "publish", ',"topic":"t","content":"t"')]     # no event_id
+    rundir = tmp_path / "run"
+    rundir.mkdir()
+    for name, lines in (("a.parquet", clean), ("b.parquet", dirty)):
+        pq.write_table(lines_to_table(("\n".join(lines) + "\n").encode(), arrow_schema()),
+                       rundir / name)
+    loaded = load_rundirs(spark, [rundir], tmp_path / "out")
+    got = sorted((r["node"], r["ts_ns"], r["event"]) for r in
+                 loaded.records.select("node", "ts_ns", "event").collect())
+    assert got == [(1, 10, "publish"), (2, 20, "deliver"), (3, 30, "publish")]
+    quality = {Path(q.path).name: (q.lines, q.valid, q.errors) for q in loaded.quality}
+    assert quality == {"a.parquet": (2, 2, {}),
+                       "b.parquet": (3, 1, {"negative ts_ns": 1, "publish without event_id": 1})}
+    assert loaded.records.filter(F.col("rundir") != 0).count() == 0
