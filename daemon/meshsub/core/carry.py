@@ -26,12 +26,11 @@ drop: the subclass calls ``self.buffer.discard``.
 
 from __future__ import annotations
 
-import math
 from typing import Any, ClassVar
 
 from meshsub.core.api import Message, NodeId
 from meshsub.core.buffer import BufferEntry, BufferStore, Dropped, DropPolicy, ScfBuffer
-from meshsub.core.content import Event
+from meshsub.core.content import Event, decode_timed_event
 from meshsub.core.protocol import Protocol
 
 TIMER_PREFIX = "scf:"
@@ -48,18 +47,9 @@ def encode_carried(event_wire: Any, published_at: float, remaining_s: float) -> 
 def decode_carried(body: Any, what: str) -> tuple[Event, float, float]:
     """``(event, published_at, remaining_s)`` of an ``encode_carried`` body; ``ValueError``
     naming ``what`` (the protocol's message) if it is malformed."""
-    if not isinstance(body, list | tuple) or len(body) != 3:
-        raise ValueError(f"{what} body is [event, published_at, remaining_s]")
-    wire, published_at, remaining = body
-    for value in (published_at, remaining):
-        if isinstance(value, bool) or not isinstance(value, int | float) \
-                or not math.isfinite(value):
-            raise ValueError("published_at and remaining_s must be finite numbers")
-    try:
-        event = Event.from_wire(wire)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"bad event: {exc}") from None
-    return event, float(published_at), float(remaining)
+    event, published_at, remaining = decode_timed_event(
+        body, what, ("published_at", "remaining_s"))
+    return event, published_at, remaining
 
 
 class StoreCarryForward(Protocol):

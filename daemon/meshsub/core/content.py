@@ -10,6 +10,7 @@ The text syntax lives in ``meshsub.core.syntax``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import ItemsView, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +30,8 @@ from meshsub.core.values import (
     typed,
 )
 
-__all__ = ["Attrs", "ContentError", "Event", "Op", "Predicate", "Subscription", "Value"]
+__all__ = ["Attrs", "ContentError", "Event", "Op", "Predicate", "Subscription", "Value",
+           "decode_timed_event"]
 
 
 class Attrs(Mapping[str, Value]):
@@ -235,3 +237,22 @@ class Subscription:
         from meshsub.core.syntax import format_subscription  # syntax imports this module
 
         return f"Subscription({format_subscription(self)!r})"
+
+
+def decode_timed_event(body: Any, what: str, times: tuple[str, ...]) -> tuple[Any, ...]:
+    """``(event, *times)`` of a body ``[event, *times]`` whose times are finite numbers
+    (flooding's DATA, the carried events of epidemic and PULL); ``ValueError`` naming
+    ``what`` and the times if it is malformed."""
+    if not isinstance(body, list | tuple) or len(body) != 1 + len(times):
+        raise ValueError(f"{what} body is [event, {', '.join(times)}]")
+    wire, *values = body
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or not math.isfinite(value):
+            raise ValueError(f"{' and '.join(times)} must be "
+                             + ("a finite number" if len(times) == 1 else "finite numbers"))
+    try:
+        event = Event.from_wire(wire)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"bad event: {exc}") from None
+    return (event, *map(float, values))

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from meshsub.core import bodies
 from meshsub.core.api import FIRST_PROTOCOL_TYPE, Message, MessageId, MsgKind, NodeId
-from meshsub.core.content import Event
+from meshsub.core.content import Event, decode_timed_event
 from meshsub.core.params import OUR_DECISION, ParamDoc, ParameterError, ProtocolParams
 from meshsub.core.protocol import Protocol
 
@@ -51,17 +51,8 @@ def encode_body(event: Event, published_at: float) -> list[Any]:
 
 def decode_body(body: Any) -> tuple[Event, float]:
     """``(event, published_at)``; ``ValueError`` if the body is malformed."""
-    if not isinstance(body, list | tuple) or len(body) != 2:
-        raise ValueError("flooding DATA body is [event, published_at]")
-    wire, published_at = body
-    if isinstance(published_at, bool) or not isinstance(published_at, int | float) \
-            or not math.isfinite(published_at):
-        raise ValueError("published_at must be a finite number")
-    try:
-        event = Event.from_wire(wire)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"bad event: {exc}") from None
-    return event, float(published_at)
+    event, published_at = decode_timed_event(body, "flooding DATA", ("published_at",))
+    return event, published_at
 
 
 class Flooding(Protocol):
