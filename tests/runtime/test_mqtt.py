@@ -885,6 +885,22 @@ async def test_kept_deliveries_that_cannot_be_read_stay_kept(
     assert [u.event_id for u in store.undelivered()] == [MessageId(9, 1, 1), MessageId(9, 1, 2)]
 
 
+def test_a_kept_delivery_that_cannot_be_read_back_is_a_counted_drop(store: Store) -> None:
+    """A damaged row (not a message id) is deleted by the store and counted here as a lost
+    delivery; the readable rows are queued as usual."""
+    store.undelivered_add([Undelivered(MessageId(9, 1, n), "s", "meshsub/deliver/s/t", b"{}")
+                           for n in (1, 2)])
+    store._db.execute("UPDATE undelivered SET event_id='garbage' WHERE event_id=?",
+                      (str(MessageId(9, 1, 1)),))
+    store._db.commit()
+    bridge = _bridge(MqttSettings(), store, FakeNode())
+    bridge._restore_undelivered()
+    assert bridge.counters["dropped:unreadable"] == 1 and bridge.counters["restored"] == 1
+    assert [i.delivered for i in bridge._out] == [(MessageId(9, 1, 2), "s")]
+    assert store.undelivered() == [Undelivered(MessageId(9, 1, 2), "s",
+                                               "meshsub/deliver/s/t", b"{}")]
+
+
 async def test_a_delivery_the_store_refuses_is_published_and_counted_at_a_stop(
         broker: Broker, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     """A store that cannot keep a delivery does not hold it back (this process still

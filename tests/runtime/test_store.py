@@ -170,6 +170,22 @@ def test_undelivered_deliveries_survive_a_restart_in_order(tmp_path: Path) -> No
         assert s.undelivered() == []
 
 
+def test_unreadable_undelivered_rows_are_deleted_and_counted_not_left_outside_the_bound(
+        tmp_path: Path) -> None:
+    with Store.in_state_dir(tmp_path) as s:
+        s.undelivered_add([_held(1), _held(2), _held(3)])
+        s._db.execute("UPDATE undelivered SET event_id='not-an-id' WHERE sub_id='app/s' "
+                      "AND event_id=?", (str(MessageId(9, 1, 2)),))
+        s._db.execute("UPDATE undelivered SET payload='text, not bytes' WHERE event_id=?",
+                      (str(MessageId(9, 1, 3)),))
+        s._db.commit()
+    with Store.in_state_dir(tmp_path) as s:
+        assert s.undelivered() == [_held(1)] and s.undelivered_unreadable == 2
+        rows = s._db.execute("SELECT COUNT(*) FROM undelivered").fetchone()[0]
+        assert rows == 1  # deleted, so they hold no room the owner cannot free
+        assert s.undelivered() == [_held(1)] and s.undelivered_unreadable == 2
+
+
 def test_a_batch_is_one_commit_and_undone_together(store: Store) -> None:
     """The node's batch: the buffer's mark and the kept delivery commit together, a
     failing block is undone alone, and a batch that ends in an exception leaves nothing."""

@@ -436,7 +436,7 @@ class MqttBridge:
         deliveries = [item for item in self._out if item.delivered is not None]
         self.counters["dropped:error_report"] += len(self._out) - len(deliveries)
         try:
-            stored = {(u.event_id, u.sub_id) for u in self.store.undelivered()}
+            stored = {(u.event_id, u.sub_id) for u in self._read_kept()}
         except (sqlite3.Error, ValueError) as exc:  # cannot tell: they may well be there
             self.counters["store_errors"] += 1
             log.error("cannot check the kept MQTT deliveries at shutdown", exc=exc,
@@ -464,7 +464,7 @@ class MqttBridge:
         it). A pair recorded as delivered is forgotten, and the bound applies as to new
         deliveries (a smaller ``queue_limit`` since the kill drops, counted)."""
         try:
-            held = self.store.undelivered()
+            held = self._read_kept()
             done = {(u.event_id, u.sub_id) for u in held
                     if self.store.delivered_seen(u.event_id, u.sub_id)}
             if done:
@@ -484,6 +484,17 @@ class MqttBridge:
         self.counters["restored"] += restored
         if restored:
             log.info("queued the MQTT deliveries kept by the last run", count=restored)
+
+    def _read_kept(self) -> list[Undelivered]:
+        """The store's kept deliveries; the rows it could not read back (and deleted)
+        are deliveries lost: counted (``dropped:unreadable``) and logged."""
+        before = self.store.undelivered_unreadable
+        held = self.store.undelivered()
+        lost = self.store.undelivered_unreadable - before
+        if lost:
+            self.counters["dropped:unreadable"] += lost
+            log.error("deleted kept MQTT deliveries that could not be read back", count=lost)
+        return held
 
     async def _drained(self) -> None:
         while self._out or not self._idle.is_set():

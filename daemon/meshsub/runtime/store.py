@@ -172,6 +172,9 @@ class Store:
         self._checkpointer: sqlite3.Connection | None = None
         self.commits = 0
         """Transactions committed (a checkpointer skips its turn when nothing changed)."""
+        self.undelivered_unreadable = 0
+        """Rows of ``undelivered`` that could not be read back (a foreign or damaged
+        database) and were deleted: the owner counts them as dropped deliveries."""
         self._batch_depth = 0
         self._batch_open = False
         self._db = self._open()
@@ -614,11 +617,29 @@ class Store:
 
     def undelivered(self) -> list[Undelivered]:
         """The kept deliveries in their queue order; they stay kept until ``delivered_add``
-        records them, so a crash before the broker acknowledged them loses none."""
-        rows = self._db.execute(
-            "SELECT event_id, sub_id, topic, payload FROM undelivered ORDER BY ord")
-        return [Undelivered(MessageId.parse(e), str(s), str(t), bytes(p))
-                for e, s, t, p in rows]
+        records them, so a crash before the broker acknowledged them loses none.
+
+        A row that cannot be read back (not a message id, a payload that is not bytes:
+        a damaged or hand-edited database) is deleted in the same call and counted in
+        ``undelivered_unreadable``: left in place it would hold room outside the owner's
+        bound for ever, since the owner can neither publish nor forget what it cannot
+        name."""
+        kept: list[Undelivered] = []
+        unreadable: list[int] = []
+        for ord_, e, s, t, p in self._db.execute(
+                "SELECT ord, event_id, sub_id, topic, payload FROM undelivered ORDER BY ord"):
+            try:
+                if not (isinstance(e, str) and isinstance(s, str) and isinstance(t, str)
+                        and isinstance(p, bytes)):
+                    raise ValueError("wrong column types")
+                kept.append(Undelivered(MessageId.parse(e), s, t, p))
+            except ValueError:
+                unreadable.append(ord_)
+        if unreadable:
+            with self.transaction(durable=False) as db:
+                db.executemany("DELETE FROM undelivered WHERE ord=?", [(o,) for o in unreadable])
+            self.undelivered_unreadable += len(unreadable)
+        return kept
 
     # --------------------------------------------------------------- buffer
 
