@@ -23,9 +23,10 @@ import math
 import random
 import sys
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from meshsim.run_records import run_records
 
 
 def monte_carlo_hops(samples: int, seed: int = 4) -> tuple[float, float, float]:
@@ -43,15 +44,6 @@ def monte_carlo_hops(samples: int, seed: int = 4) -> tuple[float, float, float]:
     return h_h, h_d, math.sqrt(2) * math.hypot(h_h, h_d - h_h)
 
 
-def _records(rundir: Path, event: str) -> Iterator[dict[str, Any]]:
-    needle = f'"event":"{event}"'
-    for path in sorted(rundir.glob("node-*.jsonl")):
-        with path.open(encoding="utf-8") as fh:
-            for line in fh:
-                if needle in line:
-                    yield json.loads(line)
-
-
 def _positions(rundir: Path) -> dict[int, tuple[float, float]]:
     pos: dict[int, tuple[float, float]] = {}
     for line in (rundir / "mobility.log").read_text().splitlines():
@@ -67,7 +59,7 @@ def cell_hop_rows(rundir: Path, tr: float, publisher: int = 1) -> list[tuple[int
     s = tr / math.sqrt(2)
     px, py = (int(c // s) for c in pos[publisher])
     first: dict[tuple[str, int], int] = {}
-    for rec in _records(rundir, "deliver"):
+    for rec in run_records(rundir, {"deliver"}):
         key = (str(rec["event_id"]), int(rec["node"]))
         if key not in first and rec.get("hop") is not None:
             first[key] = int(rec["hop"])
