@@ -70,6 +70,8 @@ SHORT_STATE_EVERY_S = 10.0
 FIGURES = "brvst-figures.json"
 KEEP_FILES = ("manifest.json", "sweep-point.json", FIGURES)
 REPORT = ROOT / "docs" / "results" / "brvst.md"
+RECORD_EVENTS = ("tx", "drop", "subscribe", "unsubscribe", "publish", "deliver", "state")
+"""The records ``analyse`` reads (a run is mostly ``rx`` records, which it does not)."""
 SUMMARY_STORES = ("gm_subscriptions", "gm_summaries", "zm_sof", "zm_summaries",
                   "zm_zone_table")
 """What a broker keeps to match (the paper's storage; caches and id sets are left out,
@@ -247,6 +249,7 @@ class Tracks:
 
 
 def analyse(point: Point, rundir: Path, wall_s: float) -> RunFigures:
+    from meshsim.run_records import run_records
     from meshsub.core.syntax import parse_event, parse_subscription
 
     manifest = json.loads((rundir / "manifest.json").read_text())
@@ -263,36 +266,32 @@ def analyse(point: Point, rundir: Path, wall_s: float) -> RunFigures:
     state: dict[tuple[int, float], dict[str, int]] = defaultdict(dict)
     drops: Counter[str] = Counter()
     tx_type: Counter[str] = Counter()
-    for name in manifest["files"]:
-        with (rundir / name).open() as fh:
-            for line in fh:
-                if '"event":"rx"' in line or '"reason":"duplicate_flood"' in line:
-                    continue
-                r = json.loads(line)
-                ev, t = r["event"], r["ts_ns"] / 1e9
-                if ev == "tx":
-                    if r.get("msg_kind") == "data" and "event_id" in r:
-                        data_tx[r["event_id"]] += 1
-                    if t >= warm:
-                        fig.tx += 1
-                        fig.tx_bytes += r.get("bytes", 0)
-                        tx_type[str(r.get("msg_type"))] += 1
-                elif ev == "drop":
-                    if t >= warm:
-                        drops[r["reason"]] += 1
-                elif ev == "subscribe":
-                    subs[(r["node"], r["sub_id"])] = (t, r["content"])
-                elif ev == "unsubscribe":
-                    unsubs[(r["node"], r["sub_id"])] = t
-                elif ev == "publish":
-                    pubs[r["event_id"]] = (t, r["content"], r["node"])
-                elif ev == "deliver":
-                    delivers[(r["event_id"], r["node"], r["sub_id"])].append(t)
-                    key2 = (r["event_id"], r["node"])
-                    if key2 not in first_hop or t < first_hop[key2][0]:
-                        first_hop[key2] = (t, r.get("hop"))
-                elif ev == "state" and t >= warm:
-                    state[(r["node"], round(t, 1))][r["store"]] = r["bytes"]
+    # Node files or one telemetry.parquet (the plan writes Parquet): the same records.
+    for r in run_records(rundir, RECORD_EVENTS):
+        ev, t = r["event"], r["ts_ns"] / 1e9
+        if ev == "tx":
+            if r.get("msg_kind") == "data" and "event_id" in r:
+                data_tx[r["event_id"]] += 1
+            if t >= warm:
+                fig.tx += 1
+                fig.tx_bytes += r.get("bytes", 0)
+                tx_type[str(r.get("msg_type"))] += 1
+        elif ev == "drop":
+            if t >= warm and r["reason"] != "duplicate_flood":  # copies of announcements
+                drops[r["reason"]] += 1
+        elif ev == "subscribe":
+            subs[(r["node"], r["sub_id"])] = (t, r["content"])
+        elif ev == "unsubscribe":
+            unsubs[(r["node"], r["sub_id"])] = t
+        elif ev == "publish":
+            pubs[r["event_id"]] = (t, r["content"], r["node"])
+        elif ev == "deliver":
+            delivers[(r["event_id"], r["node"], r["sub_id"])].append(t)
+            key2 = (r["event_id"], r["node"])
+            if key2 not in first_hop or t < first_hop[key2][0]:
+                first_hop[key2] = (t, r.get("hop"))
+        elif ev == "state" and t >= warm:
+            state[(r["node"], round(t, 1))][r["store"]] = r["bytes"]
     fig.tx_by_type = dict(tx_type.most_common())
     fig.drops = dict(drops.most_common())
     fig.false_positives = drops.get("false_positive", 0)

@@ -173,3 +173,31 @@ def test_a_manager_fed_malformed_bodies_counts_drops_and_never_raises(
     node.handle(FrameReceived(2.0, 2, Message(mtype, MessageId(2, 0, 7), body, ttl=8)))
     if undecodable(mtype, body):
         assert node.drops["malformed"] == before + 1
+
+
+FIELD_VALUES = st.one_of(st.integers(-(2**40), 2**40), st.floats(allow_nan=True),
+                         st.booleans(), st.none(), st.sampled_from([m.Dest.ZONE, 1.0, -0.0]),
+                         st.text(max_size=3), st.binary(max_size=3))
+
+
+@given(FIELD_VALUES, st.integers(-10, 10), st.integers(-10, 10))
+@settings(max_examples=400)
+def test_field_fast_paths_accept_exactly_what_bodies_accepts(value: Any, lo: int,
+                                                              hi: int) -> None:
+    """``Fields.integer``/``node``/``number`` take a plain int or float without a detour
+    through ``meshsub.core.bodies``: the same value is returned and the same inputs are
+    refused (booleans, NaN, out of range, other types) as by the checker itself."""
+    from meshsub.core import bodies
+
+    for read, check in ((lambda f: f.integer(lo, hi), lambda v: bodies.integer(v, "x", lo, hi)),
+                        (lambda f: f.node(), lambda v: bodies.node(v, "x")),
+                        (lambda f: f.number(), lambda v: bodies.number(v, "x"))):
+        try:
+            want: Any = check(value)
+        except ValueError:
+            want = ValueError
+        try:
+            got: Any = read(m.Fields([value], 1, "t"))
+        except ValueError:
+            got = ValueError
+        assert got == want and type(got) is type(want)

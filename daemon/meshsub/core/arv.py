@@ -339,7 +339,17 @@ def build(domain: Domain, lo: Fraction, hi: Fraction, alpha: Fraction) -> ARV:
 
     The target must already lie in the domain (``Domain.clip``); ``alpha`` in (0, 1].
     """
-    lo, hi, alpha = exact(lo), exact(hi), exact(alpha)
+    return _build(domain, exact(lo), exact(hi), exact(alpha))
+
+
+@functools.lru_cache(maxsize=65536)
+def _build(domain: Domain, lo: Fraction, hi: Fraction, alpha: Fraction) -> ARV:
+    """``build`` on exact arguments, memoised: a subscription's ranges are built again at
+    every grid manager it registers with and every refresh that changed it, a
+    publication's at every manager that matches it (``Schema.view``), each time with up
+    to ``Lmax + 1`` levels of ``Fraction`` arithmetic; the workload draws its endpoints
+    from a few hundred integers, so the same ranges come back. An ARV is an immutable
+    value, so sharing one result is exact; a refused target raises every time."""
     if not (domain.L <= lo <= hi <= domain.U):
         raise ARVError(f"target [{lo}, {hi}) is not inside [{domain.L}, {domain.U})")
     if not 0 < alpha <= 1:

@@ -310,7 +310,7 @@ class BrvstBase(Protocol):
         if avoid is not None and avoid in npos:
             npos = {n: p for n, p in npos.items() if n != avoid}
         if env.dest is not None and env.dest in npos:
-            self._forward(env.dest, msg, replace(env, geo=GeoHeader()))
+            self._forward(env.dest, msg, env.with_geo(GeoHeader()))
             return
         try:
             nxt, header = next_hop(self.node, (self.position.x, self.position.y), npos,
@@ -322,7 +322,7 @@ class BrvstBase(Protocol):
         if nxt is not None and header.mode is GeoMode.PERIMETER and self._walked(msg, env, nxt):
             nxt = None  # the face round the target toured without finding it: GPSR's end
         if nxt is not None:
-            self._forward(nxt, msg, replace(env, geo=header))
+            self._forward(nxt, msg, env.with_geo(header))
         elif area is None:
             self.drop("unreachable", msg, peer=env.dest)  # a node not where it was reported
         else:

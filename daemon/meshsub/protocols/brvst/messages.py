@@ -16,11 +16,12 @@ the protocol turns it into a counted drop. Sizes are bounded on decode.
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from meshsub.core import bodies
-from meshsub.core.api import FIRST_PROTOCOL_TYPE, MessageId, MsgKind
+from meshsub.core.api import FIRST_PROTOCOL_TYPE, NODE_ID_MAX, MessageId, MsgKind
 from meshsub.core.arv import ARV, ARVError
 from meshsub.core.content import ContentError, Event, Subscription
 from meshsub.core.georouting import GeoHeader, GeoRoutingError
@@ -125,10 +126,23 @@ class Fields:
         self._i += 1
         return value, f"{self._what} field {self._i}"
 
+    # The three checks below run for every field of every routed frame (an envelope has
+    # ten, at every hop): a well-formed plain int or float is taken at once, without
+    # building the field's name for an error message; anything else goes through
+    # ``bodies``, which accepts exactly what it accepted before or raises as before.
+
     def integer(self, lo: int = -_I32, hi: int = _I32) -> int:
+        value = self._items[self._i]
+        if type(value) is int and lo <= value <= hi:
+            self._i += 1
+            return value
         return bodies.integer(*self._next(), lo, hi)
 
     def node(self) -> int:
+        value = self._items[self._i]
+        if type(value) is int and 0 <= value <= NODE_ID_MAX:
+            self._i += 1
+            return value
         return bodies.node(*self._next())
 
     def opt_node(self) -> int | None:
@@ -138,6 +152,10 @@ class Fields:
         return self.node()
 
     def number(self) -> float:
+        value = self._items[self._i]
+        if type(value) is float and math.isfinite(value):
+            self._i += 1
+            return value
         return bodies.number(*self._next())
 
     def flag(self) -> bool:
@@ -288,6 +306,12 @@ class Envelope:
     def to_wire(self) -> list[Any]:
         return [int(self.kind), self.ax, self.ay, self.dest, self.target[0], self.target[1],
                 self.epoch, self.redirects, self.geo.to_wire(), list(self.payload)]
+
+    def with_geo(self, geo: GeoHeader) -> Envelope:
+        """This envelope with another routing header: ``dataclasses.replace(self, geo=geo)``
+        built directly, as every relay does it for every hop it forwards."""
+        return Envelope(self.kind, self.ax, self.ay, self.dest, self.target, self.epoch,
+                        self.redirects, geo, self.payload)
 
     @classmethod
     def from_wire(cls, obj: Any) -> Envelope:

@@ -25,7 +25,6 @@ decisions that fill its gaps are in docs/protocols/brvst.md.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, ClassVar
 
 from meshsub.core.api import Message, MessageId, MsgKind, NeighborInfo, NodeId, Position
@@ -126,7 +125,7 @@ class Brvst(Membership, GridRole, ZoneRole):
         self._send_area(m.PUBLISH, self._grid_area(self.cell), up.to_wire(), msg_id=event_id)
 
     def on_frame(self, sender: NodeId, message: Message) -> None:
-        msg = replace(message, hop=message.hop + 1, ttl=message.ttl - 1, reliable_id=None)
+        msg = message.forwarded()  # one more hop, one less TTL, no reliable id
         if message.type in m.FLOODED:
             self._on_flood(sender, msg)
             return
