@@ -69,11 +69,14 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from meshsim.run_records import run_records
+from meshsim.telemetry_parquet import PARQUET_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "firmware-sim" / "meshsim" / "scenarios" / "tg-500.toml"
@@ -210,6 +213,7 @@ def simulate(point: Point, runs: Path, reuse: bool) -> tuple[Path, float]:
     """Run one point into ``runs/<run id>`` with the simulator's run writer."""
     from meshsim.des.run import run_scenario
     from meshsim.scenario import load_scenario
+    from meshsim.telemetry_parquet import writer_class
 
     out = runs / point.run_id
     if reuse and (out / "manifest.json").exists():
@@ -231,7 +235,9 @@ def simulate(point: Point, runs: Path, reuse: bool) -> tuple[Path, float]:
         *SCHEMES[point.scheme],
     ]
     started, cpu = time.perf_counter(), time.process_time()
-    run_scenario(load_scenario(SCENARIO, overrides), out, run_id=point.run_id)
+    # Parquet: a flooding run at Table 2's length is ~45 million records, ~7 GB of node files
+    run_scenario(load_scenario(SCENARIO, overrides), out, run_id=point.run_id,
+                 writer_cls=writer_class("parquet"))
     wall = time.perf_counter() - started
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     (out / COST).write_text(json.dumps({"wall_s": wall, "cpu_s": time.process_time() - cpu,
@@ -240,20 +246,6 @@ def simulate(point: Point, runs: Path, reuse: bool) -> tuple[Path, float]:
 
 
 # ------------------------------------------------------------------ evaluating
-
-
-def records(rundir: Path, events: set[str]) -> Iterator[dict[str, Any]]:
-    """The records of ``events``; lines that cannot be one are skipped before decoding
-    (``rx`` records are most of a large run's lines and no figure reads them)."""
-    marks = tuple(f'"event":{sep}"{e}"' for e in events for sep in ("", " "))
-    for path in sorted(rundir.glob("node-*.jsonl")):
-        with path.open() as f:
-            for line in f:
-                if not any(m in line for m in marks):
-                    continue
-                r = json.loads(line)
-                if r["event"] in events:
-                    yield r
 
 
 class Positions:
@@ -342,7 +334,7 @@ class Membership:
     def __init__(self, rundir: Path) -> None:
         self.spans: dict[int, list[tuple[str, float, float]]] = defaultdict(list)
         open_at: dict[tuple[int, str], float] = {}
-        for r in records(rundir, {"member"}):
+        for r in run_records(rundir, {"member"}):
             key = (r["node"], r["group"])
             t = r["ts_ns"] / 1e9
             if r["reason"] == "join":
@@ -426,7 +418,7 @@ def evaluate(rundir: Path, point: Point, wall_s: float, groups_from: Path) -> Ru
     memory: list[int] = []
     per_event: Counter[str] = Counter()
     wanted = {"subscribe", "publish", "deliver", "tx", "state"}
-    for r in records(rundir, wanted):
+    for r in run_records(rundir, wanted):
         t = r["ts_ns"] / 1e9
         ev = r["event"]
         if ev == "tx":
@@ -488,7 +480,7 @@ def evaluated(rundir: Path, point: Point, wall_s: float, groups_from: Path,
     import inspect
 
     code = hashlib.sha256("".join(inspect.getsource(f) for f in (
-        evaluate, Membership, Positions, records, spt_broadcasts,
+        evaluate, Membership, Positions, run_records, spt_broadcasts,
         bfs_parents)).encode()).hexdigest()
     key = {"code": code, "groups_from": str(groups_from.resolve()), "preset": asdict(point.preset)}
     cache = rundir / "figures.json"
@@ -499,6 +491,11 @@ def evaluated(rundir: Path, point: Point, wall_s: float, groups_from: Path,
             fig.wall_s = wall_s
             fig.groups = tuple(fig.groups)  # type: ignore[assignment]
             return with_cost(fig, rundir)
+    if not (rundir / PARQUET_FILE).is_file() and not any(rundir.glob("node-*.jsonl")):
+        # an archived run (its node files packed away) would read as a run without one
+        # record: refuse rather than write a page of zeros
+        raise SystemExit(f"{rundir}: no telemetry to evaluate (node files archived or "
+                         "removed): unpack them, or rerun it without --reuse")
     fig = evaluate(rundir, point, wall_s, groups_from)
     cache.write_text(json.dumps({"key": key, "figures": asdict(fig)}) + "\n")
     return with_cost(fig, rundir)

@@ -122,3 +122,17 @@ def test_sweep_page_shows_reads_seeds_per_point(bench: ModuleType, tmp_path: Pat
         "the recipe plan (`recipe`) with 1-2 of the recipe's 5 seeds per point at 2 of its "
         "6 points (their simulations took 4.5 hours of CPU, measured; the evaluation is "
         "not counted)")
+
+
+def test_a_run_whose_telemetry_is_archived_is_refused_not_read_as_empty(
+        bench: ModuleType, tmp_path: Path) -> None:
+    """A stored run with its node files packed away (telemetry.tar.zst) would evaluate as
+    a run without one record, a page of zeros: refused with one line instead."""
+    point = bench.Point("TG", 1, bench.PRESETS["quick"])
+    rundir = tmp_path / point.run_id
+    rundir.mkdir()
+    (rundir / "manifest.json").write_text("{}\n")
+    (rundir / "telemetry.tar.zst").write_bytes(b"packed")
+    with pytest.raises(SystemExit, match="no telemetry to evaluate"):
+        bench.evaluated(rundir, point, 1.0, rundir, reuse=True)
+    assert not (rundir / "figures.json").exists()
