@@ -28,8 +28,10 @@ def exact_percentile(ordered: np.ndarray, fraction: float) -> float | None:
     Spark's rule (``Percentile.getPercentile``): position ``(n - 1) * fraction``; the
     values at its floor and ceiling (0-based, in the sorted multiset); the lower one if
     the two positions or the two values are equal, else the linear interpolation
-    ``(hi - pos) * lower + (pos - lo) * higher`` (that expression, so the last bit agrees).
-    None for no values, as Spark's null.
+    ``lower + (higher - lower) * (pos - lo)``: that expression, since the last bit
+    depends on it (``(hi - pos) * lower + (pos - lo) * higher`` differs from the Spark of
+    this project, pyspark 4, in the last bit; tests/telemetry/test_eval_quantiles.py
+    compares with Spark itself). None for no values, as Spark's null.
     """
     n = len(ordered)
     if n == 0:
@@ -42,7 +44,7 @@ def exact_percentile(ordered: np.ndarray, fraction: float) -> float | None:
     higher = float(ordered[hi])
     if higher == lower:
         return lower
-    return (hi - position) * lower + (position - lo) * higher
+    return lower + (higher - lower) * (position - lo)
 
 
 def upper_median(ordered: np.ndarray) -> float | None:
