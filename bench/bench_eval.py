@@ -220,16 +220,23 @@ def to_parquet(rundir: Path, out: Path) -> None:
     """The run's records as the simulator writes them with ``--telemetry-format parquet``."""
     import pyarrow.parquet as pq
 
-    from meshsim.telemetry_parquet import PARQUET_FILE, arrow_schema, lines_to_table
+    from meshsim.telemetry_parquet import (
+        PARQUET_FILE,
+        PARQUET_FLUSH_ROWS,
+        arrow_schema,
+        lines_to_table,
+        write_by_event,
+    )
 
     out.mkdir(parents=True, exist_ok=True)
     schema = arrow_schema()
     with pq.ParquetWriter(out / PARQUET_FILE, schema, compression="snappy") as writer:
         for path in sorted(rundir.glob("*.jsonl")):
             lines = path.read_bytes().splitlines()
-            for i in range(0, len(lines), 50_000):  # the writer's batch (FLUSH_LINES)
-                writer.write_table(lines_to_table(b"\n".join(lines[i:i + 50_000]) + b"\n",
-                                                  schema))
+            step = PARQUET_FLUSH_ROWS  # the writer's batch, a row group per event type
+            for i in range(0, len(lines), step):
+                write_by_event(writer, lines_to_table(b"\n".join(lines[i:i + step]) + b"\n",
+                                                      schema))
 
 
 def main() -> int:

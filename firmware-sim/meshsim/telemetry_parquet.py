@@ -4,7 +4,8 @@
 instead of ``node-<id>.jsonl``: the same records, built as columns without a line of
 text (``ParquetRunWriter``), stored as one column per field of
 ``meshsub.core.telemetry.FIELDS`` (an unset attribute is null), one row group per
-flushed batch. mesheval reads such a file with
+event type of each flushed batch (``write_by_event``: a reader filtering on ``event``
+skips the other events' row groups by their statistics). mesheval reads such a file with
 no JSON parsing at all (docs/telemetry.md, "Columnar runs"); the daemon and the
 virtual mesh keep writing JSON Lines.
 """
@@ -34,9 +35,10 @@ PARQUET_FILE = "telemetry.parquet"
 FORMATS = ("jsonl", "parquet")
 """What ``--telemetry-format`` accepts; JSON Lines stays the default."""
 PARQUET_FLUSH_ROWS = 200_000
-"""Records per batch (row group): a batch holds node ids and the calls' attributes, not
-lines; the node files' batch (``telemetry_files.FLUSH_LINES``) is as large since the
-fourth round (docs/benchmarks.md), to open each node file fewer times."""
+"""Records per batch (split into a row group per event type): a batch holds node ids and
+the calls' attributes, not lines; the node files' batch (``telemetry_files.FLUSH_LINES``)
+is as large since the fourth round (docs/benchmarks.md), to open each node file fewer
+times."""
 
 
 def arrow_schema() -> Any:
@@ -191,7 +193,7 @@ class ParquetRunWriter(RunWriter):
         batch, self._batch = self._batch, _Batch()
         self._pending_count = 0
         if batch.sizes:
-            self._writer.write_table(self._batch_table(batch))
+            write_by_event(self._writer, self._batch_table(batch))
 
     def _batch_table(self, batch: _Batch) -> Any:
         """One batch of calls as a table of the schema, rows by node then ``rec``."""
@@ -244,6 +246,32 @@ class ParquetRunWriter(RunWriter):
         atomic_write_text(self.run_dir / MANIFEST,
                           json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n")
         self.closed = True
+
+
+def write_by_event(writer: Any, table: Any) -> None:
+    """Append ``table`` to ``writer`` (a ``pyarrow.parquet.ParquetWriter``) as one row
+    group per value of its ``event`` column, events in name order (rows without an event
+    last), each group's rows in their order in ``table``.
+
+    Why: every metric of mesheval reads one or a few event types (``publish``,
+    ``deliver``, ``subscribe``...), and a row group holding one event type has that
+    type as the minimum and maximum of its ``event`` statistics, so the Parquet reader
+    skips the row groups of all other events without decoding them (Spark's filter
+    push-down); with row groups of mixed events every scan decoded every row of its
+    columns (docs/benchmarks.md, "The evaluation"). A file written before this layout
+    (one mixed row group per batch) is read the same way, only without the skipping.
+    """
+    import pyarrow.compute as pc
+
+    events = table.column("event")
+    kinds = sorted(k for k in pc.unique(events).to_pylist() if k is not None)
+    if len(kinds) <= 1 and events.null_count in (0, len(table)):
+        writer.write_table(table)
+        return
+    for kind in kinds:
+        writer.write_table(table.filter(pc.equal(events, kind)))
+    if events.null_count:
+        writer.write_table(table.filter(pc.is_null(events)))
 
 
 def _int64(values: Any) -> Any:

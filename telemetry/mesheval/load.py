@@ -22,6 +22,7 @@ from urllib.parse import unquote, urlparse
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
+from mesheval.footer import proven_checks
 from mesheval.manifest import ManifestError, RunInfo, read_manifest
 from mesheval.schema import CORRUPT, ERROR, FILE, error_column, record_schema
 
@@ -291,10 +292,19 @@ def parquet_files(paths: Sequence[Path]) -> tuple[list[Path], list[FileQuality]]
 
 def read_columnar(spark: SparkSession, files: Sequence[Path]) -> DataFrame:
     """Parquet telemetry (``meshsim simulate --telemetry-format parquet``) with the checks
-    of the JSON Lines path (``error_column``); no cache: the file is columnar already."""
-    return (
-        spark.read.schema(record_schema(with_corrupt=False)).parquet(*[str(p) for p in files])
+    of the JSON Lines path (``error_column``); no cache: the file is columnar already.
+
+    Each file gets the checks its footer's statistics cannot rule out
+    (``mesheval.footer.proven_checks``): the others cannot fail, and leaving them out
+    spares the scan their columns."""
+    frames = [
+        spark.read.schema(record_schema(with_corrupt=False)).parquet(str(path))
         .withColumn(CORRUPT, F.lit(None).cast("string"))
         .withColumn(FILE, F.col("_metadata.file_path"))
-        .withColumn(ERROR, error_column())
-    )
+        .withColumn(ERROR, error_column(proven_checks(path)))
+        for path in files
+    ]
+    union = frames[0]
+    for frame in frames[1:]:
+        union = union.unionByName(frame)
+    return union

@@ -31,6 +31,7 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 
 from mesheval.energy import rx_energy_column, tx_energy_column
+from mesheval.quantiles import latency_quantiles
 from mesheval.settings import GROUP_KEYS
 from mesheval.state import state_metrics
 from mesheval.truth import ground_truth, member_intervals, scope_filter, subscription_intervals
@@ -98,24 +99,49 @@ def judged_in_time() -> Column:
             | (F.col("pub_ts") + F.col("deadline_ns") <= F.col("horizon_ns")))
 
 
-def delivery_pairs(records: DataFrame, measured: DataFrame, interested: DataFrame) -> DataFrame:
-    """(event, node) pairs that were interested, delivered, or both, with their state."""
-    delivered = (
+BROADCAST_EVENTS = 2_000_000
+"""Most published events that the pairs and the traffic meet by a broadcast (a few
+columns per event, some 30 MB in memory at that count) instead of shuffling every pair or
+transmission to meet them; above it, a shuffled join as before."""
+
+
+def delivery_pairs(records: DataFrame, measured: DataFrame, interested: DataFrame,
+                   events: int | None = None) -> DataFrame:
+    """(event, node) pairs that were interested, delivered, or both, with their state.
+
+    ``events``: how many events ``measured`` holds, if the caller counted them; up to
+    ``BROADCAST_EVENTS`` they are broadcast to the pairs (no shuffle and sort of every
+    pair to meet its event)."""
+    # Two levels of plain aggregates: per (pair, subscription), then per pair, whose
+    # row count is the pair's distinct subscriptions. A countDistinct beside the other
+    # aggregates made Spark expand every deliver record into two rows; a collect_set
+    # (an object aggregate) falls back to sorting every record once a task holds more
+    # than 128 pairs (spark.sql.objectHashAggregate.sortBased.fallbackThreshold).
+    per_sub = (
         records.filter(F.col("event") == "deliver")
-        .groupBy("run", "event_id", "node")
+        .groupBy("run", "event_id", "node", F.coalesce(F.col("sub_id"), F.lit("")))
         .agg(
-            F.min("ts_ns").alias("first_ts"),
-            F.min_by("sub_id", "ts_ns").alias("first_sub"),
-            F.min_by("hop", "ts_ns").alias("first_hop"),
-            F.count(F.lit(1)).alias("n_records"),
-            # distinct subscriptions as the size of their set: a countDistinct beside the
-            # other aggregates makes Spark expand every deliver record into two rows first
-            F.size(F.collect_set(F.coalesce(F.col("sub_id"), F.lit("")))).alias("n_subs"),
+            F.min("ts_ns").alias("ts"),
+            F.min_by("sub_id", "ts_ns").alias("sub"),
+            F.min_by("hop", "ts_ns").alias("hop"),
+            F.count(F.lit(1)).alias("n"),
         )
     )
+    delivered = per_sub.groupBy("run", "event_id", "node").agg(
+        F.min("ts").alias("first_ts"),
+        F.min_by("sub", "ts").alias("first_sub"),
+        F.min_by("hop", "ts").alias("first_hop"),
+        F.sum("n").alias("n_records"),
+        F.count(F.lit(1)).alias("n_subs"),
+    )
     marked = interested.withColumn("interested", F.lit(True))
+    # only the event columns the pairs' metrics read: the pairs are cached, one row per
+    # pair, and the run's settings (group keys, ranges) would be stored in every row
+    event = measured.select("run", "event_id", "pub_node", "pub_ts", "deadline_ns", "t0_ns")
+    if events is not None and events <= BROADCAST_EVENTS:
+        event = F.broadcast(event)
     pairs = marked.join(delivered, ["run", "event_id", "node"], "full_outer").join(
-        measured, ["run", "event_id"], "inner"
+        event, ["run", "event_id"], "inner"
     )
     is_int = F.coalesce(F.col("interested"), F.lit(False))
     got = F.col("first_ts").isNotNull()
@@ -159,8 +185,8 @@ def _positions_asof(tx: DataFrame, positions: DataFrame, key: str, px: str, py: 
 
 
 def traffic(records: DataFrame, pubs: DataFrame, settings: DataFrame,
-            message_bits: int | None = None, positions_per_node: int | None = None
-            ) -> DataFrame:
+            message_bits: int | None = None, positions_per_node: int | None = None,
+            events: int | None = None) -> DataFrame:
     """tx/rx records inside the measurement, with their radio energy in joules.
 
     ``message_bits`` charges every transmission as a message of that many bits instead
@@ -168,12 +194,17 @@ def traffic(records: DataFrame, pubs: DataFrame, settings: DataFrame,
     which protocols whose frames differ in size cost the same per message.
     ``positions_per_node``: the most position records of one node, if the caller counted
     them already (``mesheval.load.Loaded.positions_per_node``); else a scan counts them.
+    ``events``: how many events ``pubs`` holds, if the caller counted them; up to
+    ``BROADCAST_EVENTS`` their flags are broadcast, so the transmissions (most of a
+    run's records) are not shuffled and sorted to meet them.
     """
     radio = records.filter(F.col("event").isin("tx", "rx")).select(
         "run", "node", "event", "ts_ns", "msg_kind", "bytes", "peer", "event_id", "reason"
     )
     charged = F.col("bytes") if message_bits is None else F.lit(message_bits / 8)
     event_flag = pubs.select("run", "event_id", F.col("measured").alias("_event_measured"))
+    if events is not None and events <= BROADCAST_EVENTS:
+        event_flag = F.broadcast(event_flag)
     radio = radio.join(event_flag, ["run", "event_id"], "left").join(
         settings.select("run", "cutoff_ns", "range_m"), "run"
     )
@@ -280,20 +311,16 @@ def _delivery_stats(pairs: DataFrame) -> Runs:
         F.avg(_lat()).alias("latency_mean_s"),
         F.avg(F.when(_hit(), F.col("first_hop"))).alias("hop_mean"),
         F.max(F.when(_hit(), F.col("first_hop"))).alias("hop_max"),
-        # one exact percentile over the three fractions: one buffer of every latency, not three
-        F.percentile(_lat(), [0.5, 0.95, 0.99]).alias("_latency_quantiles"),
         F.min(_lat()).alias("latency_min_s"),
         F.max(_lat()).alias("latency_max_s"),
-        F.try_element_at(  # a run with no delivery has no median: null, not an error
-            F.array_sort(F.collect_list(_lat())),
-            (F.floor(F.count(_lat()) / 2) + 1).cast("int"),
-        ).alias("latency_median_upper_s"),
         F.percentile_approx(_lat(), CDF_POINTS, 10000).alias("_cdf"),
     ))
-    for values in runs.values():
-        quantiles = values.pop("_latency_quantiles") or [None] * 3
-        values.update(zip(("latency_median_s", "latency_p95_s", "latency_p99_s"), quantiles,
-                          strict=True))
+    # the exact quantiles and the upper median from the latencies sorted once on the
+    # driver (mesheval.quantiles), with Spark's rule: no buffers of boxed latencies
+    exact = latency_quantiles(pairs.filter(_lat().isNotNull()).select("run", "latency_s")
+                              .toArrow(), sorted(runs))
+    for run, values in runs.items():
+        values.update(exact[run])
     return runs
 
 
@@ -310,11 +337,16 @@ def _late_subscribers(pairs: DataFrame, intervals: DataFrame) -> Runs:
 
 
 def _orphans(records: DataFrame, pubs: DataFrame) -> Runs:
-    """Deliver records of events that have no publish record (lost telemetry)."""
+    """Deliver records of events that have no publish record (lost telemetry).
+
+    Counted per event before meeting the publications: one row per event through the
+    anti join instead of one per deliver record (a null ``event_id`` is one group, and
+    an orphan, as each of its records was)."""
     return _collect_by_run(
         records.filter(F.col("event") == "deliver")
+        .groupBy("run", "event_id").agg(F.count(F.lit(1)).alias("n"))
         .join(pubs.select("run", "event_id"), ["run", "event_id"], "left_anti")
-        .groupBy("run").agg(F.count(F.lit(1)).alias("orphan_deliveries"))
+        .groupBy("run").agg(F.sum("n").alias("orphan_deliveries"))
     )
 
 
@@ -471,11 +503,13 @@ def _nodes(records: DataFrame, load: DataFrame, pairs: DataFrame,
     return nodes
 
 
-def _group_cdf(pairs: DataFrame) -> list[dict[str, Any]]:
+def _group_cdf(pairs: DataFrame, settings: DataFrame) -> list[dict[str, Any]]:
     """Latency quantiles per configuration, pooled over its runs."""
+    keys = settings.select("run", *GROUP_KEYS)
     return [
         row.asDict()
-        for row in pairs.filter(_hit())
+        for row in pairs.filter(_hit()).select("run", "latency_s")
+        .join(F.broadcast(keys), "run")
         .groupBy(*GROUP_KEYS)
         .agg(F.percentile_approx(_lat(), CDF_POINTS, 10000).alias("quantiles"),
              F.count(F.lit(1)).alias("n"))
@@ -508,16 +542,21 @@ def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
     interested = (truth.filter(F.col("status") == "match")
                   .groupBy("run", "event_id", "node")
                   .agg(F.min("start_ns").alias("sub_start")))
-    pairs = delivery_pairs(records, measured.drop("content"), interested).cache()
-    radio = traffic(records, pubs, settings, message_bits, positions_per_node)
-
     runs: Runs = {}
     _merge(runs, _collect_by_run(pubs.groupBy("run").agg(
         F.sum(_i(F.col("measured"))).alias("events"),
         F.sum(_i(~F.col("measured"))).alias("events_warmup"),
         F.sum(F.col("pub_records") - 1).alias("publish_duplicates"),
     )))
-    _merge(runs, _collect_by_run(truth.groupBy("run").agg(  # the truth family in one pass
+    published = sum(int(v.get("events") or 0) + int(v.get("events_warmup") or 0)
+                    for v in runs.values())
+    pairs = delivery_pairs(records, measured.drop("content"), interested, published).cache()
+    radio = traffic(records, pubs, settings, message_bits, positions_per_node, published)
+    # the truth family in one pass, over the rows it counts: a match of an event without
+    # a scope adds to none of the three (a countDistinct of three columns expands every
+    # row it is given into three)
+    _merge(runs, _collect_by_run(truth.filter(
+        (F.col("status") != "match") | F.col("scope").isNotNull()).groupBy("run").agg(
         F.countDistinct(F.when(F.col("status") == "bad_event", F.col("event_id")))
         .alias("bad_event_content"),
         F.countDistinct(F.when(F.col("status") == "bad_subscription",
@@ -536,7 +575,9 @@ def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
     _merge(runs, _late_subscribers(pairs, intervals))
     _merge(runs, _orphans(records, pubs))
     event_tx = _event_tx(records, measured).cache()
-    per_event = _per_event(measured, pairs, event_tx)
+    # cached: its statistics and the per-event table (written by the caller) read it
+    # both, and one row per event is small beside the pairs it is summed from
+    per_event = _per_event(measured, pairs, event_tx).cache()
     _merge(runs, _event_stats(per_event))
     by_node = _radio_by_node(radio)
     _merge(runs, _traffic_stats(by_node))
@@ -549,14 +590,15 @@ def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
         s = state_by_node.get((n["run"], n["node"]), {})
         n.update({k: s.get(k) for k in ("role", "state_entries_mean", "state_bytes_mean",
                                         "state_bytes_max")})
-    group_cdf = _group_cdf(pairs)
+    group_cdf = _group_cdf(pairs, settings)
     run_cdf = {run: values.pop("_cdf") or [] for run, values in runs.items() if "_cdf" in values}
     for values in runs.values():
         values.pop("_cdf", None)
         _derive(values)
     detail = event_detail(measured, interested, pairs, event_tx)
     return Evaluation(runs, windows, nodes, run_cdf, group_cdf, per_event, state_timeline,
-                      cached=[pubs, intervals, truth, pairs, event_tx], event_detail=detail)
+                      cached=[pubs, intervals, truth, pairs, event_tx, per_event],
+                      event_detail=detail)
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:

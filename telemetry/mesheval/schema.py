@@ -7,6 +7,8 @@ here without a second list to keep in step.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Final
 
 from pyspark.sql import Column
@@ -53,35 +55,73 @@ def record_schema(with_corrupt: bool = True) -> StructType:
     return StructType(fields)
 
 
-def error_column() -> Column:
-    """The first schema violation of a row as text, or null for a valid row.
+@dataclass(frozen=True)
+class Check:
+    """One rule of ``error_column``: what it tests, so that both the Spark expression
+    (``Check.fails``) and a proof from a Parquet file's statistics that no row can fail
+    it (``mesheval.footer``) come from one list.
 
-    Spark's JSON reader already rejects lines that are not JSON and numbers of
-    the wrong kind (into ``_corrupt_record``); this adds required fields, the
-    enumerations and ranges of ``meshsub.core.telemetry.validate_record`` and the
-    attributes each event needs (``REQUIRED_BY_EVENT``).
+    ``kind``: ``corrupt`` (an unreadable line), ``missing`` (``field`` null), ``enum``
+    (``field`` set but not in ``allowed``), ``below`` (``field`` < ``low``), ``range``
+    (``field`` outside [``low``, ``high``]), ``required`` (``event`` equals ``value`` and
+    ``field`` is null)."""
+
+    text: str
+    kind: str
+    field: str = ""
+    allowed: tuple[str, ...] = ()
+    low: int = 0
+    high: int = 0
+    value: str = ""
+
+    def fails(self) -> Column:
+        col = F.col(self.field) if self.field else None
+        if self.kind == "corrupt":
+            return F.col(CORRUPT).isNotNull()
+        assert col is not None
+        if self.kind == "missing":
+            return col.isNull()
+        if self.kind == "enum":  # a null event is "missing"; a null msg_kind is allowed
+            return (~col.isin(*self.allowed) if self.field == "event"
+                    else col.isNotNull() & ~col.isin(*self.allowed))
+        if self.kind == "below":
+            return col < self.low
+        if self.kind == "range":
+            return (col < self.low) | (col > self.high)
+        return (F.col("event") == self.value) & col.isNull()  # required
+
+
+def checks() -> list[Check]:
+    """The checks of ``error_column`` in their order (the first that fails names the row):
+    Spark's JSON reader already rejects lines that are not JSON and numbers of the wrong
+    kind (into ``_corrupt_record``); these add required fields, the enumerations and
+    ranges of ``meshsub.core.telemetry.validate_record`` and the attributes each event
+    needs (``REQUIRED_BY_EVENT``)."""
+    out = [Check("malformed JSON or wrong field type", "corrupt")]
+    out += [Check(f"missing field {name}", "missing", name) for name in RESOURCE_FIELDS]
+    out += [
+        Check("unknown event", "enum", "event", allowed=tuple(sorted(EVENTS))),
+        Check("unknown msg_kind", "enum", "msg_kind", allowed=tuple(sorted(MSG_KINDS))),
+        Check("negative ts_ns", "below", "ts_ns", low=0),
+        Check("node out of range", "range", "node", low=0, high=NODE_MAX),
+        Check("peer out of range", "range", "peer", low=0, high=NODE_MAX),
+        Check("negative bytes", "below", "bytes", low=0),
+        Check("count not positive", "below", "count", low=1),
+    ]
+    out += [Check(f"{event} without {name}", "required", name, value=event)
+            for event, names in REQUIRED_BY_EVENT.items() for name in names]
+    return out
+
+
+def error_column(proven: Collection[str] = ()) -> Column:
+    """The first schema violation of a row as text (``checks``), or null for a valid row.
+
+    ``proven``: texts of checks no row can fail (``mesheval.footer`` proves them from a
+    Parquet file's statistics); they are left out, so the scan need not read their
+    columns. Leaving out a check that cannot fail changes no row's verdict.
     """
-    checks: list[tuple[Column, str]] = [
-        (F.col(CORRUPT).isNotNull(), "malformed JSON or wrong field type"),
-    ]
-    for name in RESOURCE_FIELDS:
-        checks.append((F.col(name).isNull(), f"missing field {name}"))
-    checks += [
-        (~F.col("event").isin(*sorted(EVENTS)), "unknown event"),
-        (F.col("msg_kind").isNotNull() & ~F.col("msg_kind").isin(*sorted(MSG_KINDS)),
-         "unknown msg_kind"),
-        (F.col("ts_ns") < 0, "negative ts_ns"),
-        ((F.col("node") < 0) | (F.col("node") > NODE_MAX), "node out of range"),
-        (F.col("peer").isNotNull() & ((F.col("peer") < 0) | (F.col("peer") > NODE_MAX)),
-         "peer out of range"),
-        (F.col("bytes") < 0, "negative bytes"),
-        (F.col("count") < 1, "count not positive"),
-    ]
-    for event, names in REQUIRED_BY_EVENT.items():
-        for name in names:
-            checks.append(((F.col("event") == event) & F.col(name).isNull(),
-                           f"{event} without {name}"))
-    expr = F.when(checks[0][0], F.lit(checks[0][1]))
-    for cond, text in checks[1:]:
-        expr = expr.when(cond, F.lit(text))
+    kept = [c for c in checks() if c.kind == "corrupt" or c.text not in proven]
+    expr = F.when(kept[0].fails(), F.lit(kept[0].text))
+    for check in kept[1:]:
+        expr = expr.when(check.fails(), F.lit(check.text))
     return expr

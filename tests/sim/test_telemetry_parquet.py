@@ -66,6 +66,37 @@ def test_batches_become_row_groups_in_node_order(tmp_path: Path) -> None:
     assert rows[0]["latency_s"] == 1.0 and "peer" not in rows[0]
 
 
+def test_each_row_group_holds_one_event_type(tmp_path: Path) -> None:
+    """A batch of mixed events becomes one row group per event type (events in name
+    order, each group's rows by node and ``rec`` as before), so a reader filtering on
+    ``event`` skips the others by their statistics; the records are those recorded."""
+    writer = ParquetRunWriter(tmp_path / "run", "r", "flooding", flush_lines=5)
+    calls = [(1, "tx", {"msg_kind": "data", "bytes": 10}), (2, "rx", {"msg_kind": "data",
+             "bytes": 10, "peer": 1}), (2, "deliver", {"event_id": "e"}),
+             (1, "tx", {"msg_kind": "beacon", "bytes": 4}), (3, "rx", {"msg_kind": "data",
+             "bytes": 10, "peer": 1}), (1, "publish", {"event_id": "f", "topic": "t",
+             "content": "t"}), (3, "tx", {"msg_kind": "data", "bytes": 12})]
+    for i, (node, event, attrs) in enumerate(calls):
+        writer.record(node, 100 + i, event, attrs)
+    writer.close({"run": "r"})
+    meta = pq.ParquetFile(tmp_path / "run" / PARQUET_FILE).metadata
+    groups = [meta.row_group(i) for i in range(meta.num_row_groups)]
+    event = meta.schema.names.index("event")
+    stats = [(g.column(event).statistics.min, g.column(event).statistics.max, g.num_rows)
+             for g in groups]
+    # first batch (5 calls): deliver, rx, tx; second batch (2 calls): publish, tx
+    assert stats == [("deliver", "deliver", 1), ("rx", "rx", 2), ("tx", "tx", 2),
+                     ("publish", "publish", 1), ("tx", "tx", 1)]
+    rows = parquet_records(tmp_path / "run")
+    assert [(r["node"], r["rec"], r["event"]) for r in rows] == [
+        (2, 1, "deliver"), (2, 0, "rx"), (3, 0, "rx"), (1, 0, "tx"), (1, 1, "tx"),
+        (1, 2, "publish"), (3, 1, "tx")]
+    assert canonical([{k: v for k, v in r.items() if k not in ("run", "protocol", "epoch",
+                                                                 "rec")} for r in rows]) == \
+        canonical([{"node": n, "ts_ns": 100 + i, "event": e, **a}
+                   for i, (n, e, a) in enumerate(calls)])
+
+
 def test_unknown_format_is_refused_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown telemetry format 'csv'"):
         writer_class("csv")

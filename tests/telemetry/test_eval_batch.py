@@ -286,3 +286,17 @@ def test_a_failure_inside_the_jvm_is_one_line_and_status_1(
     with pytest.raises(SystemExit) as bad:  # argparse's one line and status 2
         main([str(rundir), "--out", str(tmp_path / "out"), "--driver-memory", "lots"])
     assert bad.value.code == 2
+
+
+def test_orphan_deliveries_count_every_record_of_an_unpublished_event(spark: Any) -> None:
+    """Counted per event before the anti join with the publications: each deliver record
+    of an event without a publish record counts, however many an event has."""
+    from mesheval.metrics import _orphans
+
+    records = spark.createDataFrame(
+        [("r", "deliver", "e1"), ("r", "deliver", "lost"), ("r", "deliver", "lost"),
+         ("r", "deliver", "gone"), ("r", "publish", "e1"), ("q", "deliver", "e1")],
+        "run string, event string, event_id string")
+    pubs = spark.createDataFrame([("r", "e1")], "run string, event_id string")
+    assert _orphans(records, pubs) == {"r": {"run": "r", "orphan_deliveries": 3},
+                                       "q": {"run": "q", "orphan_deliveries": 1}}
