@@ -260,13 +260,16 @@ def main() -> int:
         print(ratio, seconds, rss_mb)
         return 0
     if args.job_only is not None:
-        path, rundir, out = args.job_only
-        sys.path.insert(0, str(path))
+        path, rundir, out = (p.resolve() for p in args.job_only)  # the check below compares
+        sys.path.insert(0, str(path))                              # absolute paths
         import mesheval
         from mesheval.batch import run_batch as job
         from mesheval.session import get_session as session
 
-        assert Path(mesheval.__file__ or "").is_relative_to(path), mesheval.__file__
+        if not Path(mesheval.__file__ or "").is_relative_to(path):
+            print(f"bench_eval: {path} holds no mesheval package (imported "
+                  f"{mesheval.__file__} instead)", file=sys.stderr)
+            return 2
 
         spark = session("local[2]")
         t = time.perf_counter()
