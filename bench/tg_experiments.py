@@ -75,8 +75,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from meshsim.run_records import run_records
-from meshsim.telemetry_parquet import PARQUET_FILE
+from meshsim.run_records import NoTelemetryError, run_records
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "firmware-sim" / "meshsim" / "scenarios" / "tg-500.toml"
@@ -491,12 +490,11 @@ def evaluated(rundir: Path, point: Point, wall_s: float, groups_from: Path,
             fig.wall_s = wall_s
             fig.groups = tuple(fig.groups)  # type: ignore[assignment]
             return with_cost(fig, rundir)
-    if not (rundir / PARQUET_FILE).is_file() and not any(rundir.glob("node-*.jsonl")):
-        # an archived run (its node files packed away) would read as a run without one
-        # record: refuse rather than write a page of zeros
-        raise SystemExit(f"{rundir}: no telemetry to evaluate (node files archived or "
-                         "removed): unpack them, or rerun it without --reuse")
-    fig = evaluate(rundir, point, wall_s, groups_from)
+    try:
+        fig = evaluate(rundir, point, wall_s, groups_from)
+    except NoTelemetryError as exc:  # an archived run: refused, not a page of zeros
+        raise SystemExit(f"{exc}: unpack its node files, or rerun it without --reuse") \
+            from None
     cache.write_text(json.dumps({"key": key, "figures": asdict(fig)}) + "\n")
     return with_cost(fig, rundir)
 

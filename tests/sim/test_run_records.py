@@ -10,7 +10,7 @@ import pytest
 from simhelpers import SCENARIOS
 
 from meshsim.des.run import run_scenario
-from meshsim.run_records import run_records
+from meshsim.run_records import NoTelemetryError, run_records
 from meshsim.scenario import load_scenario
 from meshsim.telemetry_parquet import writer_class
 
@@ -35,4 +35,7 @@ def test_both_layouts_give_the_records_of_the_chosen_events_only(tmp_path: Path)
     assert counts["tx"] > counts["deliver"] > 0
     assert list(run_records(tmp_path / "pq", {"no-such-event"})) == []
     assert list(run_records(tmp_path / "jsonl", {"no-such-event"})) == []
+    (tmp_path / "archived").mkdir()
+    with pytest.raises(NoTelemetryError, match="no telemetry"):
+        run_records(tmp_path / "archived", {"deliver"})
 
