@@ -84,5 +84,7 @@ def run_scenario(scenario: Scenario, out: Path | None, *, run_id: str | None = N
             "tx_bytes": dict(stats.tx_bytes), "lost": stats.lost,
             "wall_s": round(stats.wall_s, 3),
         }
+        if stats.unrecorded:  # what is not in the telemetry is still counted
+            manifest["stats"]["unrecorded"] = dict(sorted(stats.unrecorded.items()))
         writer.close(manifest)
     return RunResult(run, scenario, plan, stats, out)

@@ -56,6 +56,8 @@ class SimStats:
     encode_errors: Counter[str] = field(default_factory=Counter)
     neighbor_changes: int = 0
     records: int = 0
+    unrecorded: Counter[str] = field(default_factory=Counter)
+    """Events the scenario leaves unrecorded (``[scenario] unrecorded``), counted instead."""
     sim_time_s: float = 0.0
     wall_s: float = 0.0
 

@@ -29,6 +29,7 @@ from meshsim.scenario.mobility_section import parse_mobility
 from meshsim.scenario.model import (
     PLACEMENTS,
     RADIO_MODELS,
+    UNRECORDABLE,
     Area,
     Contact,
     Energy,
@@ -128,11 +129,23 @@ def _meta(t: Table) -> Meta:
         warmup_s=t.number("warmup_s", 0.0, lo=0.0),
         description=t.string("description", ""),
         state_every_s=t.number("state_every_s", 0.0, lo=0.0),
+        unrecorded=_unrecorded(t),
     )
     if meta.warmup_s >= meta.duration_s:
         raise t.err("warmup_s", "must be less than duration_s")
     t.done()
     return meta
+
+
+def _unrecorded(t: Table) -> tuple[str, ...]:
+    events = t.array("unrecorded", [])
+    for i, event in enumerate(events):
+        if event not in UNRECORDABLE:
+            raise t.err("unrecorded", f"item {i}: {event!r} cannot be left unrecorded (the "
+                        f"evaluation reads it); only {', '.join(UNRECORDABLE)}")
+    if len(set(events)) != len(events):
+        raise t.err("unrecorded", "an event is listed twice")
+    return tuple(events)
 
 
 def _area(t: Table) -> Area:

@@ -37,6 +37,15 @@ class Meta:
     description: str = ""
     state_every_s: float = 0.0
     """How often protocols report the state they hold (``state`` records); 0: never."""
+    unrecorded: tuple[str, ...] = ()
+    """Events the simulator counts in the manifest instead of writing as records (only
+    ``UNRECORDABLE`` ones: a static field of thousands of nodes would otherwise write a
+    ``neighbor_up`` per link, 99 % of its records, which no metric reads)."""
+
+
+UNRECORDABLE = ("neighbor_up", "neighbor_down")
+"""The events a scenario may leave unrecorded: the link changes, which the evaluation never
+reads (docs/evaluation.md) and only the live map draws."""
 
 
 @dataclass(frozen=True, slots=True)
