@@ -69,7 +69,8 @@ def eval_parser() -> argparse.ArgumentParser:
         prog="mesheval",
         description="Evaluate meshsub telemetry: delivery ratio, latency, overhead, false "
         "positives, duplicates and energy per protocol, with 95%% CIs over seeds. "
-        "'mesheval collect --help' for the live collector.",
+        "'mesheval collect --help' for the live collector; 'mesheval page --help' writes "
+        "a results page again from an earlier evaluation.",
     )
     p.add_argument("rundirs", nargs="*", type=Path, metavar="RUNDIR",
                    help="run directories (*.jsonl and *.parquet read recursively, manifest.json)")
@@ -242,6 +243,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from mesheval.collect import collect_main
 
         return collect_main(args[1:])
+    if args and args[0] == "page":
+        from mesheval.claims.again import page_main
+
+        return page_main(args[1:])
     if args and args[0] == "map":
         from mesheval.livemap.server import map_main
 

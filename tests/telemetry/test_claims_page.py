@@ -213,3 +213,59 @@ def test_a_part_of_a_sweep_is_evaluated_and_the_page_says_so(tmp_path: Path) -> 
         "finished but not evaluated here (seeds per block: main 2 of 3)")
     whole = sweep_inputs([tmp_path])
     assert whole is not None and len(whole.rundirs) == 5
+
+
+def test_mesheval_page_judges_again_from_metrics_json_without_spark(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A changed claims file is judged again from the stored metrics; the plan line counts
+    only the points whose run directories the evaluation read."""
+    from mesheval.cli import main
+
+    sweep_dir, evaldir = tmp_path / "sw", tmp_path / "sw" / "eval"
+    evaldir.mkdir(parents=True)
+    points = [{"id": f"main.s{s}", "block": "main", "seed": s, "status": "done",
+               "rundir": f"runs/main.s{s}"} for s in (1, 2, 3)]
+    (sweep_dir / "sweep.json").write_text(json.dumps(
+        {"file": "x.sweep.toml", "blocks": [{"name": "main", "seeds": [1, 2, 3]}],
+         "points": points}))
+    doc = {**DOC, "tool": "mesheval",
+           "inputs": ["elsewhere/sw/runs/main.s1", "elsewhere/sw/runs/main.s2"]}
+    (evaldir / "metrics.json").write_text(json.dumps(doc))
+    claims = tmp_path / "claims.toml"
+    claims.write_text(CLAIMS)
+    assert main(["page", str(claims), str(evaldir)]) == 0
+    assert capsys.readouterr().out.strip() == f"results page: {tmp_path / 'out' / 'page.md'}"
+    text = (tmp_path / "out" / "page.md").read_text()
+    assert "2 of its 3 points evaluated, 1 more finished but not evaluated here" in text
+    verdicts = {c["id"]: c["status"] for c in
+                json.loads((evaldir / "claims.json").read_text())}
+    assert verdicts["b-falls"] == "differs"
+    # the claim's rule changed after the evaluation: judged again, the verdict flips
+    claims.write_text(CLAIMS.replace('id = "b-falls"', 'id = "b-falls"\ndirection = "rises"'))
+    assert main(["page", str(claims), str(evaldir)]) == 0
+    verdicts = {c["id"]: c["status"] for c in
+                json.loads((evaldir / "claims.json").read_text())}
+    assert verdicts["b-falls"] == "holds"
+
+
+@pytest.mark.parametrize(("metrics", "message"), [
+    (None, "metrics.json: cannot read: No such file or directory"),
+    ("{", "metrics.json: not JSON"),
+    ('{"groups": []}', "not a mesheval metrics document"),
+])
+def test_mesheval_page_refuses_what_is_not_an_evaluation_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], metrics: str | None,
+        message: str) -> None:
+    from mesheval.cli import main
+
+    if metrics is not None:
+        (tmp_path / "metrics.json").write_text(metrics)
+    claims = tmp_path / "claims.toml"
+    claims.write_text(CLAIMS)
+    assert main(["page", str(claims), str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("mesheval page: error: ") and message in err
+    with pytest.raises(SystemExit) as exited:  # EVALDIR missing: argparse's one line
+        main(["page", str(claims)])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.count("\n") == 1

@@ -302,7 +302,8 @@ def page_text(spec: ClaimsSpec, doc: Mapping[str, Any], judged: Sequence[tuple[C
         "and every verdict below is computed from the runs (mesheval's metrics, "
         "docs/evaluation.md) by the rule printed beside it.", "",
         f"Paper: {spec.paper}. {len(runs)} runs in {len(groups)} configurations, "
-        f"{'/'.join(str(s) for s in seeds)} seeds per configuration; figures are means over "
+        f"{'/'.join(str(s) for s in seeds)} {'seed' if seeds == [1] else 'seeds'} per "
+        "configuration; figures are means over "
         "seeds ± the half-width of the 95 % Student-t interval.", ""]
     if plan := plan_text(sweep):
         lines += [plan, ""]
