@@ -300,3 +300,50 @@ def test_orphan_deliveries_count_every_record_of_an_unpublished_event(spark: Any
     pubs = spark.createDataFrame([("r", "e1")], "run string, event_id string")
     assert _orphans(records, pubs) == {"r": {"run": "r", "orphan_deliveries": 3},
                                        "q": {"run": "q", "orphan_deliveries": 1}}
+
+
+@pytest.mark.parametrize(("input_bytes", "machine_bytes", "memory"), [
+    (0, 24 << 30, "2g"),                 # a small run: the old default
+    (100_000_000, 24 << 30, "3g"),       # 2 GiB + 0.3 GB, rounded up to whole GiB
+    (1_900_000_000, 24 << 30, "8g"),     # B-SUB's whole sweep, which failed at 2g
+    (50_000_000_000, 24 << 30, "12g"),   # at most half the machine
+    (50_000_000_000, 2 << 30, "2g"),     # never below 2g, even on a small machine
+])
+def test_the_driver_memory_is_sized_to_the_input(input_bytes: int, machine_bytes: int,
+                                                 memory: str) -> None:
+    from mesheval.session import sized_driver_memory
+
+    assert sized_driver_memory(input_bytes, machine_bytes) == memory
+
+
+def test_mesheval_sizes_a_local_driver_unless_told(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The size is the telemetry's, not the report's cache beside it; a given
+    --driver-memory or a cluster master is left alone."""
+    import mesheval.session
+    from mesheval.cli import main
+
+    chosen: list[str | None] = []
+
+    class Stop(Exception):
+        pass
+
+    def session(master: str | None = None, driver_memory: str | None = None) -> None:
+        chosen.append(driver_memory)
+        raise Stop
+
+    monkeypatch.setattr(mesheval.session, "get_session", session)
+    rundir = evaldata.write_run(tmp_path / "run")
+    (rundir / "eval").mkdir()
+    (rundir / "eval" / "cache.parquet").write_bytes(b"\0" * 5_000_000)  # not telemetry
+    monkeypatch.setattr(mesheval.session, "sized_driver_memory",
+                        lambda size, machine=None: f"{2 + size // 1000}g")
+    for extra in ([], ["--driver-memory", "5g"], ["--master", "spark://h:7077"]):
+        with pytest.raises(Stop):
+            main([str(rundir), "--out", str(rundir / "eval"), *extra])
+    size = sum(f.stat().st_size for f in rundir.rglob("*")
+               if f.suffix in (".jsonl", ".parquet") and "eval" not in f.parts)
+    assert size > 0
+    assert chosen == [f"{2 + size // 1000}g", "5g", None]
+    assert f"mesheval: driver memory {2 + size // 1000}g" in capsys.readouterr().err
