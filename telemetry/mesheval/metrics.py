@@ -34,7 +34,12 @@ from mesheval.energy import rx_energy_column, tx_energy_column
 from mesheval.quantiles import latency_quantiles
 from mesheval.settings import GROUP_KEYS
 from mesheval.state import state_metrics
-from mesheval.truth import ground_truth, member_intervals, scope_filter, subscription_intervals
+from mesheval.truth import (
+    interested_truth,
+    member_intervals,
+    scope_filter,
+    subscription_intervals,
+)
 
 MSG_KINDS = ("data", "subscription", "control", "beacon")
 CDF_POINTS = [i / 100 for i in range(101)]
@@ -109,6 +114,7 @@ def delivery_pairs(records: DataFrame, measured: DataFrame, interested: DataFram
                    events: int | None = None) -> DataFrame:
     """(event, node) pairs that were interested, delivered, or both, with their state.
 
+    ``interested``: one row per interested pair (run, event_id, node, sub_start).
     ``events``: how many events ``measured`` holds, if the caller counted them; up to
     ``BROADCAST_EVENTS`` they are broadcast to the pairs (no shuffle and sort of every
     pair to meet its event)."""
@@ -127,22 +133,30 @@ def delivery_pairs(records: DataFrame, measured: DataFrame, interested: DataFram
             F.count(F.lit(1)).alias("n"),
         )
     )
-    delivered = per_sub.groupBy("run", "event_id", "node").agg(
+    # The interested pairs join the second level as rows of their own (null delivery
+    # columns, which min, min_by, sum and count skip) instead of a full outer join of the
+    # two sides: one hash aggregation of both, where the join sorted both.
+    wanted = interested.select(
+        "run", "event_id", "node", *(F.lit(None).cast(t).alias(c) for c, t in (
+            ("ts", "long"), ("sub", "string"), ("hop", "long"), ("n", "long"))),
+        "sub_start")
+    both = per_sub.select("run", "event_id", "node", "ts", "sub", "hop", "n",
+                          F.lit(None).cast("long").alias("sub_start")).unionByName(wanted)
+    pairs = both.groupBy("run", "event_id", "node").agg(
         F.min("ts").alias("first_ts"),
         F.min_by("sub", "ts").alias("first_sub"),
         F.min_by("hop", "ts").alias("first_hop"),
         F.sum("n").alias("n_records"),
-        F.count(F.lit(1)).alias("n_subs"),
+        F.count("n").alias("n_subs"),
+        F.min("sub_start").alias("sub_start"),
+        F.max(F.col("n").isNull()).alias("interested"),
     )
-    marked = interested.withColumn("interested", F.lit(True))
     # only the event columns the pairs' metrics read: the pairs are cached, one row per
     # pair, and the run's settings (group keys, ranges) would be stored in every row
     event = measured.select("run", "event_id", "pub_node", "pub_ts", "deadline_ns", "t0_ns")
     if events is not None and events <= BROADCAST_EVENTS:
         event = F.broadcast(event)
-    pairs = marked.join(delivered, ["run", "event_id", "node"], "full_outer").join(
-        event, ["run", "event_id"], "inner"
-    )
+    pairs = pairs.join(event, ["run", "event_id"], "inner")
     is_int = F.coalesce(F.col("interested"), F.lit(False))
     got = F.col("first_ts").isNotNull()
     local = F.col("node") == F.col("pub_node")
@@ -537,11 +551,10 @@ def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
     measured = pubs.filter(F.col("measured")).drop("measured")
     intervals = subscription_intervals(records).cache()
     members = member_intervals(records, groups.select("run", "node", "group"))
-    truth = scope_filter(ground_truth(measured, intervals, cache_window_s), measured,
+    truth = scope_filter(interested_truth(measured, intervals, cache_window_s), measured,
                          members).cache()
-    interested = (truth.filter(F.col("status") == "match")
-                  .groupBy("run", "event_id", "node")
-                  .agg(F.min("start_ns").alias("sub_start")))
+    interested = truth.filter(F.col("status") == "match").select(
+        "run", "event_id", "node", F.col("start_ns").alias("sub_start"))
     runs: Runs = {}
     _merge(runs, _collect_by_run(pubs.groupBy("run").agg(
         F.sum(_i(F.col("measured"))).alias("events"),
