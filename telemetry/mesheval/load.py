@@ -296,11 +296,15 @@ def read_columnar(spark: SparkSession, files: Sequence[Path]) -> DataFrame:
 
     Each file gets the checks its footer's statistics cannot rule out
     (``mesheval.footer.proven_checks``): the others cannot fail, and leaving them out
-    spares the scan their columns."""
+    spares the scan their columns. Each file is its own frame, so its path is a literal
+    (the URI Spark's ``_metadata.file_path`` would give), not a string read with every
+    row: the census (``_census``) then groups a clean file's rows by run and node alone
+    (Spark drops a literal grouping key), where reading and hashing the path in every
+    row cost about 5 CPU-seconds of 27 on a 10^7-record file (docs/benchmarks.md)."""
     frames = [
         spark.read.schema(record_schema(with_corrupt=False)).parquet(str(path))
         .withColumn(CORRUPT, F.lit(None).cast("string"))
-        .withColumn(FILE, F.col("_metadata.file_path"))
+        .withColumn(FILE, F.lit(path.absolute().as_uri()))
         .withColumn(ERROR, error_column(proven_checks(path)))
         for path in files
     ]

@@ -34,7 +34,12 @@ from mesheval.energy import rx_energy_column, tx_energy_column
 from mesheval.quantiles import latency_quantiles
 from mesheval.settings import GROUP_KEYS
 from mesheval.state import state_metrics
-from mesheval.truth import ground_truth, member_intervals, scope_filter, subscription_intervals
+from mesheval.truth import (
+    interested_truth,
+    member_intervals,
+    scope_filter,
+    subscription_intervals,
+)
 
 MSG_KINDS = ("data", "subscription", "control", "beacon")
 CDF_POINTS = [i / 100 for i in range(101)]
@@ -105,44 +110,48 @@ columns per event, some 30 MB in memory at that count) instead of shuffling ever
 transmission to meet them; above it, a shuffled join as before."""
 
 
-def delivery_pairs(records: DataFrame, measured: DataFrame, interested: DataFrame,
+def delivery_pairs(records: DataFrame, pubs: DataFrame, interested: DataFrame,
                    events: int | None = None) -> DataFrame:
     """(event, node) pairs that were interested, delivered, or both, with their state.
 
-    ``events``: how many events ``measured`` holds, if the caller counted them; up to
+    ``pubs``: every published event with its ``measured`` flag (``publications``).
+    ``interested``: one row per interested pair (run, event_id, node, sub_start).
+    ``events``: how many events ``pubs`` holds, if the caller counted them; up to
     ``BROADCAST_EVENTS`` they are broadcast to the pairs (no shuffle and sort of every
-    pair to meet its event)."""
-    # Two levels of plain aggregates: per (pair, subscription), then per pair, whose
-    # row count is the pair's distinct subscriptions. A countDistinct beside the other
-    # aggregates made Spark expand every deliver record into two rows; a collect_set
-    # (an object aggregate) falls back to sorting every record once a task holds more
-    # than 128 pairs (spark.sql.objectHashAggregate.sortBased.fallbackThreshold).
-    per_sub = (
-        records.filter(F.col("event") == "deliver")
-        .groupBy("run", "event_id", "node", F.coalesce(F.col("sub_id"), F.lit("")))
-        .agg(
-            F.min("ts_ns").alias("ts"),
-            F.min_by("sub_id", "ts_ns").alias("sub"),
-            F.min_by("hop", "ts_ns").alias("hop"),
-            F.count(F.lit(1)).alias("n"),
-        )
-    )
-    delivered = per_sub.groupBy("run", "event_id", "node").agg(
+    pair to meet its event).
+
+    The pairs of every delivered event come out, ``measured`` false for the warm-up's and
+    null for an event without a publish record (an orphan: ``_orphans`` counts its
+    deliver records from these rows instead of aggregating them all again); the metrics
+    read ``measured_pairs``."""
+    # The interested pairs join the second level as rows of their own (null delivery
+    # columns, which min, min_by, sum and count skip) instead of a full outer join of the
+    # two sides: one hash aggregation of both, where the join sorted both.
+    wanted = interested.select(
+        "run", "event_id", "node", *(F.lit(None).cast("long").alias(c) for c in ("ts", "hop", "n")),
+        "sub_start")
+    both = per_subscription(records).select(
+        "run", "event_id", "node", "ts", "hop", "n", F.lit(None).cast("long").alias("sub_start")
+    ).unionByName(wanted)
+    # Every buffer fixed-width (no string): Spark then aggregates in a hash map with
+    # generated code; one string buffer (the first delivery's sub_id) made it sort every
+    # row twice per level, and interpret the aggregation (``first_subscriptions`` finds
+    # that sub_id for the false positives, the only pairs that need it).
+    pairs = both.groupBy("run", "event_id", "node").agg(
         F.min("ts").alias("first_ts"),
-        F.min_by("sub", "ts").alias("first_sub"),
         F.min_by("hop", "ts").alias("first_hop"),
         F.sum("n").alias("n_records"),
-        F.count(F.lit(1)).alias("n_subs"),
+        F.count("n").alias("n_subs"),
+        F.min("sub_start").alias("sub_start"),
+        F.max(F.col("n").isNull()).alias("interested"),
     )
-    marked = interested.withColumn("interested", F.lit(True))
     # only the event columns the pairs' metrics read: the pairs are cached, one row per
     # pair, and the run's settings (group keys, ranges) would be stored in every row
-    event = measured.select("run", "event_id", "pub_node", "pub_ts", "deadline_ns", "t0_ns")
+    event = pubs.select("run", "event_id", "pub_node", "pub_ts", "deadline_ns", "t0_ns",
+                        "measured")
     if events is not None and events <= BROADCAST_EVENTS:
         event = F.broadcast(event)
-    pairs = marked.join(delivered, ["run", "event_id", "node"], "full_outer").join(
-        event, ["run", "event_id"], "inner"
-    )
+    pairs = pairs.join(event, ["run", "event_id"], "left")
     is_int = F.coalesce(F.col("interested"), F.lit(False))
     got = F.col("first_ts").isNotNull()
     local = F.col("node") == F.col("pub_node")
@@ -166,6 +175,49 @@ def delivery_pairs(records: DataFrame, measured: DataFrame, interested: DataFram
         .withColumn("n_records", F.coalesce(F.col("n_records"), F.lit(0)))
         .withColumn("n_subs", F.coalesce(F.col("n_subs"), F.lit(0)))
     )
+
+
+def per_subscription(records: DataFrame) -> DataFrame:
+    """Deliveries per (run, event_id, node, subscription): first ``ts``, its ``hop`` and
+    ``sub`` (the record's sub_id), and ``n`` records.
+
+    Plain aggregates (a countDistinct beside the others made Spark expand every deliver
+    record into two rows; a collect_set, an object aggregate, falls back to sorting every
+    record once a task holds more than 128 pairs:
+    spark.sql.objectHashAggregate.sortBased.fallbackThreshold), all with fixed-width
+    buffers (hash aggregation, see ``delivery_pairs``): the sub_id is the group's key, so
+    only whether the first record's sub_id was null (a null and an empty sub_id share a
+    group) is aggregated."""
+    key = F.coalesce(F.col("sub_id"), F.lit(""))
+    return (
+        records.filter(F.col("event") == "deliver")
+        .groupBy("run", "event_id", "node", key.alias("_sub"))
+        .agg(
+            F.min("ts_ns").alias("ts"),
+            F.min_by("hop", "ts_ns").alias("hop"),
+            F.count(F.lit(1)).alias("n"),
+            F.min_by(F.col("sub_id").isNull(), "ts_ns").alias("_no_sub"),
+        )
+        .withColumn("sub", F.when(~F.col("_no_sub"), F.col("_sub")))
+        .drop("_sub", "_no_sub")
+    )
+
+
+def measured_pairs(pairs: DataFrame) -> DataFrame:
+    """The pairs of measured events (of ``delivery_pairs``): what every pair metric reads."""
+    return pairs.filter(F.col("measured")).drop("measured")
+
+
+def first_subscriptions(records: DataFrame, pairs: DataFrame) -> DataFrame:
+    """``pairs`` (run, event_id, node, first_ts, ...; delivered) with ``first_sub``: the
+    sub_id of the pair's first deliver record (of several at that time, the least: a tie
+    had no rule before, Spark's ``min_by`` took the first row it met). Meant for a few
+    pairs (the false positives): their deliver records are found by a join, not by
+    aggregating every deliver record again."""
+    firsts = records.filter(F.col("event") == "deliver").select(
+        "run", "event_id", "node", F.col("ts_ns").alias("first_ts"), "sub_id")
+    return pairs.join(firsts, ["run", "event_id", "node", "first_ts"]).groupBy(
+        *pairs.columns).agg(F.min("sub_id").alias("first_sub"))
 
 
 def _positions_asof(tx: DataFrame, positions: DataFrame, key: str, px: str, py: str) -> DataFrame:
@@ -324,10 +376,12 @@ def _delivery_stats(pairs: DataFrame) -> Runs:
     return runs
 
 
-def _late_subscribers(pairs: DataFrame, intervals: DataFrame) -> Runs:
+def _late_subscribers(records: DataFrame, pairs: DataFrame, intervals: DataFrame) -> Runs:
     """False positives whose delivering subscription began after the publish."""
+    fp = pairs.filter(F.col("state") == "fp").select("run", "event_id", "node", "first_ts",
+                                                     "pub_ts")
     return _collect_by_run(
-        pairs.filter(F.col("state") == "fp")
+        first_subscriptions(records, fp)
         .join(intervals.select("run", "node", F.col("sub_id").alias("first_sub"), "start_ns"),
               ["run", "node", "first_sub"])
         .filter((F.col("start_ns") > F.col("pub_ts")) & (F.col("start_ns") <= F.col("first_ts")))
@@ -336,17 +390,13 @@ def _late_subscribers(pairs: DataFrame, intervals: DataFrame) -> Runs:
     )
 
 
-def _orphans(records: DataFrame, pubs: DataFrame) -> Runs:
-    """Deliver records of events that have no publish record (lost telemetry).
-
-    Counted per event before meeting the publications: one row per event through the
-    anti join instead of one per deliver record (a null ``event_id`` is one group, and
-    an orphan, as each of its records was)."""
+def _orphans(pairs: DataFrame) -> Runs:
+    """Deliver records of events that have no publish record (lost telemetry), from every
+    event's pairs (``delivery_pairs``: ``measured`` null; a null ``event_id`` is one
+    event there, and an orphan, as each of its records was)."""
     return _collect_by_run(
-        records.filter(F.col("event") == "deliver")
-        .groupBy("run", "event_id").agg(F.count(F.lit(1)).alias("n"))
-        .join(pubs.select("run", "event_id"), ["run", "event_id"], "left_anti")
-        .groupBy("run").agg(F.sum("n").alias("orphan_deliveries"))
+        pairs.filter(F.col("measured").isNull())
+        .groupBy("run").agg(F.sum("n_records").alias("orphan_deliveries"))
     )
 
 
@@ -504,9 +554,10 @@ def _nodes(records: DataFrame, load: DataFrame, pairs: DataFrame,
 
 
 def _group_cdf(pairs: DataFrame, settings: DataFrame) -> list[dict[str, Any]]:
-    """Latency quantiles per configuration, pooled over its runs."""
+    """Latency quantiles per configuration, pooled over its runs; in the order of the
+    configurations' keys (a collect's order follows the plan, which changed with it)."""
     keys = settings.select("run", *GROUP_KEYS)
-    return [
+    rows = [
         row.asDict()
         for row in pairs.filter(_hit()).select("run", "latency_s")
         .join(F.broadcast(keys), "run")
@@ -515,6 +566,7 @@ def _group_cdf(pairs: DataFrame, settings: DataFrame) -> list[dict[str, Any]]:
              F.count(F.lit(1)).alias("n"))
         .collect()
     ]
+    return sorted(rows, key=lambda r: [(r[k] is not None, str(r[k])) for k in GROUP_KEYS])
 
 
 def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
@@ -537,11 +589,10 @@ def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
     measured = pubs.filter(F.col("measured")).drop("measured")
     intervals = subscription_intervals(records).cache()
     members = member_intervals(records, groups.select("run", "node", "group"))
-    truth = scope_filter(ground_truth(measured, intervals, cache_window_s), measured,
+    truth = scope_filter(interested_truth(measured, intervals, cache_window_s), measured,
                          members).cache()
-    interested = (truth.filter(F.col("status") == "match")
-                  .groupBy("run", "event_id", "node")
-                  .agg(F.min("start_ns").alias("sub_start")))
+    interested = truth.filter(F.col("status") == "match").select(
+        "run", "event_id", "node", F.col("start_ns").alias("sub_start"))
     runs: Runs = {}
     _merge(runs, _collect_by_run(pubs.groupBy("run").agg(
         F.sum(_i(F.col("measured"))).alias("events"),
@@ -550,7 +601,8 @@ def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
     )))
     published = sum(int(v.get("events") or 0) + int(v.get("events_warmup") or 0)
                     for v in runs.values())
-    pairs = delivery_pairs(records, measured.drop("content"), interested, published).cache()
+    every_pair = delivery_pairs(records, pubs.drop("content"), interested, published).cache()
+    pairs = measured_pairs(every_pair)
     radio = traffic(records, pubs, settings, message_bits, positions_per_node, published)
     # the truth family in one pass, over the rows it counts: a match of an event without
     # a scope adds to none of the three (a countDistinct of three columns expands every
@@ -572,8 +624,8 @@ def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
     _merge(runs, _collect_by_run(
         records.filter(F.col("event") == "subscribe").groupBy("run")
         .agg(F.countDistinct("node").alias("subscribers"))))
-    _merge(runs, _late_subscribers(pairs, intervals))
-    _merge(runs, _orphans(records, pubs))
+    _merge(runs, _late_subscribers(records, pairs, intervals))
+    _merge(runs, _orphans(every_pair))
     event_tx = _event_tx(records, measured).cache()
     # cached: its statistics and the per-event table (written by the caller) read it
     # both, and one row per event is small beside the pairs it is summed from
@@ -597,7 +649,7 @@ def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
         _derive(values)
     detail = event_detail(measured, interested, pairs, event_tx)
     return Evaluation(runs, windows, nodes, run_cdf, group_cdf, per_event, state_timeline,
-                      cached=[pubs, intervals, truth, pairs, event_tx, per_event],
+                      cached=[pubs, intervals, truth, every_pair, event_tx, per_event],
                       event_detail=detail)
 
 

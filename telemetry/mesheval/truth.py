@@ -69,7 +69,8 @@ def subscription_intervals(records: DataFrame) -> DataFrame:
     )
 
 
-def _match_group(events: pd.DataFrame, subs: pd.DataFrame, window_ns: int = 0) -> pd.DataFrame:
+def _match_group(events: pd.DataFrame, subs: pd.DataFrame, window_ns: int = 0,
+                 pairs: bool = False) -> pd.DataFrame:
     """All active, matching (event, subscription) pairs of one (run, topic).
 
     Active: started by the publication, or up to ``window_ns`` after it; not ended
@@ -79,6 +80,12 @@ def _match_group(events: pd.DataFrame, subs: pd.DataFrame, window_ns: int = 0) -
     functions of the text), so a run's millions of candidate pairs cost a few thousand
     matcher calls. Rows come out in the order of the row-wise loop this replaces
     (subscription by subscription, events in their input order).
+
+    ``pairs``: one match row per (event, node) instead, with the earliest start of the
+    node's matching subscriptions and no ``sub_id`` (``interested_truth``). Every
+    subscription that can match an event is in the event's (run, topic) group (wildcard
+    filters are expanded into each topic they accept: ``by_event_topic``), so the pairs
+    are complete and distinct here, without a shuffle of every match row to dedupe them.
     """
     from meshsub.core.disjunction import delivery_group
     from meshsub.core.syntax import parse_event, parse_subscription
@@ -108,6 +115,7 @@ def _match_group(events: pd.DataFrame, subs: pd.DataFrame, window_ns: int = 0) -
                        for e in distinct], dtype=object)
     verdicts: dict[str, np.ndarray] = {}  # subscription text -> per event text: -1 unknown
     subscriptions: dict[str, Any] = {}
+    found: list[tuple[np.ndarray, int, int]] = []  # pairs: (event rows, node, start) per sub
     for node, sub_id, start, end, content in zip(
         subs["node"], subs["sub_id"], subs["start_ns"], subs["end_ns"], subs["content"], strict=True
     ):
@@ -133,13 +141,36 @@ def _match_group(events: pd.DataFrame, subs: pd.DataFrame, window_ns: int = 0) -
         for code in np.unique(wanted[verdict[wanted] < 0]):
             verdict[code] = 1 if sub.matches(distinct[code]) else 0
         hits = candidates[verdict[wanted] == 1]
-        if hits.size:
+        if hits.size and pairs:
+            found.append((hits, int(node), start_ns))
+        elif hits.size:
             blocks.append(pd.DataFrame({
                 "run": run, "event_id": ids[hits], "node": int(node),
                 # the members of a disjunction are one subscription
                 "sub_id": delivery_group(sub_id), "status": "match", "start_ns": start_ns,
                 "scope": scopes[codes[hits]]}, columns=columns))
+    if found:
+        blocks.append(_earliest_pairs(run, ids, scopes[codes], found, columns))
     return pd.concat(blocks, ignore_index=True)
+
+
+def _earliest_pairs(run: str, ids: np.ndarray, scopes: np.ndarray,
+                    found: list[tuple[np.ndarray, int, int]], columns: list[str]
+                    ) -> pd.DataFrame:
+    """One match row per (event, node) of ``found`` (event rows, node, start per matching
+    subscription), with the earliest start: a node interested through several
+    subscriptions (or a disjunction's members) is one interested pair."""
+    event = np.concatenate([hits for hits, _, _ in found])
+    node = np.concatenate([np.full(hits.size, n, dtype="int64") for hits, n, _ in found])
+    start = np.concatenate([np.full(hits.size, s, dtype="int64") for hits, _, s in found])
+    order = np.lexsort((start, node, event))  # by event, node, then start: first is earliest
+    event, node, start = event[order], node[order], start[order]
+    first = np.ones(event.size, dtype=bool)
+    first[1:] = (event[1:] != event[:-1]) | (node[1:] != node[:-1])
+    event, node, start = event[first], node[first], start[first]
+    return pd.DataFrame({"run": run, "event_id": ids[event], "node": node, "sub_id": None,
+                         "status": "match", "start_ns": start, "scope": scopes[event]},
+                        columns=columns)
 
 
 def _topic_matches(filters: pd.Series, topics: pd.Series) -> pd.Series:
@@ -178,6 +209,25 @@ def ground_truth(events: DataFrame, intervals: DataFrame, window_s: float = 0.0)
     The publisher itself is never in the interested set of its own event
     (local delivery is not a network delivery).
     """
+    # two alternatives of one disjunction matching an event owe one delivery (deliveries
+    # name the group: meshsub.core.disjunction); other rows are distinct already
+    return _cogrouped(events, intervals, window_s, pairs=False).dropDuplicates(
+        ["run", "event_id", "node", "sub_id", "status"])
+
+
+def interested_truth(events: DataFrame, intervals: DataFrame, window_s: float = 0.0
+                     ) -> DataFrame:
+    """``ground_truth`` with one match row per interested (event, node) pair: ``start_ns``
+    the earliest start of the node's matching subscriptions, ``sub_id`` null (the batch
+    job's pairs need no more). Built inside each (run, topic) group (``_match_group``),
+    so no shuffle of every match row dedupes them; the other rows as in ``ground_truth``
+    but not deduplicated (a bad subscription of a wildcard filter once per topic)."""
+    return _cogrouped(events, intervals, window_s, pairs=True)
+
+
+def _cogrouped(events: DataFrame, intervals: DataFrame, window_s: float, *, pairs: bool
+               ) -> DataFrame:
+    """``_match_group`` of each (run, topic): its events against its intervals."""
     window_ns = round(window_s * 1e9)
     ev = events.select("run", "topic", "event_id", "pub_node", "pub_ts", "content")
     # fresh column ids on one side: both sides descend from the same records, and a
@@ -188,10 +238,7 @@ def ground_truth(events: DataFrame, intervals: DataFrame, window_s: float = 0.0)
     return (
         ev.groupBy("run", "topic")
         .cogroup(sb.groupBy("run", "topic"))
-        .applyInPandas(lambda e, s: _match_group(e, s, window_ns), schema=TRUTH_SCHEMA)
-        # two alternatives of one disjunction matching an event owe one delivery (deliveries
-        # name the group: meshsub.core.disjunction); other rows are distinct already
-        .dropDuplicates(["run", "event_id", "node", "sub_id", "status"])
+        .applyInPandas(lambda e, s: _match_group(e, s, window_ns, pairs), schema=TRUTH_SCHEMA)
     )
 
 

@@ -289,17 +289,26 @@ def test_a_failure_inside_the_jvm_is_one_line_and_status_1(
 
 
 def test_orphan_deliveries_count_every_record_of_an_unpublished_event(spark: Any) -> None:
-    """Counted per event before the anti join with the publications: each deliver record
-    of an event without a publish record counts, however many an event has."""
-    from mesheval.metrics import _orphans
+    """Counted from every event's delivery pairs (``delivery_pairs``: an event without a
+    publish record has ``measured`` null): each deliver record of such an event counts,
+    however many an event has, on one node or several; a warm-up event's do not."""
+    from mesheval.metrics import _orphans, delivery_pairs
 
     records = spark.createDataFrame(
-        [("r", "deliver", "e1"), ("r", "deliver", "lost"), ("r", "deliver", "lost"),
-         ("r", "deliver", "gone"), ("r", "publish", "e1"), ("q", "deliver", "e1")],
-        "run string, event string, event_id string")
-    pubs = spark.createDataFrame([("r", "e1")], "run string, event_id string")
-    assert _orphans(records, pubs) == {"r": {"run": "r", "orphan_deliveries": 3},
-                                       "q": {"run": "q", "orphan_deliveries": 1}}
+        [("r", "deliver", "e1", 2), ("r", "deliver", "lost", 2), ("r", "deliver", "lost", 2),
+         ("r", "deliver", "lost", 3), ("r", "deliver", "gone", 2), ("r", "publish", "e1", 1),
+         ("r", "deliver", "warm", 2), ("q", "deliver", "e1", 2)],
+        "run string, event string, event_id string, node long").selectExpr(
+        "*", "cast(null as string) as sub_id", "cast(1 as long) as ts_ns",
+        "cast(null as long) as hop")
+    pubs = spark.createDataFrame(
+        [("r", "e1", 1, 0, None, 0, True), ("r", "warm", 1, 0, None, 0, False)],
+        "run string, event_id string, pub_node long, pub_ts long, deadline_ns long, "
+        "t0_ns long, measured boolean")
+    interested = spark.createDataFrame([], "run string, event_id string, node long, "
+                                           "sub_start long")
+    assert _orphans(delivery_pairs(records, pubs, interested)) == {
+        "r": {"run": "r", "orphan_deliveries": 4}, "q": {"run": "q", "orphan_deliveries": 1}}
 
 
 @pytest.mark.parametrize(("input_bytes", "machine_bytes", "memory"), [
