@@ -45,14 +45,18 @@ def page_parser() -> argparse.ArgumentParser:
     return p
 
 
-def read_metrics(evaldir: Path) -> dict[str, Any]:
-    path = evaldir / "metrics.json"
+def _read_json(path: Path) -> Any:
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise PageInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise PageInputError(f"{path}: not JSON: {exc}") from None
+
+
+def read_metrics(evaldir: Path) -> dict[str, Any]:
+    path = evaldir / "metrics.json"
+    doc = _read_json(path)
     if not isinstance(doc, dict) or doc.get("tool") != "mesheval" \
             or not isinstance(doc.get("groups"), list):
         raise PageInputError(f"{path}: not a mesheval metrics document (no tool = mesheval "
@@ -66,12 +70,7 @@ def evaluated_part(sweep_dir: Path, doc: Mapping[str, Any]) -> dict[str, Any]:
     directory (``runs/ID``) is matched against the end of each input path, so the
     evaluation may have been run from any working directory."""
     path = sweep_dir / MANIFEST
-    try:
-        sweep = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise PageInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise PageInputError(f"{path}: not JSON: {exc}") from None
+    sweep = _read_json(path)
     if not isinstance(sweep, dict) or not isinstance(sweep.get("points"), list):
         raise PageInputError(f"{path}: no list of points")
     inputs = [Path(str(i)).parts for i in doc.get("inputs") or []]
