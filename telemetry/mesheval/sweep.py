@@ -10,7 +10,7 @@ supplies defaults for the evaluation (``message_bits``).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,16 @@ class SweepInput:
     rundirs: list[Path]
     message_bits: int | None
     document: dict[str, Any]
+
+
+def mark_not_evaluated(doc: dict[str, Any], chosen: Callable[[dict[str, Any]], bool]
+                       ) -> dict[str, Any]:
+    """The sweep manifest with every finished point that ``chosen`` rejects marked ``not
+    evaluated`` (the page's plan line counts them apart); entries that are not points are
+    left out."""
+    return {**doc, "points": [
+        p if chosen(p) or p.get("status") not in ("done", "kept")
+        else {**p, "status": "not evaluated"} for p in doc["points"] if isinstance(p, dict)]}
 
 
 def sweep_inputs(rundirs: Sequence[Path], only: Sequence[str] = (),
@@ -54,10 +64,8 @@ def sweep_inputs(rundirs: Sequence[Path], only: Sequence[str] = (),
             return False
         return seeds is None or p.get("seed") in blocks.get(str(p.get("block")), [])[:seeds]
 
-    points = [p if chosen(p) or p.get("status") not in ("done", "kept")
-              else {**p, "status": "not evaluated"} for p in points if isinstance(p, dict)]
-    doc = {**doc, "points": points}
-    found = [directory / str(p["rundir"]) for p in points
+    doc = mark_not_evaluated(doc, chosen)
+    found = [directory / str(p["rundir"]) for p in doc["points"]
              if p.get("status") in ("done", "kept") and p.get("rundir")]
     if not found:
         raise SweepInputError(f"{directory}: no finished point yet (run meshsim sweep)")

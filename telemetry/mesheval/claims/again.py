@@ -22,7 +22,7 @@ from typing import Any
 from mesheval.claims.page import write_page
 from mesheval.claims.spec import ClaimsError
 from mesheval.cli import OneLineParser
-from mesheval.sweep import MANIFEST
+from mesheval.sweep import MANIFEST, mark_not_evaluated
 
 
 class PageInputError(Exception):
@@ -79,9 +79,7 @@ def evaluated_part(sweep_dir: Path, doc: Mapping[str, Any]) -> dict[str, Any]:
         parts = Path(str(point.get("rundir") or "")).parts
         return bool(parts) and any(i[-len(parts):] == parts for i in inputs)
 
-    points = [p if not isinstance(p, dict) or p.get("status") not in ("done", "kept")
-              or read(p) else {**p, "status": "not evaluated"} for p in sweep["points"]]
-    return {**sweep, "points": points}
+    return mark_not_evaluated(sweep, read)
 
 
 def page_main(argv: Sequence[str]) -> int:
