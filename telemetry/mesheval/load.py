@@ -202,10 +202,16 @@ def load_rundirs(spark: SparkSession, rundirs: Sequence[Path], out: Path) -> Loa
         for part in parts[1:]:
             union = union.unionByName(_census(part.checked, part.index))
         census = union.collect()
+    # the census split by RUNDIR once: a sweep has hundreds of RUNDIRs and the census a
+    # row per node of each, so a scan of the whole census per RUNDIR was quadratic (the
+    # HESPER sweep's 440 runs: about 2 million rows scanned 880 times, most of an hour)
+    by_rundir: dict[int, list[Row]] = {}
+    for row in census:
+        by_rundir.setdefault(row["rundir"], []).append(row)
     quality = [q for index in range(len(resolved)) for q in sorted(  # by RUNDIR, then path
         [q for i, q in unread if i == index]
-        + _quality([r for r in census if r["rundir"] == index]), key=lambda q: q.path)]
-    frames = [part.valid(spark, census) for part in parts]
+        + _quality(by_rundir.get(index, [])), key=lambda q: q.path)]
+    frames = [part.valid(spark, by_rundir.get(part.index, [])) for part in parts]
     records = frames[0] if frames else spark.createDataFrame(
         [], record_schema(with_corrupt=False)).withColumn("rundir", F.lit(0))
     for frame in frames[1:]:
@@ -227,8 +233,9 @@ class _Part:
     """Every row with its ``_file`` and ``_error`` (the census counts these)."""
     columnar: list[Path] | None = None
 
-    def valid(self, spark: SparkSession, census: Sequence[Row]) -> DataFrame:
-        """The valid rows (``RECORD_COLUMNS`` and ``rundir``).
+    def valid(self, spark: SparkSession, mine: Sequence[Row]) -> DataFrame:
+        """The valid rows (``RECORD_COLUMNS`` and ``rundir``); ``mine``: the census rows of
+        this part's RUNDIR.
 
         Columnar files the census found free of invalid rows are read plainly: every
         later scan then reads only the columns its metric needs, instead of all the
@@ -238,7 +245,6 @@ class _Part:
         frames = []
         checked: DataFrame | None = self.checked
         if self.columnar is not None:
-            mine = [r for r in census if r["rundir"] == self.index]
             seen = {_display_path(r[FILE] or "?") for r in mine}
             dirty = {_display_path(r[FILE] or "?") for r in mine if r[ERROR] is not None}
             # only a file the census names, with no invalid row, is clean: a path spelt
