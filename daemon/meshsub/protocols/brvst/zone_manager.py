@@ -127,8 +127,12 @@ def _summary_victim(table: BoundedMap[ZmKey, ZoneSummary], _incoming: ZmKey) -> 
 class ZoneManager(Summarised):
     def __init__(self, zone: Zone, epoch: int, schema: Schema, *, sof_max: int,
                  sof_bytes: int = 1 << 20, zones_max: int, zones_bytes: int, cache_max: int,
-                 cache_bytes: int, advert_max: int, dedupe: int) -> None:
+                 cache_bytes: int, advert_max: int, dedupe: int,
+                 successor_replay: bool = True) -> None:
         super().__init__(epoch)
+        self.successor_replay = successor_replay
+        """True: a successor that names its predecessor is a new target for the cache
+        (``replay_to_successor``); False: it inherits what was sent to the predecessor."""
         self.zone = zone
         self.schema = schema
         self.sof: dict[GmKey, SofRecord] = {}
@@ -162,17 +166,18 @@ class ZoneManager(Summarised):
                                                                                 list[Entry]]:
         """A GRSV_UPDATE from one grid manager: a newer (epoch, version) replaces that
         manager's entries (a diff on the forest); the same version refreshes; older is
-        stale. A named predecessor's record goes, and its entries and what the cache sent
-        it pass to the successor. Returns the entries added (new to this grid's managers)."""
+        stale. A named predecessor's record goes (without ``successor_replay`` its entries
+        and what the cache sent it pass to the successor). Returns the entries added."""
         sender = upd.sender
         key = (cell, sender.node)
         inherited: tuple[Entry, ...] = ()
         if upd.predecessor is not None and upd.predecessor != sender.node:
             pred_key = (cell, upd.predecessor)
             pred = self.sof.get(pred_key)
-            inherited = pred.entries if pred is not None else ()
             self.drop_grid(pred_key)
-            self.succeed_grid(pred_key, key)
+            if not self.successor_replay:
+                inherited = pred.entries if pred is not None else ()
+                self.succeed_grid(pred_key, key)
         rec = self.sof.get(key)
         if rec is not None:
             theirs, ours = (sender.epoch, upd.version), (rec.epoch, rec.version)
@@ -208,11 +213,12 @@ class ZoneManager(Summarised):
         conflict's merge: both name the predecessor in the GRSV): what the cache sent to
         ``old`` reached them, so it counts as sent to ``new``.
 
-        Without this a hand-over looked like a new grid to the cache: every matching
-        cached publication went again to the successor and on to subscribers that had
-        it, a replay that grew with the cache (docs/benchmarks.md, "BRVST's simulation
-        cost"). §IV-D replays the cache for a changed SOF or ZRSV, which a hand-over of
-        the same subscriptions is not.
+        Otherwise (``successor_replay``, the default) a hand-over looks like a new grid
+        to the cache: every matching cached publication goes again to the successor and
+        on to subscribers that mostly had it, a replay that grows with the cache
+        (docs/benchmarks.md, "BRVST's simulation cost"). §IV-D replays the cache for a
+        changed SOF or ZRSV, which a hand-over of the same subscriptions is not; but the
+        replay also re-sends DELIVERs that were lost (docs/protocols/brvst.md).
         """
         self._carry_sent(old, new, lambda c: c.sent_grids)
 
@@ -274,7 +280,8 @@ class ZoneManager(Summarised):
         """Keep (or refresh) one zone manager's ZRSV; returns the keys evicted or refused."""
         if predecessor is not None and predecessor != key[1]:
             self.summaries.pop((key[0], predecessor))
-            self.succeed_zone((key[0], predecessor), key)
+            if not self.successor_replay:
+                self.succeed_zone((key[0], predecessor), key)
         old = self.summaries.get(key)
         if old is not None:
             summary.last_match = max(summary.last_match, old.last_match)
