@@ -33,6 +33,10 @@ REPLAYED = (m.PUB_GRID, m.PUB_ZONE, m.DELIVER)
 SHOWN = ("ACK", "ANNOUNCE", "SUBSCRIBE", "GRSV_UPDATE", "ZRSV_UPDATE", "SUB_HISTORY",
          "PUB_GRID", "PUB_ZONE", "DELIVER")
 """Columns printed by name; every other type is summed into ``other``."""
+LABELS = {"from_s": "from s", "ANNOUNCE": "ANN", "SUBSCRIBE": "SUB", "GRSV_UPDATE": "GRSV",
+          "ZRSV_UPDATE": "ZRSV", "SUB_HISTORY": "HIST", "PUB_GRID": "P_GRID",
+          "PUB_ZONE": "P_ZONE", "DELIVER": "DELIV"}
+"""Short column heads (the legend is printed under the table)."""
 
 
 def type_name(msg_type: int | None) -> str:
@@ -95,9 +99,10 @@ def main() -> None:
         print(f"{rundir}: transmissions per second by {args.window:g} s window; old = "
               f"PUB_GRID, PUB_ZONE and DELIVER copies of publications older than "
               f"{args.old:g} s, per second")
-        print(" ".join(f"{h:>11}" for h in head))
+        print(" ".join(f"{LABELS.get(h, h):>7}" for h in head))
         for row in rows:
-            print(" ".join(f"{row[h]:>11,.0f}" for h in head))
+            print(" ".join(f"{row[h]:>7,.0f}" for h in head))
+        print("columns: " + ", ".join(f"{LABELS[h]} = {h}" for h in head if h in LABELS))
 
 
 if __name__ == "__main__":
