@@ -12,6 +12,7 @@ import itertools
 import math
 from collections import Counter
 
+import pytest
 from brvst_field import Field, R, m
 
 from meshsub.core.api import Message, MessageId, SendTo, TimerFired
@@ -194,6 +195,83 @@ def test_a_grid_manager_leaving_hands_its_state_over() -> None:
     eid = f.net.publish(f.nearest(30, 30), parse_event("t a1_lo=20 a1_hi=30 a2_lo=5 a2_hi=6"))
     f.run(until=f.net.now + 4.0)
     assert (who["far"], "far") in delivered(f, eid)
+
+
+def _copies(f: Field, mtype: int, event_id: MessageId, since: float) -> int:
+    """Transmissions of ``event_id`` as ``mtype`` from ``since`` on."""
+    return sum(1 for tx in f.net.txs if tx.message.type == mtype
+               and tx.message.id == event_id and tx.time >= since)
+
+
+@pytest.mark.parametrize("replay", [False, True])
+def test_a_grid_hand_over_replays_the_cache_to_the_successor_only_if_configured(
+        replay: bool) -> None:
+    """§IV-D matches the cache against a *changed* SOF. A hand-over changes the grid's
+    manager, not its subscriptions: with ``replay_to_successor = false`` the successor's
+    GRSV names its predecessor and publications the cache sent to the predecessor count
+    as sent. By default (and before the parameter existed) the zone manager replays every
+    matching cached publication to each new grid manager, which delivers it again: on
+    brvst-400 this traffic grows with the cache (docs/benchmarks.md)."""
+    f = Field(500, 500, replay_to_successor=replay)
+    f.run(until=6.0)
+    sub = f.nearest(460, 460)
+    f.net.subscribe(sub, "far", SUB("t a1_lo>=10 a1_hi<=60"))
+    f.run(until=10.0)
+    (old,) = f.managers("gm")[(1, 1)]
+    assert old != sub
+    eid = f.net.publish(f.nearest(30, 30), parse_event("t a1_lo=20 a1_hi=30"))
+    f.run(until=14.0)
+    assert delivered(f, eid) == Counter({(sub, "far"): 1})
+    start = f.net.now
+    f.walk(old, 230.0, 357.5)  # into grid (0, 1): the state goes to a successor
+    f.run(until=f.net.now + 4.0)
+    (new,) = f.managers("gm")[(1, 1)]
+    assert new != old and f.node(new).counters["took_over"] == 1
+    (zm,) = f.managers("zm")[(0, 0)]
+    cached = f.node(zm).zm.cache[eid]  # type: ignore[union-attr]
+    assert ((1, 1), new) in cached.sent_grids
+    assert (((1, 1), old) in cached.sent_grids) is replay
+    assert (_copies(f, m.PUB_GRID, eid, start) > 0) is replay
+    assert (_copies(f, m.DELIVER, eid, start) > 0) is replay
+    assert f.drops()["duplicate_deliver"] == (1 if replay else 0)
+    assert delivered(f, eid) == Counter({(sub, "far"): 1})  # the subscriber's own dedup
+    # A publication after the hand-over still reaches the subscriber through the successor.
+    later = f.net.publish(f.nearest(30, 30), parse_event("t a1_lo=25 a1_hi=35"))
+    f.run(until=f.net.now + 4.0)
+    assert delivered(f, later) == Counter({(sub, "far"): 1})
+
+
+@pytest.mark.parametrize("replay", [False, True])
+def test_a_zone_hand_over_replays_the_neighbours_caches_only_if_configured(
+        replay: bool) -> None:
+    """The zone level of the rule above: the successor of a zone manager that walked out
+    pushes its ZRSV naming its predecessor; without the replay the neighbouring zone's
+    cache does not send it again what it sent the predecessor (with it: every matching
+    cached publication, and the successor passes each on to its grids)."""
+    f = Field(1000, 500, replay_to_successor=replay)
+    f.run(until=8.0)
+    sub = f.nearest(900, 400)
+    f.net.subscribe(sub, "s", SUB("t a3_lo>=40 a3_hi<=80"))
+    f.run(until=14.0)
+    eid = f.net.publish(f.nearest(50, 50), parse_event("t a3_lo=50 a3_hi=60"))
+    f.run(until=18.0)
+    assert delivered(f, eid) == Counter({(sub, "s"): 1})
+    (old,) = f.managers("zm")[(1, 0)]
+    (zm0,) = f.managers("zm")[(0, 0)]
+    assert old != sub
+    start = f.net.now
+    f.walk(old, 470.0, 240.0)  # into zone (0, 0)
+    f.run(until=f.net.now + 8.0)
+    (new,) = f.managers("zm")[(1, 0)]
+    assert new != old and f.node(new).counters["took_over"] >= 1
+    cached = f.node(zm0).zm.cache[eid]  # type: ignore[union-attr]
+    assert ((1, 0), new) in cached.sent_zones
+    assert (((1, 0), old) in cached.sent_zones) is replay
+    assert (_copies(f, m.PUB_ZONE, eid, start) > 0) is replay
+    assert (_copies(f, m.PUB_GRID, eid, start) > 0) is replay
+    later = f.net.publish(f.nearest(50, 50), parse_event("t a3_lo=55 a3_hi=65"))
+    f.run(until=f.net.now + 6.0)
+    assert delivered(f, later) == Counter({(sub, "s"): 1})
 
 
 def test_a_crashed_grid_manager_is_replaced_and_subscriptions_rebuilt() -> None:

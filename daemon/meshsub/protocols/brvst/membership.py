@@ -153,7 +153,8 @@ class Membership(BrvstBase):
                                   sof_bytes=p.sof_bytes_max,
                                   zones_max=p.zrsv_zones_max, zones_bytes=p.zrsv_bytes_max,
                                   cache_max=p.N_cache_max, cache_bytes=p.C_max,
-                                  advert_max=p.advert_max, dedupe=p.dedupe_size)
+                                  advert_max=p.advert_max, dedupe=p.dedupe_size,
+                                  successor_replay=p.replay_to_successor)
             bad = self.zm.load(blob, self.now) if blob is not None else 0
             self.zm.predecessor = predecessor
             self.emit("broker", role="zone_manager", peer=None)

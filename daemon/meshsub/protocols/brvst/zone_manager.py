@@ -23,7 +23,7 @@ decisions; the protocol sends the messages.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,8 +127,12 @@ def _summary_victim(table: BoundedMap[ZmKey, ZoneSummary], _incoming: ZmKey) -> 
 class ZoneManager(Summarised):
     def __init__(self, zone: Zone, epoch: int, schema: Schema, *, sof_max: int,
                  sof_bytes: int = 1 << 20, zones_max: int, zones_bytes: int, cache_max: int,
-                 cache_bytes: int, advert_max: int, dedupe: int) -> None:
+                 cache_bytes: int, advert_max: int, dedupe: int,
+                 successor_replay: bool = True) -> None:
         super().__init__(epoch)
+        self.successor_replay = successor_replay
+        """True: a successor that names its predecessor is a new target for the cache
+        (``replay_to_successor``); False: it inherits what was sent to the predecessor."""
         self.zone = zone
         self.schema = schema
         self.sof: dict[GmKey, SofRecord] = {}
@@ -162,11 +166,18 @@ class ZoneManager(Summarised):
                                                                                 list[Entry]]:
         """A GRSV_UPDATE from one grid manager: a newer (epoch, version) replaces that
         manager's entries (a diff on the forest); the same version refreshes; older is
-        stale. A named predecessor's record goes. Returns the entries added."""
+        stale. A named predecessor's record goes (without ``successor_replay`` its entries
+        and what the cache sent it pass to the successor). Returns the entries added."""
         sender = upd.sender
         key = (cell, sender.node)
+        inherited: tuple[Entry, ...] = ()
         if upd.predecessor is not None and upd.predecessor != sender.node:
-            self.drop_grid((cell, upd.predecessor))
+            pred_key = (cell, upd.predecessor)
+            pred = self.sof.get(pred_key)
+            self.drop_grid(pred_key)
+            if not self.successor_replay:
+                inherited = pred.entries if pred is not None else ()
+                self.succeed_grid(pred_key, key)
         rec = self.sof.get(key)
         if rec is not None:
             theirs, ours = (sender.epoch, upd.version), (rec.epoch, rec.version)
@@ -185,13 +196,44 @@ class ZoneManager(Summarised):
         for entry in old:
             if entry not in new_set:
                 self.forest.remove((key, entry))
-        added = [e for e in new if e not in old_set]
-        for entry in added:
-            self.forest.insert(Filter((key, entry), dict(entry)))
+        for entry in new:
+            if entry not in old_set:
+                self.forest.insert(Filter((key, entry), dict(entry)))
+        # §IV-D replays the cache for a changed SOF: entries the predecessor already had
+        # are no change (its successor holds the same subscriptions).
+        known = old_set | set(inherited)
+        added = [e for e in new if e not in known]
         last_match = rec.last_match if rec is not None else now
         self.sof[key] = SofRecord(sender.node, sender.pos, sender.epoch, upd.version, new, now,
                                   last_match)
         return Applied.CHANGED, added
+
+    def succeed_grid(self, old: GmKey, new: GmKey) -> None:
+        """Grid manager ``new`` took over ``old``'s subscriptions (a hand-over, or a
+        conflict's merge: both name the predecessor in the GRSV): what the cache sent to
+        ``old`` reached them, so it counts as sent to ``new``.
+
+        Otherwise (``successor_replay``, the default) a hand-over looks like a new grid
+        to the cache: every matching cached publication goes again to the successor and
+        on to subscribers that mostly had it, a replay that grows with the cache
+        (docs/benchmarks.md, "BRVST's simulation cost"). §IV-D replays the cache for a
+        changed SOF or ZRSV, which a hand-over of the same subscriptions is not; but the
+        replay also re-sends DELIVERs that were lost (docs/protocols/brvst.md).
+        """
+        self._carry_sent(old, new, lambda c: c.sent_grids)
+
+    def succeed_zone(self, old: ZmKey, new: ZmKey) -> None:
+        """Zone manager ``new`` took over ``old``'s zone (its ZRSV names the predecessor):
+        publications this cache sent to ``old`` count as sent to ``new`` (``succeed_grid``)."""
+        self._carry_sent(old, new, lambda c: c.sent_zones)
+
+    def _carry_sent(self, old: Any, new: Any, sent_of: Callable[[Cached], set[Any]]) -> None:
+        for pub_id, cached in self.cache.items():
+            sent = sent_of(cached)
+            if old in sent:
+                sent.discard(old)
+                sent.add(new)
+                self.cache.resize(pub_id)
 
     def drop_grid(self, key: GmKey) -> None:
         rec = self.sof.pop(key, None)
@@ -238,6 +280,8 @@ class ZoneManager(Summarised):
         """Keep (or refresh) one zone manager's ZRSV; returns the keys evicted or refused."""
         if predecessor is not None and predecessor != key[1]:
             self.summaries.pop((key[0], predecessor))
+            if not self.successor_replay:
+                self.succeed_zone((key[0], predecessor), key)
         old = self.summaries.get(key)
         if old is not None:
             summary.last_match = max(summary.last_match, old.last_match)
