@@ -58,8 +58,9 @@ class Loaded:
     rundirs: list[Path]
     cache_hits: list[bool]
     census: list[Row] = field(default_factory=list)
-    """Valid records per (run, node, rundir): count, first and last ``ts_ns``, protocol
-    (``mesheval.settings.run_settings`` takes it instead of scanning the records again)."""
+    """Valid records per (run, node, rundir, protocol): count, first and last ``ts_ns``
+    (``mesheval.settings.run_settings`` takes it instead of scanning the records again);
+    a node may have a row per protocol its records name."""
 
     @property
     def positions_per_node(self) -> int:
@@ -140,11 +141,17 @@ def _display_path(uri: str) -> str:
 
 
 def _census(data: DataFrame, index: int) -> DataFrame:
-    """Rows per (file, error, run, node): the file counts, the runs' extents and the nodes'
-    position records (``Loaded.positions_per_node``) in one pass."""
-    return (data.groupBy(FILE, ERROR, "run", "node")
+    """Rows per (file, error, run, node, protocol): the file counts, the runs' extents and
+    the nodes' position records (``Loaded.positions_per_node``) in one pass.
+
+    The protocol is a grouping key, not a ``min`` aggregate: a string buffer cannot live
+    in Spark's hash map, and ``min("protocol")`` made Spark plan the whole census (every
+    record) as a sort-based aggregation (docs/benchmarks.md). A node whose records name
+    two protocols gets two rows; every reader of the census sums its rows per node or
+    per run, and ``mesheval.settings`` takes a run's least protocol, as the ``min`` did."""
+    return (data.groupBy(FILE, ERROR, "run", "node", "protocol")
             .agg(F.count(F.lit(1)).alias("records"), F.min("ts_ns").alias("t0"),
-                 F.max("ts_ns").alias("t1"), F.min("protocol").alias("protocol"),
+                 F.max("ts_ns").alias("t1"),
                  F.count(F.when(F.col("event") == "position", 1)).alias("positions"))
             .withColumn("rundir", F.lit(index)))
 

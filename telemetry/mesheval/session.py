@@ -40,6 +40,20 @@ SQL_SETTINGS = {
 }
 
 
+LOCAL_JVM_OPTIONS = ("-XX:Tier4InvocationThreshold=15000 -XX:Tier4MinInvocationThreshold=1800 "
+                     "-XX:Tier4CompileThreshold=45000 -XX:Tier4BackEdgeThreshold=120000")
+"""The local JVM's optimising compiler (C2) starts three times later than by default.
+
+Every Spark action brings new generated classes, and C2 compiled thousands of their
+methods: its threads took 44.6 CPU-s of a 10^7-record job of about 150 (bench/profile_eval.py
+prints them, docs/benchmarks.md), on a machine whose two cores also run the tasks. With
+the thresholds tripled (HotSpot's defaults: 5000, 600, 15000, 40000), only methods
+that stay hot reach C2; the rest run as C1 code. C1 alone (``TieredStopAtLevel=1``)
+was slower: its code cost more than the compilation it saved (170 against 155 CPU-s
+for the job in side measurements under load; tripled thresholds: 139, C2 34.6 CPU-s).
+Only a local session's JVM is started here; a cluster's executors keep their own
+options."""
+
 DRIVER_MEMORY = "2g"
 """A local session's memory; a sweep of hundreds of runs needs more (``--driver-memory``,
 or ``sized_driver_memory`` from the input's size)."""
@@ -77,6 +91,8 @@ def get_session(master: str | None = None, app_name: str = "mesheval",
             .config("spark.driver.memory", driver_memory or DRIVER_MEMORY)
             .config("spark.ui.showConsoleProgress", "false")
         )
+        if not master or master.startswith("local"):
+            builder = builder.config("spark.driver.extraJavaOptions", LOCAL_JVM_OPTIONS)
         for key, value in SQL_SETTINGS.items():
             builder = builder.config(key, value)
         spark = builder.getOrCreate()

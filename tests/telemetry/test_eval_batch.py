@@ -356,3 +356,18 @@ def test_mesheval_sizes_a_local_driver_unless_told(
     assert size > 0
     assert chosen == [f"{2 + size // 1000}g", "5g", None]
     assert f"mesheval: driver memory {2 + size // 1000}g" in capsys.readouterr().err
+
+
+def test_a_local_session_starts_its_jvm_with_the_compiler_thresholds(spark: Any) -> None:
+    """``mesheval.session.LOCAL_JVM_OPTIONS`` reach the local JVM that runs the tasks
+    (the JIT's share of the job: docs/evaluation.md, "Performance"), and each is one
+    HotSpot option of the tiered compiler's thresholds, raised from its default."""
+    from mesheval.session import LOCAL_JVM_OPTIONS
+
+    defaults = {"Tier4InvocationThreshold": 5000, "Tier4MinInvocationThreshold": 600,
+                "Tier4CompileThreshold": 15000, "Tier4BackEdgeThreshold": 40000}
+    options = dict(o.removeprefix("-XX:").split("=") for o in LOCAL_JVM_OPTIONS.split())
+    assert options.keys() == defaults.keys()
+    assert all(int(options[k]) > v for k, v in defaults.items())
+    jvm = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+    assert set(LOCAL_JVM_OPTIONS.split()) <= set(jvm.getInputArguments())
