@@ -173,8 +173,7 @@ class ZoneManager(Summarised):
         inherited: tuple[Entry, ...] = ()
         if upd.predecessor is not None and upd.predecessor != sender.node:
             pred_key = (cell, upd.predecessor)
-            pred = self.sof.get(pred_key)
-            self.drop_grid(pred_key)
+            pred = self.drop_grid(pred_key)
             if not self.successor_replay:
                 inherited = pred.entries if pred is not None else ()
                 self.succeed_grid(pred_key, key)
@@ -235,11 +234,14 @@ class ZoneManager(Summarised):
                 sent.add(new)
                 self.cache.resize(pub_id)
 
-    def drop_grid(self, key: GmKey) -> None:
+    def drop_grid(self, key: GmKey) -> SofRecord | None:
+        """Forget one grid manager's SOF record and its forest entries; returns the record
+        (None if there was none)."""
         rec = self.sof.pop(key, None)
         if rec is not None:
             for entry in rec.entries:
                 self.forest.remove((key, entry))
+        return rec
 
     # ------------------------------------------------------------ matching
 
