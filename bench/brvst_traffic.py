@@ -1,7 +1,8 @@
 """BRVST's traffic over a run, window by window: which messages grow, and why (issue 18).
 
-For each RUNDIR (a brvst-400 run of ``meshsim simulate ... --telemetry-format parquet``, or
-node files) this prints, per ``--window`` seconds of simulated time:
+For each RUNDIR (a brvst-400 run of ``meshsim simulate ... --telemetry-format parquet``;
+node files are refused with one line and exit 2) this prints, per ``--window`` seconds
+of simulated time:
 
 - transmissions per second, by message type (ACK is the core's per-hop acknowledgement);
 - ``old``: the transmissions of PUB_GRID, PUB_ZONE and DELIVER whose publication was

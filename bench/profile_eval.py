@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 
-def descendants() -> list[int]:
-    """This process and its live descendants."""
-    kids: dict[int, list[int]] = {}
+def proc_stats() -> dict[int, list[str]]:
+    """Every process's /proc/PID/stat fields after the command name (field 3 on)."""
+    stats: dict[int, list[str]] = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -36,7 +36,15 @@ def descendants() -> list[int]:
             stat = Path(f"/proc/{name}/stat").read_text()
         except OSError:
             continue
-        kids.setdefault(int(stat[stat.rindex(")") + 2:].split()[1]), []).append(int(name))
+        stats[int(name)] = stat[stat.rindex(")") + 2:].split()
+    return stats
+
+
+def descendants(stats: dict[int, list[str]] | None = None) -> list[int]:
+    """This process and its live descendants (from ``stats``, else read now)."""
+    kids: dict[int, list[int]] = {}
+    for pid, rest in (stats if stats is not None else proc_stats()).items():
+        kids.setdefault(int(rest[1]), []).append(pid)
     found, todo = [], [os.getpid()]
     while todo:
         pid = todo.pop()
@@ -47,16 +55,11 @@ def descendants() -> list[int]:
 
 def tree_cpu() -> float:
     """CPU seconds of this process and its live descendants (user + system, children's
-    waited-for time included)."""
+    waited-for time included), from one read of /proc."""
     tick = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for pid in descendants():
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            continue
-        total += sum(int(x) for x in stat[stat.rindex(")") + 2:].split()[11:15]) / tick
-    return total
+    stats = proc_stats()
+    return sum(sum(int(x) for x in stats[pid][11:15]) for pid in descendants(stats)
+               if pid in stats) / tick
 
 
 JVM_THREADS = {"C2 CompilerThre": "JIT C2", "C1 CompilerThre": "JIT C1", "GC Thread": "GC",
