@@ -6,12 +6,13 @@ import csv
 import json
 import math
 import os
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from mesheval.aggregate import aggregate
@@ -96,6 +97,7 @@ def run_batch(
         for run, values in by_run.items():
             evaluation.runs.setdefault(run, {}).update(values)
     groups = aggregate(settings, evaluation.runs)
+    node_listing, node_rows = _node_listing(evaluation.nodes, settings)
     document = {
         "tool": "mesheval",
         "window_s": window_s,
@@ -110,7 +112,7 @@ def run_batch(
         ],
         "groups": groups,
         "windows": evaluation.windows,
-        "nodes": evaluation.nodes,
+        **node_listing,
         "state_timeline": evaluation.state_timeline,
         "latency_cdf_groups": evaluation.group_cdf,
         "quality": {
@@ -131,13 +133,40 @@ def run_batch(
     tables.mkdir(exist_ok=True)
     write_csv(tables / "optimum.csv", optimum_events)
     write_csv(tables / "windows.csv", evaluation.windows)
-    write_csv(tables / "nodes.csv", evaluation.nodes)
+    if node_rows is not None:
+        write_csv(tables / "nodes.csv", node_rows)
+    else:
+        write_spark_csv(evaluation.nodes, tables / "nodes.csv")
     write_csv(tables / "runs.csv", [{**s.as_dict(), **evaluation.runs.get(s.run, {})}
                                     for s in settings])
     (evaluation.per_event.orderBy("run", "pub_time_s").coalesce(1).write.mode("overwrite")
      .option("header", True).csv(str(tables / "per_event")))
     evaluation.release()
     return BatchResult(settings, evaluation, groups, loaded.quality, loaded.cache_hits, document)
+
+
+NODES_IN_DOCUMENT = 100_000
+"""metrics.json lists every (run, node) row up to this many. A sweep of hundreds of runs
+has millions (2.2 million for HESPER's 440 runs of 4000 nodes: about a gigabyte of JSON,
+and a dict per row in the driver), so above it the document lists the nodes of each
+protocol's first run only (what the report's load map draws) and says so; the whole
+table is tables/nodes.csv either way."""
+
+
+def _node_listing(nodes: DataFrame, settings: Sequence[RunSettings]
+                  ) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
+    """The document's node entries, and every node row if they are all listed."""
+    total = nodes.count()
+    if total <= NODES_IN_DOCUMENT:
+        rows = [row.asDict() for row in nodes.collect()]
+        return {"nodes": rows, "nodes_total": total, "nodes_listed": "all"}, rows
+    first: dict[str, str] = {}
+    for s in sorted(settings, key=lambda s: s.run):
+        first.setdefault(s.protocol, s.run)
+    listed = [row.asDict() for row in
+              nodes.filter(F.col("run").isin(sorted(first.values()))).collect()]
+    return {"nodes": listed, "nodes_total": total,
+            "nodes_listed": "the first run of each protocol (tables/nodes.csv has all)"}, None
 
 
 def _first_reason(quality: Sequence[FileQuality]) -> str:
@@ -152,6 +181,18 @@ def write_json(path: Path, document: Any) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(document, indent=1, allow_nan=False) + "\n", encoding="utf-8")
     os.replace(tmp, path)
+
+
+def write_spark_csv(frame: DataFrame, path: Path) -> None:
+    """One CSV file with a header, written by Spark (its rows never reach the driver):
+    the single part Spark writes into a directory beside ``path``, renamed to it."""
+    staging = path.with_name(f".{path.name}.spark")
+    frame.coalesce(1).write.mode("overwrite").option("header", True).csv(str(staging))
+    parts = sorted(staging.glob("part-*.csv"))
+    if len(parts) != 1:
+        raise RuntimeError(f"{staging}: Spark wrote {len(parts)} CSV parts, expected 1")
+    os.replace(parts[0], path)
+    shutil.rmtree(staging)
 
 
 def write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from mesheval.energy import rx_energy_column, tx_energy_column
@@ -55,7 +55,8 @@ class Evaluation:
 
     runs: dict[str, dict[str, Any]]
     windows: list[dict[str, Any]]
-    nodes: list[dict[str, Any]]
+    nodes: DataFrame
+    """A row per (run, node), ``NODE_COLUMNS``, ordered (``_nodes``)."""
     run_cdf: dict[str, list[float]]
     group_cdf: list[dict[str, Any]]
     per_event: DataFrame
@@ -464,53 +465,38 @@ def _event_stats(per_event: DataFrame) -> Runs:
     ))
 
 
-def _radio_by_node(radio: DataFrame) -> list[Row]:
-    """The traffic family in one pass: count, bytes and energy per (run, tx|rx,
-    msg_kind, node), collected (a few rows per node); ``_traffic_stats`` and the nodes'
-    load are sums of these rows."""
+def _radio_by_node(radio: DataFrame) -> DataFrame:
+    """The traffic family's one pass over the radio records: count, bytes and energy per
+    (run, tx|rx, msg_kind, node), a few rows per node (the caller caches it);
+    ``_traffic_stats`` and the nodes' load (``_tx_load``) are sums of these rows, taken in
+    Spark: a sweep of hundreds of runs of thousands of nodes has millions of them
+    (9 million for HESPER's 440 runs), which collected to the driver filled its heap."""
     return radio.groupBy("run", "event", "msg_kind", "node").agg(
         F.count(F.lit(1)).alias("n"), F.sum("bytes").alias("b"), F.sum("energy_j").alias("e"),
         F.sum(F.when(F.col("of_event"), F.col("energy_j"))).alias("e_event"),
-    ).collect()
+    )
 
 
-def _add(a: Any, b: Any) -> Any:
-    """Spark's ``sum`` of two partial sums: null only if both are."""
-    return b if a is None else a if b is None else a + b
-
-
-def _traffic_stats(by_node: list[Row]) -> Runs:
+def _traffic_stats(by_node: DataFrame) -> Runs:
     """Counts, bytes and energy per (tx|rx, msg_kind); data energy of measured events."""
-    sums: dict[tuple[str, str, str], list[Any]] = {}
-    for row in by_node:
-        acc = sums.setdefault((row["run"], row["event"], row["msg_kind"]),
-                              [0, None, None, None])
-        for i, key in enumerate(("n", "b", "e", "e_event")):
-            acc[i] = _add(acc[i], row[key])
     runs: Runs = {}
-    for (run, event, kind), (n, b, e, e_event) in sums.items():
-        r = runs.setdefault(run, {})
-        prefix = f"{event}_{kind}"
-        r[f"{prefix}_count"] = n
-        r[f"{prefix}_bytes"] = b
-        r[f"{prefix}_energy_j"] = e
-        if kind == "data":
-            r[f"{event}_data_event_energy_j"] = e_event or 0.0
+    for row in by_node.groupBy("run", "event", "msg_kind").agg(
+            F.sum("n").alias("n"), F.sum("b").alias("b"), F.sum("e").alias("e"),
+            F.sum("e_event").alias("e_event")).collect():
+        r = runs.setdefault(row["run"], {})
+        prefix = f"{row['event']}_{row['msg_kind']}"
+        r[f"{prefix}_count"] = row["n"]
+        r[f"{prefix}_bytes"] = row["b"]
+        r[f"{prefix}_energy_j"] = row["e"]
+        if row["msg_kind"] == "data":
+            r[f"{row['event']}_data_event_energy_j"] = row["e_event"] or 0.0
     return runs
 
 
-def _tx_load(spark: SparkSession, by_node: list[Row]) -> DataFrame:
+def _tx_load(by_node: DataFrame) -> DataFrame:
     """Per (run, node): transmissions, their bytes and energy (from ``_radio_by_node``)."""
-    load: dict[tuple[str, int], list[Any]] = {}
-    for row in by_node:
-        if row["event"] == "tx":
-            acc = load.setdefault((row["run"], row["node"]), [0, None, None])
-            acc[0] += row["n"]
-            acc[1] = _add(acc[1], row["b"])
-            acc[2] = _add(acc[2], row["e"])
-    return spark.createDataFrame(
-        [(run, node, *values) for (run, node), values in sorted(load.items())],
-        "run string, node long, tx long, tx_bytes long, tx_energy_j double")
+    return by_node.filter(F.col("event") == "tx").groupBy("run", "node").agg(
+        F.sum("n").alias("tx"), F.sum("b").alias("tx_bytes"), F.sum("e").alias("tx_energy_j"))
 
 
 def _windows(pairs: DataFrame, window_s: float) -> list[dict[str, Any]]:
@@ -530,10 +516,18 @@ def _windows(pairs: DataFrame, window_s: float) -> list[dict[str, Any]]:
     return windows
 
 
-def _nodes(records: DataFrame, load: DataFrame, pairs: DataFrame,
-           names: DataFrame | None = None) -> list[dict[str, Any]]:
-    """Per node: load (transmissions, bytes, energy: ``_tx_load``), mean position,
-    deliveries."""
+NODE_COLUMNS = ("run", "node", "tx", "tx_bytes", "tx_energy_j", "x", "y", "interested",
+                "delivered", "false_positives", "delivery_ratio", "role",
+                "state_entries_mean", "state_bytes_mean", "state_bytes_max")
+"""The node table's columns, in the order of tables/nodes.csv."""
+
+
+def _nodes(records: DataFrame, load: DataFrame, pairs: DataFrame, state: DataFrame,
+           names: DataFrame | None = None) -> DataFrame:
+    """Per (run, node): load (transmissions, bytes, energy: ``_tx_load``), mean position,
+    deliveries, state size (``mesheval.state``: null without reports). A DataFrame: a
+    sweep has a row per node of every run, millions, which the caller writes with Spark
+    (``mesheval.batch``) rather than collects."""
     place = records.filter(F.col("event") == "position").groupBy("run", "node").agg(
         F.avg("x").alias("x"), F.avg("y").alias("y"))
     recv = pairs.filter(_nonlocal()).groupBy("run", "node").agg(
@@ -541,16 +535,15 @@ def _nodes(records: DataFrame, load: DataFrame, pairs: DataFrame,
         F.sum(_i(F.col("state") == "fp")).alias("false_positives"))
     if names is None:
         names = records.select("run", "node").distinct()
-    nodes = [
-        row.asDict()
-        for row in names.join(load, ["run", "node"], "left")
+    return (
+        names.join(load, ["run", "node"], "left")
         .join(place, ["run", "node"], "left").join(recv, ["run", "node"], "left")
         .fillna(0, ["tx", "tx_bytes", "tx_energy_j", "interested", "delivered", "false_positives"])
-        .orderBy("run", "node").collect()
-    ]
-    for n in nodes:
-        n["delivery_ratio"] = n["delivered"] / n["interested"] if n["interested"] else None
-    return nodes
+        .withColumn("delivery_ratio", F.when(F.col("interested") > 0,
+                                             F.col("delivered") / F.col("interested")))
+        .join(state, ["run", "node"], "left")
+        .select(*NODE_COLUMNS).orderBy("run", "node")
+    )
 
 
 def _group_cdf(pairs: DataFrame, settings: DataFrame) -> list[dict[str, Any]]:
@@ -631,17 +624,13 @@ def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
     # both, and one row per event is small beside the pairs it is summed from
     per_event = _per_event(measured, pairs, event_tx).cache()
     _merge(runs, _event_stats(per_event))
-    by_node = _radio_by_node(radio)
+    by_node = _radio_by_node(radio).cache()
     _merge(runs, _traffic_stats(by_node))
     _merge(runs, _collect_by_run(forwarding_fp(records, pubs, settings)))
     _merge(runs, drops_by_reason(records))
     windows = _windows(pairs, window_s)
-    nodes = _nodes(records, _tx_load(spark, by_node), pairs, names)
-    state_by_node = {(n["run"], n["node"]): n for n in state_nodes}
-    for n in nodes:
-        s = state_by_node.get((n["run"], n["node"]), {})
-        n.update({k: s.get(k) for k in ("role", "state_entries_mean", "state_bytes_mean",
-                                        "state_bytes_max")})
+    # cached: the caller counts it, collects some or all of it and writes it
+    nodes = _nodes(records, _tx_load(by_node), pairs, state_nodes, names).cache()
     group_cdf = _group_cdf(pairs, settings)
     run_cdf = {run: values.pop("_cdf") or [] for run, values in runs.items() if "_cdf" in values}
     for values in runs.values():
@@ -649,7 +638,8 @@ def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
         _derive(values)
     detail = event_detail(measured, interested, pairs, event_tx)
     return Evaluation(runs, windows, nodes, run_cdf, group_cdf, per_event, state_timeline,
-                      cached=[pubs, intervals, truth, every_pair, event_tx, per_event],
+                      cached=[pubs, intervals, truth, every_pair, event_tx, per_event,
+                              by_node, state_nodes, nodes],
                       event_detail=detail)
 
 

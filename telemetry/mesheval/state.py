@@ -39,16 +39,21 @@ def state_snapshots(records: DataFrame, settings: DataFrame) -> DataFrame:
 
 
 def state_metrics(records: DataFrame, settings: DataFrame, roles: DataFrame
-                  ) -> tuple[Runs, list[dict[str, Any]], list[dict[str, Any]]]:
+                  ) -> tuple[Runs, DataFrame, list[dict[str, Any]]]:
     """Per-run measures, per-node means, and the mean state per (run, role, report time).
 
-    ``roles``: (run, node, role) of the scenario's node groups (may be empty).
+    ``roles``: (run, node, role) of the scenario's node groups (may be empty). The
+    per-node means are a cached DataFrame (run, node, role, state_entries_mean,
+    state_bytes_mean, state_bytes_max), a row per reporting node of every run: the
+    caller joins it into its node table and unpersists it.
     """
     snaps = state_snapshots(records, settings).cache()
     per_node = snaps.groupBy("run", "node").agg(
         F.avg("entries").alias("state_entries_mean"), F.avg("bytes").alias("state_bytes_mean"),
         F.max("bytes").alias("state_bytes_max"))
-    with_role = per_node.join(roles, ["run", "node"], "left").fillna(NO_ROLE, ["role"])
+    with_role = per_node.join(roles, ["run", "node"], "left").fillna(NO_ROLE, ["role"]).select(
+        "run", "node", "role", "state_entries_mean", "state_bytes_mean", "state_bytes_max"
+    ).cache()
     runs: Runs = {}
     for row in per_node.groupBy("run").agg(
             F.avg("state_entries_mean").alias("state_entries_mean"),
@@ -68,7 +73,6 @@ def state_metrics(records: DataFrame, settings: DataFrame, roles: DataFrame
     for row in with_role.groupBy("run", "role").agg(
             F.avg("state_bytes_mean").alias("b")).collect():
         runs.setdefault(row["run"], {})[f"state_bytes_mean_role_{row['role']}"] = row["b"]
-    nodes = [row.asDict() for row in with_role.orderBy("run", "node").collect()]
     timeline = [
         row.asDict() for row in snaps.join(roles, ["run", "node"], "left")
         .fillna(NO_ROLE, ["role"])
@@ -78,4 +82,4 @@ def state_metrics(records: DataFrame, settings: DataFrame, roles: DataFrame
         .orderBy("run", "role", "t_s").collect()
     ]
     snaps.unpersist()
-    return runs, nodes, timeline
+    return runs, with_role, timeline

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 from typing import Any
@@ -164,7 +165,7 @@ def test_windows_and_nodes(result: Any) -> None:
     windows = {w["window_start_s"]: (w["interested"], w["delivered"])
                for w in result.evaluation.windows}
     assert windows == {10.0: (2, 2), 20.0: (4, 3)}
-    nodes = {n["node"]: n for n in result.evaluation.nodes}
+    nodes = {n["node"]: n for n in result.document["nodes"]}
     assert (nodes[6]["interested"], nodes[6]["delivered"], nodes[6]["false_positives"]) == (1, 0, 1)
     assert (nodes[1]["tx"], nodes[1]["tx_bytes"]) == (3, 220)
     assert (nodes[5]["x"], nodes[5]["y"]) == (100.0, 100.0)
@@ -371,3 +372,57 @@ def test_a_local_session_starts_its_jvm_with_the_compiler_thresholds(spark: Any)
     assert all(int(options[k]) > v for k, v in defaults.items())
     jvm = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
     assert set(LOCAL_JVM_OPTIONS.split()) <= set(jvm.getInputArguments())
+
+
+def _second_run(first: Path, second: Path) -> Path:
+    """A copy of ``evaldata``'s run under the run id r2 (same protocol, same figures)."""
+    for path in first.rglob("*"):
+        target = second / path.relative_to(first)
+        if path.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        text = path.read_text(encoding="utf-8")
+        target.write_text(text.replace(f'"run": "{evaldata.RUN}"', '"run": "r2"'),
+                          encoding="utf-8")
+    return second
+
+
+def _cells(path: Path) -> list[list[float | str | None]]:
+    """A CSV's cells as numbers where they are numbers: Spark and Python spell floats
+    differently (1.0E-4 against 0.0001), which is not a difference in the table."""
+    def cell(text: str) -> float | str | None:
+        if text == "":
+            return None
+        try:
+            return float(text)
+        except ValueError:
+            return text
+    with path.open(encoding="utf-8") as fh:
+        return [[cell(c) for c in row] for row in csv.reader(fh)]
+
+
+def test_a_sweep_sized_node_table_is_written_by_spark_and_listed_in_part(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above ``NODES_IN_DOCUMENT`` (run, node) rows, metrics.json lists the nodes of each
+    protocol's first run only and tables/nodes.csv, written by Spark, has every row: the
+    same table, cell for cell, as the one written from the listed rows below the cap."""
+    import mesheval.batch
+    from mesheval.batch import run_batch
+
+    runs = [evaldata.write_run(tmp_path / "run1")]
+    runs.append(_second_run(runs[0], tmp_path / "run2"))
+    small = run_batch(spark, runs, tmp_path / "small", optimum=False)
+    monkeypatch.setattr(mesheval.batch, "NODES_IN_DOCUMENT", 1)
+    large = run_batch(spark, runs, tmp_path / "large", optimum=False)
+
+    every = small.document["nodes"]
+    assert {n["run"] for n in every} == {evaldata.RUN, "r2"}
+    assert small.document["nodes_total"] == len(every) and small.document["nodes_listed"] == "all"
+    assert large.document["nodes_total"] == len(every)
+    assert large.document["nodes"] == [n for n in every if n["run"] == evaldata.RUN]
+    assert large.document["nodes_listed"].startswith("the first run of each protocol")
+    written = _cells(tmp_path / "large" / "tables" / "nodes.csv")
+    assert written == _cells(tmp_path / "small" / "tables" / "nodes.csv")
+    assert len(written) == 1 + len(every)
+    assert not list((tmp_path / "large" / "tables").glob(".*"))  # no staging left

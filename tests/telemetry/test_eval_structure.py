@@ -120,7 +120,7 @@ def test_state_size_per_run_store_and_role(evaluated: Any) -> None:
     assert m["state_subscriptions_bytes_mean"] == pytest.approx(10)
     assert m["state_bytes_mean_role_base_station"] == pytest.approx(410)
     assert m["state_bytes_mean_role_client"] == pytest.approx(110)
-    nodes = {n["node"]: n for n in result.evaluation.nodes}
+    nodes = {n["node"]: n for n in result.document["nodes"]}
     assert nodes[1]["role"] == "base_station" and nodes[1]["state_bytes_max"] == 510
     assert nodes[2]["state_bytes_mean"] is None  # no reports: n/a, not 0
     timeline = result.document["state_timeline"]  # since t0, the run's first record (t=1)
