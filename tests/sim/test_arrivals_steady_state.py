@@ -144,3 +144,23 @@ def test_bad_steady_state_settings_name_the_key(overrides: list[str], message: s
     with pytest.raises(ScenarioError) as err:
         load_scenario(BRVST, overrides)
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_virtual_mesh_schedules_play_the_same_population() -> None:
+    """Both tiers run one plan: each device's schedule subscribes its share of the
+    initial population inside the window and unsubscribes it at its residual end."""
+    from meshsim.scenario import make_plan
+    from meshsim.workload.schedule import schedules
+
+    scenario = load_scenario(BRVST, [ON, "scenario.duration_s=120.0", "scenario.warmup_s=60.0"])
+    plan = make_plan(scenario)
+    initial = {(s.node, s.sub_id): s for s in plan.subscriptions if s.sub_id.startswith("i")}
+    assert len(initial) > 800
+    items = [(n, i) for n, sched in schedules(plan, t0=0.0, end_s=140.0).items()
+             for i in sched.items if str(i.get("sub_id", "")).startswith("i")]
+    subs = {(n, i["sub_id"]): i["t"] for n, i in items if i["op"] == "sub"}
+    unsubs = {(n, i["sub_id"]): i["t"] for n, i in items if i["op"] == "unsub"}
+    assert subs == {k: s.t for k, s in initial.items()}
+    assert unsubs == {k: s.until for k, s in initial.items()
+                      if s.until is not None and s.until < scenario.end_s}
+    assert max(subs.values()) < 30.0 and 0 < len(unsubs) < len(subs)
