@@ -33,6 +33,7 @@ from meshsim.scenario.model import (
     Area,
     Contact,
     Energy,
+    Lifetime,
     LinkOverride,
     Meta,
     Mobility,
@@ -555,11 +556,36 @@ def _arrivals(t: Table, ids: set[int], meta: Meta, groups: Mapping[str, tuple[in
     if not templates:
         raise t.err("templates", "at least one subscription template is needed")
     start, stop, count, process, rate = _window(t, meta)
+    life = lifetime(t.raw("lifetime", "forever"), f"{t.path}.lifetime")
     gen = SubscriptionArrivals(rate, process, start, stop, count,
-                               _node_list(t, "nodes", ids, groups), templates,
-                               lifetime(t.raw("lifetime", "forever"), f"{t.path}.lifetime"))
+                               _node_list(t, "nodes", ids, groups), templates, life,
+                               _steady_state_window(t, process, life, start, stop))
     t.done()
     return gen
+
+
+STEADY_STATE_WINDOW_S = 30.0
+"""How long the steady-state population takes to be issued, unless given."""
+
+
+def _steady_state_window(t: Table, process: str, life: Lifetime, start: float, stop: float
+                         ) -> float | None:
+    """``steady_state`` and ``steady_state_window_s``: the issue window, or None (off)."""
+    if not t.boolean("steady_state", False):
+        if t.has("steady_state_window_s"):
+            raise t.err("steady_state_window_s", "only with steady_state = true")
+        return None
+    if process != "poisson":
+        raise t.err("steady_state", 'only for process = "poisson" (its steady state is '
+                                    "the one drawn)")
+    if life.kind == "forever":
+        raise t.err("steady_state", "needs a lifetime: subscriptions that last forever "
+                                    "have no steady state")
+    window = t.number("steady_state_window_s", STEADY_STATE_WINDOW_S, lo=0.0, lo_open=True)
+    if start + window > stop:
+        raise t.err("steady_state_window_s", f"start_s + {window:g} s is after stop_s "
+                                             f"({stop:g})")
+    return window
 
 
 def _gps(t: Table, ids: set[int], meta: Meta) -> GpsSettings:

@@ -469,6 +469,10 @@ class SubscriptionArrivals:
     nodes: tuple[int, ...]
     templates: tuple[SubTemplate, ...]
     lifetime: Lifetime = field(default_factory=Lifetime)
+    steady_state_window_s: float | None = None
+    """``steady_state = true``: the population alive in the process's steady state is
+    issued over this many seconds from ``start_s`` (``meshsim.scenario.stationary``);
+    None: the run starts with no subscription alive."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,11 +24,13 @@ from meshsim.scenario.model import (
     NodeGroup,
     PublicationSpec,
     Scenario,
+    SubscriptionArrivals,
     SubscriptionSpec,
     SubTemplate,
     UnsubscriptionSpec,
 )
 from meshsim.scenario.reader import ScenarioError
+from meshsim.scenario.stationary import stationary_population
 from meshsim.scenario.templates import (
     draw_lifetime,
     sample_alternatives,
@@ -227,16 +229,28 @@ def plan_subscriptions(scenario: Scenario) -> tuple[SubscriptionSpec, ...]:
     if arrivals is not None:
         rng = rng_for(scenario, "arrivals")
         lives = rng_for(scenario, "arrivals:lifetime")
-        weights = [tp.weight for tp in arrivals.templates]
         for k, at in enumerate(_times(rng, arrivals.process, arrivals.rate_per_s,
                                       arrivals.start_s, arrivals.stop_s, arrivals.count)):
-            node = rng.choice(arrivals.nodes)
-            template = rng.choices(arrivals.templates, weights)[0]
-            alts = _generated(template, rng, "workload.arrivals.templates")
-            subs.append(SubscriptionSpec(node, format_alternatives(alts), alts[0], at, f"a{k}",
-                                         _until(at, arrivals.lifetime, lives),
-                                         alts if len(alts) > 1 else ()))
+            subs.append(_arrival(arrivals, rng, at, f"a{k}", _until(at, arrivals.lifetime, lives)))
+        if arrivals.steady_state_window_s is not None:
+            # a stream of its own: the arrivals' draws are the same with it on or off
+            rng = rng_for(scenario, "arrivals:steady_state")
+            population = stationary_population(
+                arrivals.rate_per_s, arrivals.lifetime, arrivals.start_s,
+                arrivals.steady_state_window_s, rng)
+            for k, (at, ends) in enumerate(population):
+                subs.append(_arrival(arrivals, rng, at, f"i{k}", ends))
     return tuple(sorted(subs, key=lambda s: s.t))
+
+
+def _arrival(arrivals: SubscriptionArrivals, rng: random.Random, at: float, sub_id: str,
+             until: float | None) -> SubscriptionSpec:
+    """One subscription of ``[workload.arrivals]``: its node and content drawn from ``rng``."""
+    node = rng.choice(arrivals.nodes)
+    template = rng.choices(arrivals.templates, [tp.weight for tp in arrivals.templates])[0]
+    alts = _generated(template, rng, "workload.arrivals.templates")
+    return SubscriptionSpec(node, format_alternatives(alts), alts[0], at, sub_id, until,
+                            alts if len(alts) > 1 else ())
 
 
 def _generated(template: SubTemplate, rng: random.Random, where: str

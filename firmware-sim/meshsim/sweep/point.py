@@ -134,8 +134,12 @@ def finished(rundir: Path, digest: str) -> dict[str, Any] | None:
 
 
 def run_point(spec: SweepSpec, point: Point, out: Path, *, vmesh_name: str = "sw",
-              log: Callable[[str], None] | None = None) -> PointResult:
-    """Run ``point`` into ``out/runs/<point id>`` unless it finished there with the same input."""
+              log: Callable[[str], None] | None = None,
+              progress: Callable[[float], None] | None = None) -> PointResult:
+    """Run ``point`` into ``out/runs/<point id>`` unless it finished there with the same input.
+
+    ``progress``: called with the virtual seconds done, many times during a simulator
+    run (``meshsim.des.run.run_scenario``'s); a virtual-mesh run does not call it."""
     rundir = rundir_of(out, point)
     scenario, derived = resolve(spec, point)
     digest = input_digest(scenario, point)
@@ -156,7 +160,7 @@ def run_point(spec: SweepSpec, point: Point, out: Path, *, vmesh_name: str = "sw
         from meshsim.des.run import run_scenario
         from meshsim.telemetry_parquet import writer_class
 
-        run_scenario(scenario, rundir, run_id=rid, varied=point.varied,
+        run_scenario(scenario, rundir, run_id=rid, varied=point.varied, progress=progress,
                      writer_cls=writer_class(spec.telemetry_format))
     wall = time.perf_counter() - started
     manifest = json.loads((rundir / MANIFEST).read_text(encoding="utf-8"))
