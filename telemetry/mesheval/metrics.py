@@ -131,12 +131,15 @@ def delivery_pairs(records: DataFrame, pubs: DataFrame, interested: DataFrame,
     # Spark then aggregates the subscription level, unions the sides and aggregates the
     # pair level in one stage (a union keeps its sides' common partitioning), with one
     # shuffle of the deliver records and one of the interested rows, where it had
-    # shuffled the deliver records' partial aggregates, then the whole union again.
+    # shuffled the deliver records' partial aggregates, then the whole union again. A
+    # fixed number of partitions: adaptive execution may not coalesce one side's
+    # partitions differently from the other's under the union's single aggregation.
     pair_keys = ("run", "event_id", "node")
+    parts = int(records.sparkSession.conf.get("spark.sql.shuffle.partitions") or "4")
     wanted = interested.select(
         "run", "event_id", "node", *(F.lit(None).cast("long").alias(c) for c in ("ts", "hop", "n")),
-        "sub_start").repartition(*pair_keys)
-    delivers = records.filter(F.col("event") == "deliver").repartition(*pair_keys)
+        "sub_start").repartition(parts, *pair_keys)
+    delivers = records.filter(F.col("event") == "deliver").repartition(parts, *pair_keys)
     both = per_subscription(delivers).select(
         "run", "event_id", "node", "ts", "hop", "n", F.lit(None).cast("long").alias("sub_start")
     ).unionByName(wanted)
