@@ -114,3 +114,35 @@ def proven_checks(path: Path) -> frozenset[str]:
     except (OSError, pa.ArrowException):
         return frozenset()
     return frozenset(c.text for c in checks() if all(_holds(c, rows, g) for rows, g in groups))
+
+
+CONSTANT_COLUMNS = ("run", "protocol")
+"""String columns that a simulated run's file holds one value of in every row: read as a
+literal where the footer proves it (``constant_strings``)."""
+
+
+def constant_strings(path: Path, names: tuple[str, ...] = CONSTANT_COLUMNS) -> dict[str, str]:
+    """The columns of ``names`` that hold one string in every row of the Parquet file at
+    ``path``, with that string: no null and minimum = maximum in every row group, the same
+    value in all. Nothing for a column without statistics, with a null, or absent, and
+    nothing if the footer cannot be read.
+
+    Such a column can be read as a literal, the value of every row, so that no scan
+    reads and decodes it (``mesheval.load._constants``; docs/benchmarks.md, "Seventh
+    session")."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        groups = _row_groups(pq.read_metadata(path))
+    except (OSError, pa.ArrowException):
+        return {}
+    found: dict[str, str] = {}
+    for name in names:
+        values = {(col.low, col.high) if (col := g.get(name)) is not None and col.no_null
+                  and col.bounded else None for _, g in groups}
+        if len(values) == 1 and (pair := values.pop()) is not None:
+            low, high = pair
+            if isinstance(low, str) and low == high:
+                found[name] = low
+    return found

@@ -22,7 +22,7 @@ from urllib.parse import unquote, urlparse
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
-from mesheval.footer import proven_checks
+from mesheval.footer import constant_strings, proven_checks
 from mesheval.manifest import ManifestError, RunInfo, read_manifest
 from mesheval.schema import CORRUPT, ERROR, FILE, error_column, record_schema
 
@@ -201,7 +201,8 @@ def load_rundirs(spark: SparkSession, rundirs: Sequence[Path], out: Path) -> Loa
             readable, unreadable = parquet_files(columnar)
             unread += [(index, q) for q in unreadable]
             if readable:
-                parts.append(_Part(index, read_columnar(spark, readable), readable))
+                parts.append(_Part(index, read_columnar(spark, readable, literals=True),
+                                   readable))
         hits.append(hit)
     census: list[Row] = []
     if parts:  # one Spark job for every file's counts and every run's extent
@@ -303,7 +304,8 @@ def parquet_files(paths: Sequence[Path]) -> tuple[list[Path], list[FileQuality]]
     return good, bad
 
 
-def read_columnar(spark: SparkSession, files: Sequence[Path]) -> DataFrame:
+def read_columnar(spark: SparkSession, files: Sequence[Path], *, literals: bool = False
+                  ) -> DataFrame:
     """Parquet telemetry (``meshsim simulate --telemetry-format parquet``) with the checks
     of the JSON Lines path (``error_column``); no cache: the file is columnar already.
 
@@ -313,9 +315,16 @@ def read_columnar(spark: SparkSession, files: Sequence[Path]) -> DataFrame:
     (the URI Spark's ``_metadata.file_path`` would give), not a string read with every
     row: the census (``_census``) then groups a clean file's rows by run and node alone
     (Spark drops a literal grouping key), where reading and hashing the path in every
-    row cost about 5 CPU-seconds of 27 on a 10^7-record file (docs/benchmarks.md)."""
+    row cost about 5 CPU-seconds of 27 on a 10^7-record file (docs/benchmarks.md).
+
+    ``literals``: the run and protocol too, where the footer proves them constant
+    (``_constants``): for the census only. The records the metrics read keep the
+    columns: a literal run made Spark plan each join with the runs' settings as a
+    cartesian product (the join key folded away), and the traffic's pass took 23 CPU-s
+    instead of 14 at 10^7 records (docs/benchmarks.md, "Seventh session")."""
     frames = [
-        spark.read.schema(record_schema(with_corrupt=False)).parquet(str(path))
+        _constants(spark.read.schema(record_schema(with_corrupt=False)).parquet(str(path)),
+                   [path] if literals else [])
         .withColumn(CORRUPT, F.lit(None).cast("string"))
         .withColumn(FILE, F.lit(path.absolute().as_uri()))
         .withColumn(ERROR, error_column(proven_checks(path)))
@@ -325,3 +334,17 @@ def read_columnar(spark: SparkSession, files: Sequence[Path]) -> DataFrame:
     for frame in frames[1:]:
         union = union.unionByName(frame)
     return union
+
+
+def _constants(frame: DataFrame, files: Sequence[Path]) -> DataFrame:
+    """``frame`` (the records of ``files``) with each column that holds the same string in
+    every row of every file (``mesheval.footer.constant_strings``: a simulated run's run
+    and protocol) replaced by that string as a literal: the same values, but the scan
+    neither reads nor decodes the column. At 10^7 records, in a side measurement, the
+    census's pass took 3.6 CPU-s with the columns read and 2.2 with literals
+    (docs/benchmarks.md, "Seventh session"). No ``files``: ``frame`` unchanged."""
+    proven = [constant_strings(path) for path in files]
+    for name, value in (proven[0] if proven else {}).items():
+        if all(p.get(name) == value for p in proven[1:]):
+            frame = frame.withColumn(name, F.lit(value))
+    return frame

@@ -128,10 +128,20 @@ def delivery_pairs(records: DataFrame, pubs: DataFrame, interested: DataFrame,
     # The interested pairs join the second level as rows of their own (null delivery
     # columns, which min, min_by, sum and count skip) instead of a full outer join of the
     # two sides: one hash aggregation of both, where the join sorted both.
+    # Both sides hash-partitioned by the pair (run, event_id, node) before anything else:
+    # Spark then aggregates the subscription level, unions the sides and aggregates the
+    # pair level in one stage (a union keeps its sides' common partitioning), with one
+    # shuffle of the deliver records and one of the interested rows, where it had
+    # shuffled the deliver records' partial aggregates, then the whole union again. A
+    # fixed number of partitions: adaptive execution may not coalesce one side's
+    # partitions differently from the other's under the union's single aggregation.
+    pair_keys = ("run", "event_id", "node")
+    parts = int(records.sparkSession.conf.get("spark.sql.shuffle.partitions") or "4")
     wanted = interested.select(
         "run", "event_id", "node", *(F.lit(None).cast("long").alias(c) for c in ("ts", "hop", "n")),
-        "sub_start")
-    both = per_subscription(records).select(
+        "sub_start").repartition(parts, *pair_keys)
+    delivers = records.filter(F.col("event") == "deliver").repartition(parts, *pair_keys)
+    both = per_subscription(delivers).select(
         "run", "event_id", "node", "ts", "hop", "n", F.lit(None).cast("long").alias("sub_start")
     ).unionByName(wanted)
     # Every buffer fixed-width (no string): Spark then aggregates in a hash map with
@@ -401,15 +411,16 @@ def _orphans(pairs: DataFrame) -> Runs:
     )
 
 
-def _event_tx(records: DataFrame, measured: DataFrame) -> DataFrame:
-    """Data transmissions per event (of measured events).
+def _event_tx(records: DataFrame) -> DataFrame:
+    """Data transmissions per event id (``data_tx``), for the measured events to join.
 
     Counted per event id before meeting the events (one row per event leaves the scan,
     not one per transmission): a transmission counts for a measured event whatever its
-    time, as in ``traffic``."""
+    time, as in ``traffic``. Not joined with the measured events here: both readers
+    (``_per_event``, ``event_detail``) left-join it to them, which keeps exactly their
+    rows, so an inner join before was a shuffle of every event's count for nothing."""
     return (records.filter((F.col("event") == "tx") & (F.col("msg_kind") == "data"))
-            .groupBy("run", "event_id").agg(F.count(F.lit(1)).alias("data_tx"))
-            .join(measured.select("run", "event_id"), ["run", "event_id"]))
+            .groupBy("run", "event_id").agg(F.count(F.lit(1)).alias("data_tx")))
 
 
 def event_detail(measured: DataFrame, interested: DataFrame, pairs: DataFrame,
@@ -424,11 +435,17 @@ def event_detail(measured: DataFrame, interested: DataFrame, pairs: DataFrame,
 
 
 def _per_event(measured: DataFrame, pairs: DataFrame, event_tx: DataFrame) -> DataFrame:
-    """One row per measured event: its interested set, deliveries, latency, data tx."""
+    """One row per measured event: its interested set, deliveries, latency, data tx.
+
+    The events' transmission counts join the pairs as rows of their own (null pair
+    columns, which every aggregate below skips or counts as 0) in one aggregation per
+    event: one join with the events instead of two."""
+    rows = pairs.select("run", "event_id", "interested", "state", "n_records", "n_subs",
+                        "latency_s").unionByName(event_tx, allowMissingColumns=True)
     return (
         measured.drop("content")
         .join(
-            pairs.groupBy("run", "event_id").agg(
+            rows.groupBy("run", "event_id").agg(
                 F.sum(_i(F.col("interested") & _nonlocal())).alias("interested"),
                 F.sum(_i(_hit())).alias("delivered"),
                 F.sum(_i(F.col("state") == "fp")).alias("false_positives"),
@@ -438,11 +455,11 @@ def _per_event(measured: DataFrame, pairs: DataFrame, event_tx: DataFrame) -> Da
                 .alias("duplicates_per_node"),
                 F.avg(_lat()).alias("latency_mean_s"),
                 F.max(_lat()).alias("latency_max_s"),
+                F.sum("data_tx").alias("data_tx"),
             ),
             ["run", "event_id"],
             "left",
         )
-        .join(event_tx, ["run", "event_id"], "left")
         .fillna(0, ["interested", "delivered", "false_positives", "duplicates",
                     "duplicates_per_node", "data_tx"])
         .withColumn("pub_time_s", (F.col("pub_ts") - F.col("t0_ns")) / 1e9)
@@ -582,8 +599,12 @@ def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
     measured = pubs.filter(F.col("measured")).drop("measured")
     intervals = subscription_intervals(records).cache()
     members = member_intervals(records, groups.select("run", "node", "group"))
-    truth = scope_filter(interested_truth(measured, intervals, cache_window_s), measured,
-                         members).cache()
+    # the matcher's rows are cached before the scope filter too: ``scope_filter`` reads
+    # them twice (events without a scope, scoped events), and Spark shares no Python
+    # UDF's output between two branches of a plan, so the cogrouped matcher ran twice
+    # (at 10^6 records 6.9 -> 4.9 CPU-s for the truth, docs/benchmarks.md)
+    matched = interested_truth(measured, intervals, cache_window_s).cache()
+    truth = scope_filter(matched, measured, members).cache()
     interested = truth.filter(F.col("status") == "match").select(
         "run", "event_id", "node", F.col("start_ns").alias("sub_start"))
     runs: Runs = {}
@@ -619,7 +640,7 @@ def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
         .agg(F.countDistinct("node").alias("subscribers"))))
     _merge(runs, _late_subscribers(records, pairs, intervals))
     _merge(runs, _orphans(every_pair))
-    event_tx = _event_tx(records, measured).cache()
+    event_tx = _event_tx(records).cache()
     # cached: its statistics and the per-event table (written by the caller) read it
     # both, and one row per event is small beside the pairs it is summed from
     per_event = _per_event(measured, pairs, event_tx).cache()
@@ -638,8 +659,8 @@ def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
         _derive(values)
     detail = event_detail(measured, interested, pairs, event_tx)
     return Evaluation(runs, windows, nodes, run_cdf, group_cdf, per_event, state_timeline,
-                      cached=[pubs, intervals, truth, every_pair, event_tx, per_event,
-                              by_node, state_nodes, nodes],
+                      cached=[pubs, intervals, matched, truth, every_pair, event_tx,
+                              per_event, by_node, state_nodes, nodes],
                       event_detail=detail)
 
 

@@ -269,7 +269,10 @@ def _at(ts: str) -> Column:
 
 def scope_filter(truth: DataFrame, events: DataFrame, members: DataFrame) -> DataFrame:
     """The truth rows of scoped events kept only for members of the scope at publish time;
-    rows of events without a scope unchanged."""
+    rows of events without a scope unchanged.
+
+    ``truth`` is read twice (its unscoped rows and its scoped ones): pass it cached when
+    it is a UDF's output (``interested_truth``), or the UDF runs once per read."""
     pubs = events.select("run", "event_id", "pub_node", "pub_ts")
     free = truth.filter(F.col("scope").isNull())
     scoped = truth.filter(F.col("scope").isNotNull()).join(pubs, ["run", "event_id"])

@@ -84,3 +84,55 @@ def test_a_bad_row_in_the_new_layout_is_still_a_counted_drop(
     (quality,) = loaded.quality
     assert (quality.lines, quality.valid, quality.errors) == (7, 6, {reason: 1})
     assert loaded.records.count() == 6
+
+
+def test_a_run_and_protocol_constant_in_every_row_group_are_proven(tmp_path: Path) -> None:
+    """One value in every row group (min = max, no null) is proven; a second value in
+    any row group, a null, or no statistics prove nothing for that column."""
+    from mesheval.footer import constant_strings
+
+    write(tmp_path / "a.parquet", GOOD)
+    assert constant_strings(tmp_path / "a.parquet") == {"run": "r", "protocol": "p"}
+    other = rec(4, 40, "deliver", ',"event_id":"e1"').replace('"run":"r"', '"run":"s"')
+    write(tmp_path / "two.parquet", [*GOOD, other])  # a second run in the deliver row group
+    assert constant_strings(tmp_path / "two.parquet") == {"protocol": "p"}
+    write(tmp_path / "two-groups.parquet", [*GOOD, other.replace('"deliver"', '"member"')])
+    assert constant_strings(tmp_path / "two-groups.parquet") == {"protocol": "p"}
+    unnamed = rec(4, 40, "deliver", ',"event_id":"e1"').replace('"protocol":"p",', "")
+    write(tmp_path / "null.parquet", [*GOOD, unnamed])
+    assert constant_strings(tmp_path / "null.parquet") == {"run": "r"}
+    write(tmp_path / "bare.parquet", GOOD, write_statistics=False)
+    assert constant_strings(tmp_path / "bare.parquet") == {}
+    (tmp_path / "cut.parquet").write_bytes((tmp_path / "a.parquet").read_bytes()[:-20])
+    assert constant_strings(tmp_path / "cut.parquet") == {}
+
+
+def test_the_census_reads_a_proven_run_as_a_literal_and_the_records_keep_it(
+        spark: Any, tmp_path: Path) -> None:
+    """Two clean files of one RUNDIR: the census counts each file's rows under the run
+    both prove (a literal: its scan reads no run column) and under each file's own
+    protocol; the records the metrics read are the files' rows, their columns read."""
+    from mesheval.load import RECORD_COLUMNS, load_rundirs, read_columnar
+
+    rundir = tmp_path / "run"
+    rundir.mkdir()
+    write(rundir / "a.parquet", GOOD)
+    write(rundir / "b.parquet", [line.replace('"protocol":"p"', '"protocol":"q"')
+                                 for line in GOOD])
+    loaded = load_rundirs(spark, [rundir], tmp_path / "out")
+    assert {(r["run"], r["protocol"], r["records"]) for r in loaded.census} >= {
+        ("r", "p", 3), ("r", "q", 3)}  # node 1's records of each file
+    assert sum(r["records"] for r in loaded.census) == 12
+    plain = spark.read.parquet(str(rundir / "a.parquet"), str(rundir / "b.parquet"))
+    columns = [c for c in RECORD_COLUMNS if c in plain.columns]
+    assert sorted(map(tuple, loaded.records.select(*columns).collect())) == sorted(
+        map(tuple, plain.select(*columns).collect()))
+
+    def read_schema(frame: Any) -> str:
+        plan = frame._jdf.queryExecution().executedPlan().toString()
+        return str(plan.split("ReadSchema: struct<")[1].split(">")[0])
+
+    census = read_columnar(spark, [rundir / "a.parquet"], literals=True)
+    assert "run:" not in read_schema(census) and "protocol:" not in read_schema(census)
+    assert {r["run"] for r in census.select("run").distinct().collect()} == {"r"}
+    assert "run:" in read_schema(read_columnar(spark, [rundir / "a.parquet"]))
