@@ -11,21 +11,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from evalcompare import DATA, differences, unpack_runs
-
-
-def _without_node_count(now: dict[str, Any]) -> dict[str, Any]:
-    """The two keys added since (``mesheval.batch.NODES_IN_DOCUMENT``): every node listed."""
-    assert now.pop("nodes_listed") == "all"
-    assert now.pop("nodes_total") == len(now["nodes"])
-    return now
+from evalcompare import DATA, differences, unpack_runs, without_node_count
 
 
 def test_metrics_json_equals_the_job_before_the_rework(spark: Any, tmp_path: Path) -> None:
     from mesheval.batch import run_batch
 
     run_batch(spark, unpack_runs(tmp_path / "runs"), tmp_path / "out")
-    now = _without_node_count(json.loads((tmp_path / "out" / "metrics.json").read_text(
+    now = without_node_count(json.loads((tmp_path / "out" / "metrics.json").read_text(
         encoding="utf-8")))
     before = json.loads((DATA / "metrics-before.json").read_text(encoding="utf-8").replace(
         "@RUNS@", str(tmp_path / "runs")))
@@ -64,7 +57,7 @@ def test_parquet_runs_give_the_figures_of_their_json_lines(spark: Any, tmp_path:
     (runs[0] / "junk.parquet").write_bytes(b"not parquet at all")
     pq.write_table(pa.table({"run": ["demo"], "node": ["one"]}), runs[1] / "typed.parquet")
     run_batch(spark, runs, tmp_path / "out")
-    now = _without_node_count(json.loads((tmp_path / "out" / "metrics.json").read_text(
+    now = without_node_count(json.loads((tmp_path / "out" / "metrics.json").read_text(
         encoding="utf-8")))
     before = json.loads((DATA / "metrics-before.json").read_text(encoding="utf-8").replace(
         "@RUNS@", str(tmp_path / "runs")))
