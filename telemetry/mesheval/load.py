@@ -324,7 +324,7 @@ def read_columnar(spark: SparkSession, files: Sequence[Path], *, literals: bool 
     instead of 14 at 10^7 records (docs/benchmarks.md, "Seventh session")."""
     frames = [
         _constants(spark.read.schema(record_schema(with_corrupt=False)).parquet(str(path)),
-                   [path] if literals else [])
+                   path if literals else None)
         .withColumn(CORRUPT, F.lit(None).cast("string"))
         .withColumn(FILE, F.lit(path.absolute().as_uri()))
         .withColumn(ERROR, error_column(proven_checks(path)))
@@ -336,15 +336,13 @@ def read_columnar(spark: SparkSession, files: Sequence[Path], *, literals: bool 
     return union
 
 
-def _constants(frame: DataFrame, files: Sequence[Path]) -> DataFrame:
-    """``frame`` (the records of ``files``) with each column that holds the same string in
-    every row of every file (``mesheval.footer.constant_strings``: a simulated run's run
+def _constants(frame: DataFrame, path: Path | None) -> DataFrame:
+    """``frame`` (the records of the file at ``path``) with each column that holds the
+    same string in every row (``mesheval.footer.constant_strings``: a simulated run's run
     and protocol) replaced by that string as a literal: the same values, but the scan
     neither reads nor decodes the column. At 10^7 records, in a side measurement, the
     census's pass took 3.6 CPU-s with the columns read and 2.2 with literals
-    (docs/benchmarks.md, "Seventh session"). No ``files``: ``frame`` unchanged."""
-    proven = [constant_strings(path) for path in files]
-    for name, value in (proven[0] if proven else {}).items():
-        if all(p.get(name) == value for p in proven[1:]):
-            frame = frame.withColumn(name, F.lit(value))
+    (docs/benchmarks.md, "Seventh session"). No ``path``: ``frame`` unchanged."""
+    for name, value in (constant_strings(path) if path is not None else {}).items():
+        frame = frame.withColumn(name, F.lit(value))
     return frame
