@@ -35,6 +35,7 @@ from mesheval.quantiles import latency_quantiles
 from mesheval.settings import GROUP_KEYS
 from mesheval.state import state_metrics
 from mesheval.truth import (
+    SCOPE_ATTR,
     interested_truth,
     member_intervals,
     scope_filter,
@@ -563,6 +564,14 @@ def _nodes(records: DataFrame, load: DataFrame, pairs: DataFrame, state: DataFra
     )
 
 
+def _may_be_scoped(measured: DataFrame) -> bool:
+    """Whether any measured event's content mentions the scope attribute. Without one
+    the scope filter keeps every truth row, and skipping it spares a second cache of the
+    matcher's rows (a run of a protocol without scoped events, most runs); with one the
+    filter decides exactly (a mention in a value only costs the filter)."""
+    return bool(measured.filter(F.col("content").contains(SCOPE_ATTR)).limit(1).count())
+
+
 def _group_cdf(pairs: DataFrame, settings: DataFrame) -> list[dict[str, Any]]:
     """Latency quantiles per configuration, pooled over its runs; in the order of the
     configurations' keys (a collect's order follows the plan, which changed with it)."""
@@ -599,12 +608,16 @@ def evaluate(records: DataFrame, settings: DataFrame, window_s: float = 10.0,
     measured = pubs.filter(F.col("measured")).drop("measured")
     intervals = subscription_intervals(records).cache()
     members = member_intervals(records, groups.select("run", "node", "group"))
-    # the matcher's rows are cached before the scope filter too: ``scope_filter`` reads
-    # them twice (events without a scope, scoped events), and Spark shares no Python
-    # UDF's output between two branches of a plan, so the cogrouped matcher ran twice
-    # (at 10^6 records 6.9 -> 4.9 CPU-s for the truth, docs/benchmarks.md)
-    matched = interested_truth(measured, intervals, cache_window_s).cache()
-    truth = scope_filter(matched, measured, members).cache()
+    matched = interested_truth(measured, intervals, cache_window_s)
+    if _may_be_scoped(measured):
+        # the matcher's rows are cached before the scope filter too: ``scope_filter``
+        # reads them twice (events without a scope, scoped events), and Spark shares no
+        # Python UDF's output between two branches of a plan, so the cogrouped matcher
+        # ran twice (at 10^6 records 6.9 -> 4.9 CPU-s for the truth, docs/benchmarks.md)
+        matched = matched.cache()
+        truth = scope_filter(matched, measured, members).cache()
+    else:  # no event names a scope: the filter would keep every row, read twice
+        truth = matched.cache()
     interested = truth.filter(F.col("status") == "match").select(
         "run", "event_id", "node", F.col("start_ns").alias("sub_start"))
     runs: Runs = {}
