@@ -4,10 +4,13 @@ A ring A - B - C - D - A (the medium drops A <-> C and B <-> D), each node
 with its own mosquitto and meshsubd configured ``protocol.name = "tg"``. The
 four form one group (depth 2 at most: the node opposite the leader hangs
 under one of the leader's two children). A publication from the leader
-reaches the matching subscriber at depth 2 once; then its parent's daemon is
-killed, and the orphan re-attaches through the other side of the ring,
-without a loop (every chain of parents reaches the leader in ``level``
-steps), and the next publication reaches it again.
+reaches the matching members once: the subscriber at depth 2 and the
+leader's other child, whose second subscription does not match and gets
+nothing (the event reaches that node, so its own exact check is what keeps
+it out). Then the deep node's parent's daemon is killed, and the orphan
+re-attaches through the other side of the ring, without a loop (every chain
+of parents reaches the leader in ``level`` steps), and the next publication
+reaches it again.
 """
 
 from __future__ import annotations
@@ -66,12 +69,21 @@ def test_group_forms_delivers_and_heals_after_a_parent_dies(ring: dict[str, Prot
     x = nodes[deep[0] - 1]
     leader = nodes[next(nid for nid, g in by.items() if g["level"] == 0) - 1]
     parent = nodes[by[x.node_id]["parent"] - 1]
+    other = nodes[next(nid for nid, g in by.items()
+                       if g["level"] == 1 and nid != parent.node_id) - 1]
 
     sub = x.mqtt_sub("meshsub/deliver/tge/#")
     sub.wait_ready(x, "meshsub/deliver/tge/probe")
     x.mqtt_pub("meshsub/sub/tge", "tg alpha=true", retain=True)
     wait_for(lambda: any(r["sub_id"] == "tge" for r in x.ctl("subscriptions")),
              "subscription on the deep node")
+    # the leader's other child: one subscription the events match, one they do not
+    theirs = other.mqtt_sub("meshsub/deliver/#")
+    theirs.wait_ready(other, "meshsub/deliver/tgb/probe")
+    other.mqtt_pub("meshsub/sub/tgb", "tg beta=true", retain=True)
+    other.mqtt_pub("meshsub/sub/tgg", "tg gamma=true", retain=True)
+    wait_for(lambda: {"tgb", "tgg"} <= {r["sub_id"] for r in other.ctl("subscriptions")},
+             "subscriptions on the other child")
 
     sent = [0]
 
@@ -86,7 +98,11 @@ def test_group_forms_delivers_and_heals_after_a_parent_dies(ring: dict[str, Prot
                                                       "n": sent[0]}))
         return [d for d in events(sub) if d["attrs"]["n"] >= first]
 
-    wait_for(lambda: arrived_after(1), "an event at the deep node", guard=60.0, step=1.0)
+    def at_both(first: int) -> bool:
+        return bool(arrived_after(first)) and any(
+            d["sub_id"] == "tgb" and d["attrs"]["n"] >= first for d in events(theirs))
+
+    wait_for(lambda: at_both(1), "an event at both matching members", guard=60.0, step=1.0)
 
     parent.kill_daemon(signal.SIGKILL)
     rest = [n for n in nodes if n is not parent]
@@ -105,6 +121,9 @@ def test_group_forms_delivers_and_heals_after_a_parent_dies(ring: dict[str, Prot
     ids = [d["event_id"] for d in events(sub)]
     assert len(set(ids)) == len(ids)  # never twice
     assert all(d["attrs"]["alpha"] is True for d in events(sub))
+    pairs = [(d["sub_id"], d["event_id"]) for d in events(theirs)]
+    assert pairs and len(set(pairs)) == len(pairs)  # never twice
+    assert {sid for sid, _ in pairs} == {"tgb"}  # the gamma subscription matched nothing
 
 
 def events(sub: Any) -> list[dict[str, Any]]:

@@ -5,6 +5,7 @@ which the protocol turns into a counted drop; fed to a node, no body raises."""
 from __future__ import annotations
 
 import contextlib
+import math
 from typing import Any
 
 import msgpack
@@ -23,9 +24,14 @@ from meshsub.core.api import (
 )
 from meshsub.core.arv import ARV
 from meshsub.core.georouting import GeoHeader
+from meshsub.core.grid import Cell
 from meshsub.core.syntax import parse_event, parse_subscription
 from meshsub.protocols.brvst import Brvst, BrvstParams
 from meshsub.protocols.brvst import messages as m
+from meshsub.protocols.brvst.grid_manager import GridManager
+from meshsub.protocols.brvst.schema import Schema
+from meshsub.protocols.brvst.zone_manager import Cached, Relation, ZoneManager, ZoneSummary
+from meshsub.protocols.brvst.zones import Zone
 
 ENTRY = ((1, ARV.parse("0110")), (4, ARV.parse("1")))
 PUB = m.Pub(MessageId(7, 1, 3), parse_event("t a1_lo=1 a1_hi=2 note=\"x\""), 12.5)
@@ -201,3 +207,107 @@ def test_field_fast_paths_accept_exactly_what_bodies_accepts(value: Any, lo: int
         except ValueError:
             got = ValueError
         assert got == want and type(got) is type(want)
+
+
+# ------------------------------------------------------------------ hand-over state
+
+SCHEMA = Schema.from_params(BrvstParams())
+
+
+def grid_manager() -> GridManager:
+    return GridManager(Cell(0, 0), 1, SCHEMA, max_subs=16, max_bytes=1 << 20, dedupe=64)
+
+
+def zone_manager() -> ZoneManager:
+    return ZoneManager(Zone(0, 0), 1, SCHEMA, sof_max=16, zones_max=8, zones_bytes=1 << 16,
+                       cache_max=16, cache_bytes=1 << 20, advert_max=8, dedupe=64)
+
+
+def handed_over() -> tuple[list[Any], list[Any]]:
+    """A grid manager's and a zone manager's STATE_XFER blobs, every kind of item in them."""
+    g = grid_manager()
+    g.upsert((5, "s"), SUB, (1.0, 2.0), 50.0)
+    g.upsert((6, "t"), parse_subscription("t a2_lo>=10"), (3.0, 4.0), 40.0)
+    rsv = tuple(g.representative())
+    z = zone_manager()
+    z.apply_grsv(Cell(0, 1), m.SummaryUpdate(0, 1, SENDER, 3, 0, rsv, b""), 1.0)
+    z.store_summary((Zone(1, 0), 5), ZoneSummary(5, (1.0, 2.0), 1, 4, rsv, Relation.NEIGHBOR,
+                                                 2.0, 3.0))
+    z.learn_publication_zone(Zone(1, 1), 4.0)
+    z.mark_advertised((7, b"k"), [1, 2], 5.0)
+    z.cache_insert(Cached(PUB, SCHEMA.view(PUB.event.attrs), Zone(0, 0), Cell(0, 0), 6.0,
+                          106.0, 2, {(Cell(1, 1), 4)}, {(Zone(1, 0), 5)}))
+    return g.blob(10.0, 1 << 16)[0], z.blob(10.0, 1 << 16)[0]
+
+
+GM_BLOB, ZM_BLOB = handed_over()
+
+
+def test_hand_over_blobs_load_whole() -> None:
+    g, z = grid_manager(), zone_manager()
+    assert g.load(packed(GM_BLOB), 10.0) == 0 and len(g.table) == 2
+    assert z.load(packed(ZM_BLOB), 10.0) == 0
+    assert len(z.sof) == len(z.summaries) == len(z.push) == len(z.adverts) == len(z.cache) == 1
+
+
+def finite_state(g: GridManager, z: ZoneManager) -> bool:
+    """Every time and position a loaded manager holds is a finite number."""
+    numbers: list[float] = []
+    for rec in g.table.values():
+        numbers += [rec.expiry, *rec.pos]
+    for sof in z.sof.values():
+        numbers += [sof.rx, sof.last_match, *sof.pos]
+    for s in z.summaries.values():
+        numbers += [s.rx, s.last_match, *s.pos]
+    numbers += [t for _zone, t in z.push.items()]
+    numbers += [t for _key, bands in z.adverts.items() for t in bands.values()]
+    numbers += [t for c in z.cache.values() for t in (c.t_insert, c.t_expire)]
+    return all(math.isfinite(x) for x in numbers)
+
+
+EDGES: st.SearchStrategy[Any] = st.sampled_from(
+    [math.inf, -math.inf, math.nan, 2**64 - 1, -(2**63), -1, 0, True, None, "x", b"x", [], {},
+     1e300]) | anything
+
+
+def _replace_a_field(blob: list[Any], data: st.DataObject) -> list[Any]:
+    """One field of one item of one part replaced by an edge value (the places a blind
+    mutation of the nested blob seldom reaches)."""
+    out: list[Any] = packed(blob)
+    parts = [i for i in range(1, len(out)) if out[i]]
+    i = data.draw(st.sampled_from(parts))
+    j = data.draw(st.integers(0, len(out[i]) - 1))
+    k = data.draw(st.integers(0, len(out[i][j]) - 1))
+    out[i][j][k] = data.draw(EDGES)
+    return out
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_mutated_hand_over_blobs_are_bad_items_never_exceptions(data: st.DataObject) -> None:
+    """A STATE_XFER's state is read item by item off the wire: whatever an item holds
+    (infinities and NaN included, which ``int()`` raises on or which would make a lease
+    that never runs out), loading counts it as bad or installs finite state."""
+    g, z = grid_manager(), zone_manager()
+    for manager, blob in ((g, GM_BLOB), (z, ZM_BLOB)):
+        wire = _replace_a_field(blob, data) if data.draw(st.booleans()) \
+            else _mutate(packed(blob), data)
+        if isinstance(wire, list | tuple):
+            assert manager.load(wire, 10.0) >= 0
+    assert finite_state(g, z)
+
+
+def test_a_manager_counts_bad_hand_over_items_from_a_conflict_loser() -> None:
+    """The loser of a manager conflict sends its state to the winner, which merges it:
+    infinite and NaN fields are counted drops (``xfer_bad_item``), not exceptions."""
+    bad_gm = [0, [[float("inf"), "s", SUB.to_wire(), 1.0, 2.0, 3.0],
+                  [7, "s", SUB.to_wire(), 1.0, 2.0, float("nan")]]]
+    bad_zm = [1, [[float("inf"), 0, 9, 1.0, 1.0, 1, 1, [], 0.0, 0.0]], [],
+              [[0, 1, float("-inf")]], [[7, b"k", [[1, float("nan")]]]], []]
+    for level, blob in ((1, bad_gm), (2, bad_zm)):
+        node = manager_node()
+        kind = m.Dest.GRID if level == 1 else m.Dest.ZONE
+        body = addressed_here(m.STATE_XFER, m.StateXfer(level, 0, 0, 7, 2, blob).to_wire())
+        body[0] = int(kind)
+        node.handle(FrameReceived(2.0, 2, Message(m.STATE_XFER, MessageId(2, 0, 7), body, ttl=8)))
+        assert node.drops["xfer_bad_item"] == (2 if level == 1 else 3)

@@ -4,8 +4,9 @@ Several protocols keep trees over radio links and ask the same questions of
 them: who is my parent, which children do I have and are they still alive,
 how deep am I, would attaching to this node close a loop, and what does my
 subtree contain. The tree-group protocol (Liu 2011, §3.1-3.5) and its
-single-tree baseline keep one per group; DIBS keeps one per cluster. This
-module answers those questions for one node, sans-I/O and bounded:
+single-tree baseline keep one per group (through ``meshsub.core.cluster``);
+DIBS keeps one per cluster, encoded in its virtual addresses rather than here.
+This module answers those questions for one node, sans-I/O and bounded:
 
 - the *path* is the list of ancestors from the root down to the parent, as
   the parent last told us (its ``len`` is our level; the root's is empty). A
@@ -14,9 +15,9 @@ module answers those questions for one node, sans-I/O and bounded:
 - children are *soft state*: each entry remembers when the child was last
   heard, and ``expire`` returns the ones silent for too long;
 - each child reports a *summary* of its subtree (a Bloom filter in the
-  tree-group protocol, prefix zones in DIBS) and the deepest level in it;
-  ``aggregate`` ORs the summaries upward (Liu §3.2: "each node sends the
-  merged bitmap to its parent").
+  tree-group protocol; any value with an OR for another caller) and the
+  deepest level in it; ``aggregate`` ORs the summaries upward (Liu §3.2:
+  "each node sends the merged bitmap to its parent").
 
 Bounds: at most ``max_children`` children and ``max_path`` ancestors; a
 summary larger than ``max_summary_bytes`` (measured by the caller's

@@ -19,9 +19,10 @@ from typing import Any
 import msgpack
 
 from meshsub.core.arv import ARV, Comparator
-from meshsub.core.content import ContentError, Event, Subscription
+from meshsub.core.content import Event, Subscription
 from meshsub.core.dedup import DuplicateCache
 from meshsub.core.grid import Cell, Point
+from meshsub.protocols.brvst import messages as m
 from meshsub.protocols.brvst.forest import Filter, Summarised, entry_size, rsv_size
 from meshsub.protocols.brvst.schema import PubView, Schema, SchemaError
 from meshsub.protocols.brvst.tables import BoundedMap
@@ -155,21 +156,26 @@ class GridManager(Summarised):
         return [0, subs], left_out
 
     def load(self, blob: list[Any] | tuple[Any, ...], now: float) -> int:
-        """Install a predecessor's subscriptions (existing ones win); return how many were bad."""
+        """Install a predecessor's subscriptions (existing ones win); return how many were bad.
+
+        The blob comes off the wire (STATE_XFER), so every field is read with the checks
+        of a message body (``messages.Fields``): an item with a wrong type, an infinite or
+        NaN number (which ``int()`` would raise on, or which would make a lease that never
+        expires) is one bad item, never an exception.
+        """
         if len(blob) != 2 or blob[0] != 0 or not isinstance(blob[1], list | tuple):
             return 1
         bad = 0
         for item in blob[1]:
             try:
-                node, sid, wire, x, y, ttl = item
-                key = (int(node), str(sid))
+                f = m.Fields(item, 6, "hand-over subscription")
+                key = (f.node(), f.text())
                 if key in self.table:
                     continue
-                sub = Subscription.from_wire(wire)
-                if self.upsert(key, sub, (float(x), float(y)), now + float(ttl)) \
-                        is Upsert.REFUSED:
+                sub, pos, ttl = f.subscription(), (f.number(), f.number()), f.number()
+                if self.upsert(key, sub, pos, now + ttl) is Upsert.REFUSED:
                     bad += 1
-            except (ValueError, TypeError, ContentError, SchemaError):
+            except (ValueError, SchemaError):
                 bad += 1
         return bad
 

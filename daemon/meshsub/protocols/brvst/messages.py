@@ -145,6 +145,10 @@ class Fields:
             return value
         return bodies.node(*self._next())
 
+    def counter(self) -> int:
+        """An epoch or a version: 0 .. 2^32 - 1."""
+        return self.integer(0, _U32)
+
     def opt_node(self) -> int | None:
         if self._items[self._i] is None:
             self._i += 1

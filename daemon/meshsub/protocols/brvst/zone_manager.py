@@ -31,7 +31,7 @@ import msgpack
 
 from meshsub.core.api import MessageId
 from meshsub.core.arv import Comparator
-from meshsub.core.content import ContentError, Subscription
+from meshsub.core.content import Subscription
 from meshsub.core.dedup import DuplicateCache
 from meshsub.core.grid import Cell, Point
 from meshsub.protocols.brvst import messages as m
@@ -415,7 +415,12 @@ class ZoneManager(Summarised):
         return [1, sof, zones, push, adverts, cache], left_out
 
     def load(self, blob: list[Any] | tuple[Any, ...], now: float) -> int:
-        """Install a predecessor's state (newer SOF records and summaries win); bad items."""
+        """Install a predecessor's state (newer SOF records and summaries win); bad items.
+
+        The blob comes off the wire (STATE_XFER): every field is read with the checks of
+        a message body (``messages.Fields``), so an item with a wrong type or an infinite
+        or NaN number is one bad item, never an exception (nor a record that never ages).
+        """
         if len(blob) != 6 or blob[0] != 1:
             return 1
         bad = 0
@@ -427,54 +432,66 @@ class ZoneManager(Summarised):
             for item in part:
                 try:
                     loader(item, now)
-                except (ValueError, TypeError, KeyError, ContentError, SchemaError):
+                except (ValueError, KeyError, SchemaError):
                     bad += 1
         return bad
 
     def _load_sof(self, item: Any, now: float) -> None:
-        gx, gy, gm, x, y, epoch, version, rsv, age_rx, age_match = item
-        upd = m.SummaryUpdate(int(gx), int(gy), m.Sender(int(gm), (float(x), float(y)),
-                                                         int(epoch)),
-                              int(version), m.GrsvReason.RESYNC, m.rsv_from_wire(rsv), b"")
-        status, _added = self.apply_grsv(Cell(int(gx), int(gy)), upd, now - float(age_rx))
+        f = m.Fields(item, 10, "hand-over SOF record")
+        cell = Cell(f.integer(), f.integer())
+        sender = m.Sender(f.node(), (f.number(), f.number()), f.counter())
+        upd = m.SummaryUpdate(cell[0], cell[1], sender, f.counter(), m.GrsvReason.RESYNC,
+                              m.rsv_from_wire(f.raw()), b"")
+        age_rx, age_match = f.number(), f.number()
+        status, _added = self.apply_grsv(cell, upd, now - age_rx)
         if status is Applied.FULL:
             raise ValueError("SOF full")
-        rec = self.sof.get((Cell(int(gx), int(gy)), int(gm)))
+        rec = self.sof.get((cell, sender.node))
         if rec is not None:
-            rec.last_match = now - float(age_match)
+            rec.last_match = now - age_match
 
     def _load_zone(self, item: Any, now: float) -> None:
-        zx, zy, zm, x, y, epoch, version, rel, rsv, age_rx, age_match = item
-        key = (Zone(int(zx), int(zy)), int(zm))
-        old = self.summaries.get(key)
-        if old is not None and (old.epoch, old.version) >= (int(epoch), int(version)):
+        f = m.Fields(item, 11, "hand-over zone summary")
+        zone = Zone(f.integer(), f.integer())
+        zm, pos, epoch, version = f.node(), (f.number(), f.number()), f.counter(), f.counter()
+        relation = Relation(f.text(16))
+        entries, age_rx, age_match = m.rsv_from_wire(f.raw()), f.number(), f.number()
+        old = self.summaries.get((zone, zm))
+        if old is not None and (old.epoch, old.version) >= (epoch, version):
             return
-        self.store_summary(key, ZoneSummary(int(zm), (float(x), float(y)), int(epoch),
-                                             int(version), m.rsv_from_wire(rsv),
-                                             Relation(rel), now - float(age_rx),
-                                             now - float(age_match)))
+        self.store_summary((zone, zm), ZoneSummary(zm, pos, epoch, version, entries, relation,
+                                                   now - age_rx, now - age_match))
 
     def _load_push(self, item: Any, now: float) -> None:
-        zx, zy, age = item
-        zone = Zone(int(zx), int(zy))
-        self.push.put(zone, max(self.push.get(zone) or float("-inf"), now - float(age)))
+        f = m.Fields(item, 3, "hand-over push entry")
+        zone, age = Zone(f.integer(), f.integer()), f.number()
+        self.push.put(zone, max(self.push.get(zone) or float("-inf"), now - age))
 
     def _load_advert(self, item: Any, now: float) -> None:
-        publisher, key, bands = item
+        f = m.Fields(item, 3, "hand-over advert times")
+        publisher, key = f.node(), f.raw()
         if not isinstance(key, bytes):
             raise ValueError("advert key must be bytes")
-        last = {int(d): now - float(age) for d, age in bands}
-        self.adverts.put((int(publisher), key), last)
+        last = {}
+        for band in f.items():
+            b = m.Fields(band, 2, "advert band")
+            d, age = b.integer(1), b.number()
+            last[d] = now - age
+        self.adverts.put((publisher, key), last)
 
     def _load_cached(self, item: Any, now: float) -> None:
-        pub_w, ozx, ozy, ogx, ogy, ttl, hits, grids, zones = item
-        pub = m.Pub.from_wire(pub_w)
-        if pub.event_id in self.cache or float(ttl) <= 0:
+        f = m.Fields(item, 9, "hand-over cached publication")
+        pub = m.Pub.from_wire(f.raw())
+        origin_zone, origin_grid = Zone(f.integer(), f.integer()), Cell(f.integer(), f.integer())
+        ttl, hits = f.number(), f.integer(0)
+        grids = {(Cell(g.integer(), g.integer()), g.node())
+                 for g in (m.Fields(w, 3, "sent grid") for w in f.items())}
+        zones = {(Zone(z.integer(), z.integer()), z.node())
+                 for z in (m.Fields(w, 3, "sent zone") for w in f.items())}
+        if pub.event_id in self.cache or ttl <= 0:
             return
-        entry = Cached(pub, self.schema.view(pub.event.attrs), Zone(int(ozx), int(ozy)),
-                       Cell(int(ogx), int(ogy)), now, now + float(ttl), int(hits),
-                       {(Cell(int(g[0]), int(g[1])), int(g[2])) for g in grids},
-                       {(Zone(int(z[0]), int(z[1])), int(z[2])) for z in zones})
+        entry = Cached(pub, self.schema.view(pub.event.attrs), origin_zone, origin_grid, now,
+                       now + ttl, hits, grids, zones)
         self.cache_insert(entry)
 
     # ------------------------------------------------------------ accounting
