@@ -38,7 +38,8 @@ wrote and ``mobility.log``), per run:
 - **delivery ratio** (Fig. 2): delivered expected (node, subscription) pairs
   within ``T_VALID`` = 10 s over expected pairs. Expected for a global event:
   every node whose subscription matches at publish time in the publisher's
-  connected component (the unit-disk graph at the last mobility tick); for a
+  connected component (the unit-disk graph at publish time, the nodes' tracks in
+  ``mobility.log`` linear between their points); for a
   local event: the matching nodes in the publisher's groups at publish time,
   from the ``member`` records of the TG run of the same seed (the same for
   every scheme; TG3 and TG6 use their own groups);
@@ -72,6 +73,7 @@ Each verdict is computed from the figures with its rule printed on the page.
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import math
 import multiprocessing
@@ -273,38 +275,32 @@ def simulate(point: Point, runs: Path, reuse: bool) -> tuple[Path, float]:
 # ------------------------------------------------------------------ evaluating
 
 
+GRAPH_STEP_S = 0.25
+"""The unit-disk graph of an event is taken at its publish time rounded down to this
+step, so events close in time share one graph: a node moves at most speed x step from
+where it was (0.5 m at Table 2's 2 m/s, 6.25 m at the speed sweep's 25 m/s, against the
+150 m range), and a 600 s window builds at most 2,400 graphs."""
+
+
 class Positions:
-    """Every node's position at each mobility tick, from ``mobility.log``."""
+    """Every node's track from ``mobility.log``: its points (a waypoint, a pause's end)
+    with the node moving in a straight line between them and holding its last point, as
+    the simulator moved it (``mesheval.optimum.topology.read_tracks``)."""
 
     def __init__(self, rundir: Path) -> None:
-        self.ticks: list[float] = []
-        self.at: list[dict[int, tuple[float, float]]] = []
-        current: dict[int, tuple[float, float]] = {}
-        with (rundir / "mobility.log").open() as f:
-            for line in f:
-                if line.startswith("#"):
-                    continue
-                t_s, node_s, x_s, y_s = line.split()
-                t = float(t_s)
-                if not self.ticks or t > self.ticks[-1]:
-                    if self.ticks:
-                        self.at.append(dict(current))
-                    self.ticks.append(t)
-                current[int(node_s)] = (float(x_s), float(y_s))
-        self.at.append(dict(current))
-        self._graphs: dict[int, dict[int, list[int]]] = {}
+        from mesheval.optimum.topology import read_tracks
+
+        self.tracks = {n: (times.tolist(), xs.tolist(), ys.tolist())
+                       for n, (times, xs, ys) in read_tracks(rundir / "mobility.log").items()}
+        self._last: tuple[int, dict[int, list[int]]] | None = None
 
     def graph(self, t: float) -> dict[int, list[int]]:
-        """The unit-disk graph at the last tick at or before ``t``."""
-        lo, hi = 0, len(self.ticks) - 1
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if self.ticks[mid] <= t:
-                lo = mid
-            else:
-                hi = mid - 1
-        if lo not in self._graphs:
-            pos = self.at[lo]
+        """The unit-disk graph at ``t`` rounded down to ``GRAPH_STEP_S`` (the last one
+        built is kept: ``evaluate`` asks in publish-time order)."""
+        step = math.floor(t / GRAPH_STEP_S)
+        if self._last is None or self._last[0] != step:
+            at = step * GRAPH_STEP_S
+            pos = {n: self.at(n, at) for n in self.tracks}
             cells: dict[tuple[int, int], list[int]] = defaultdict(list)
             for n, (x, y) in pos.items():
                 cells[(int(x // RANGE_M), int(y // RANGE_M))].append(n)
@@ -320,8 +316,20 @@ class Positions:
                                     xa, ya = pos[a]
                                     if (xa - xb) ** 2 + (ya - yb) ** 2 <= r2:
                                         adj[a].append(b)
-            self._graphs[lo] = adj
-        return self._graphs[lo]
+            self._last = (step, adj)
+        return self._last[1]
+
+    def at(self, node: int, t: float) -> tuple[float, float]:
+        """Where ``node`` is at ``t`` (plain floats: numpy's per-call cost, once per node
+        and graph, would be most of a graph's)."""
+        times, xs, ys = self.tracks[node]
+        i = bisect.bisect_right(times, t)
+        if i == 0:
+            return xs[0], ys[0]
+        if i == len(times):
+            return xs[-1], ys[-1]
+        f = (t - times[i - 1]) / (times[i] - times[i - 1])
+        return xs[i - 1] + f * (xs[i] - xs[i - 1]), ys[i - 1] + f * (ys[i] - ys[i - 1])
 
 
 def bfs_parents(adj: dict[int, list[int]], source: int) -> dict[int, int | None]:
@@ -551,6 +559,7 @@ def evaluated(rundir: Path, point: Point, wall_s: float, groups_from: Path,
 
     from mesheval.optimum import evaluate as opt_evaluate
     from mesheval.optimum import graph, journeys, steiner, topology
+    from mesheval.optimum.topology import TopologyError
 
     code = hashlib.sha256("".join(inspect.getsource(f) for f in (
         evaluate, Membership, Positions, run_records, spt_broadcasts, bfs_parents,
@@ -570,6 +579,8 @@ def evaluated(rundir: Path, point: Point, wall_s: float, groups_from: Path,
     except NoTelemetryError as exc:  # an archived run: refused, not a page of zeros
         raise SystemExit(f"{exc}: unpack its node files, or rerun it without --reuse") \
             from None
+    except TopologyError as exc:  # no mobility.log, or a bad line in it: no graph
+        raise SystemExit(f"tg_experiments: {exc}") from None
     cache.write_text(json.dumps({"key": key, "figures": asdict(fig)}) + "\n")
     return with_cost(fig, rundir)
 

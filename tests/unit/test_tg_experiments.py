@@ -192,3 +192,27 @@ def test_a_run_without_a_topology_has_no_optimum(bench: ModuleType,
     row = next(line for line in page.splitlines() if line.startswith("| TG |"))
     assert row.split(" | ")[-4:-1] == ["n/a", "n/a", "n/a"]
     assert "n/a: no topology for the optimum in TG seed 1: " in page
+
+
+def test_positions_move_between_their_points(bench: ModuleType, tmp_path: Path) -> None:
+    """mobility.log holds each track's points (waypoints, pauses' ends): a node between
+    two is on its way, not still at the first (it met node 1 here long before its point)."""
+    (tmp_path / "mobility.log").write_text(
+        "# t node x y\n0.0 1 0.0 0.0\n0.0 2 1000.0 0.0\n100.0 2 0.0 0.0\n")
+    positions = bench.Positions(tmp_path)
+    assert positions.graph(50.0) == {1: [], 2: []}  # 500 m apart
+    assert positions.graph(90.0) == {1: [2], 2: [1]}  # 100 m apart, in range
+    assert positions.graph(200.0) == {1: [2], 2: [1]}  # holds its last point
+
+
+def test_a_run_without_tracks_is_refused_with_one_line(bench: ModuleType,
+                                                       tiny_run: tuple[object, Path],
+                                                       tmp_path: Path) -> None:
+    point, rundir = tiny_run
+    bare = tmp_path / rundir.name
+    shutil.copytree(rundir, bare)
+    (bare / "mobility.log").unlink()
+    (bare / "figures.json").unlink(missing_ok=True)  # left by the tests before
+    with pytest.raises(SystemExit, match=r"^tg_experiments: .*mobility.log: No such file"):
+        bench.evaluated(bare, point, 1.0, bare, reuse=False)
+    assert not (bare / "figures.json").exists()
