@@ -565,7 +565,8 @@ def evaluated(rundir: Path, point: Point, wall_s: float, groups_from: Path,
         evaluate, Membership, Positions, run_records, spt_broadcasts, bfs_parents,
         optimum, opt_evaluate, graph, journeys, steiner, topology)).encode()).hexdigest()
     key = {"code": code, "groups_from": str(groups_from.resolve()),
-           "preset": asdict(point.preset), "optimum_every": optimum_every}
+           "preset": asdict(point.preset), "optimum_every": optimum_every,
+           "graph_step_s": GRAPH_STEP_S}
     cache = rundir / "figures.json"
     if reuse and cache.exists():
         kept = json.loads(cache.read_text())
