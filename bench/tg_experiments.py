@@ -109,7 +109,7 @@ T_VALID = 10.0
 DENSITY = 500 / (2000.0 * 2000.0)  # Table 2: nodes per square metre
 RATE = 0.05  # publications per node per second, Table 2
 RANGE_M = 150.0
-OPTIMUM_EVERY = 25
+OPTIMUM_EVERY = 30
 """Default ``--optimum-every``: the optimum is solved for every k-th counted event by
 publish time (measured at Table 2's length: see docs/protocols/tg.md, "Reproducing §4")."""
 SCHEMES: dict[str, list[str]] = {
