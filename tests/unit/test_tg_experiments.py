@@ -8,6 +8,8 @@ hand-made inputs.
 from __future__ import annotations
 
 import json
+import math
+import shutil
 from pathlib import Path
 from types import ModuleType
 
@@ -136,3 +138,81 @@ def test_a_run_whose_telemetry_is_archived_is_refused_not_read_as_empty(
     with pytest.raises(SystemExit, match="no telemetry"):
         bench.evaluated(rundir, point, 1.0, rundir, reuse=True)
     assert not (rundir / "figures.json").exists()
+
+
+@pytest.fixture(scope="module")
+def tiny_run(bench: ModuleType, tmp_path_factory: pytest.TempPathFactory
+             ) -> tuple[object, Path]:
+    """A TG run of 20 nodes at Table 2's density and rate, 5 s warm-up and 20 s measured
+    (about ten counted events), simulated once for the tests below."""
+    preset = bench.Preset("tiny", 20, 5.0, 20.0, 1, drain_s=0.0)
+    point = bench.Point("TG", 1, preset)
+    rundir, _wall = bench.simulate(point, tmp_path_factory.mktemp("tg-runs"), reuse=False)
+    return point, rundir
+
+
+@pytest.mark.slow
+def test_the_optimum_figures_come_out_of_a_run(bench: ModuleType,
+                                               tiny_run: tuple[object, Path]) -> None:
+    point, rundir = tiny_run
+    every = bench.evaluate(rundir, point, 1.0, rundir, optimum_every=1)
+    assert every.published >= 5 and every.opt_error is None
+    assert every.opt_every == 1 and every.opt_sample == every.published
+    assert 0 < every.opt_events <= every.opt_sample
+    assert every.optimum_ratio is not None and every.optimum_ratio_high is not None
+    assert 0 < every.optimum_ratio <= every.optimum_ratio_high
+    assert every.opt_cpu_s >= 0
+    # every third event by publish time: the sample, and a different cache entry
+    third = bench.evaluated(rundir, point, 1.0, rundir, reuse=True, optimum_every=3)
+    assert third.opt_every == 3 and third.opt_sample == -(-every.published // 3)
+    assert third.published == every.published and third.spt_ratio == every.spt_ratio
+    again = bench.evaluated(rundir, point, 1.0, rundir, reuse=True, optimum_every=1)
+    assert (again.opt_sample, again.optimum_ratio) == (every.opt_sample, every.optimum_ratio)
+    page = bench.write_report(point.preset, [every], "load", 1.0, [1])
+    row = next(line for line in page.splitlines() if line.startswith("| TG |"))
+    assert f"{every.optimum_ratio:.3f} ± inf" in row and "n/a" not in row
+    assert f"over every counted event, {every.published} events per run" in page
+
+
+@pytest.mark.slow
+def test_a_run_without_a_topology_has_no_optimum(bench: ModuleType,
+                                                 tiny_run: tuple[object, Path],
+                                                 tmp_path: Path) -> None:
+    point, rundir = tiny_run
+    bare = tmp_path / rundir.name
+    shutil.copytree(rundir, bare)
+    manifest = json.loads((bare / "manifest.json").read_text())
+    del manifest["scenario"]["radio"]  # the radio model the optimum's graph needs
+    (bare / "manifest.json").write_text(json.dumps(manifest))
+    fig = bench.evaluate(bare, point, 1.0, bare, optimum_every=1)
+    assert fig.published >= 5 and not math.isnan(fig.spt_ratio)  # the rest is there
+    assert fig.optimum_ratio is None and fig.optimum_ratio_high is None
+    assert fig.opt_error is not None and "radio" in fig.opt_error
+    page = bench.write_report(point.preset, [fig], "load", 1.0, [1])
+    row = next(line for line in page.splitlines() if line.startswith("| TG |"))
+    assert row.split(" | ")[-4:-1] == ["n/a", "n/a", "n/a"]
+    assert "n/a: no topology for the optimum in TG seed 1: " in page
+
+
+def test_positions_move_between_their_points(bench: ModuleType, tmp_path: Path) -> None:
+    """mobility.log holds each track's points (waypoints, pauses' ends): a node between
+    two is on its way, not still at the first (it met node 1 here long before its point)."""
+    (tmp_path / "mobility.log").write_text(
+        "# t node x y\n0.0 1 0.0 0.0\n0.0 2 1000.0 0.0\n100.0 2 0.0 0.0\n")
+    positions = bench.Positions(tmp_path)
+    assert positions.graph(50.0) == {1: [], 2: []}  # 500 m apart
+    assert positions.graph(90.0) == {1: [2], 2: [1]}  # 100 m apart, in range
+    assert positions.graph(200.0) == {1: [2], 2: [1]}  # holds its last point
+
+
+def test_a_run_without_tracks_is_refused_with_one_line(bench: ModuleType,
+                                                       tiny_run: tuple[object, Path],
+                                                       tmp_path: Path) -> None:
+    point, rundir = tiny_run
+    bare = tmp_path / rundir.name
+    shutil.copytree(rundir, bare)
+    (bare / "mobility.log").unlink()
+    (bare / "figures.json").unlink(missing_ok=True)  # left by the tests before
+    with pytest.raises(SystemExit, match=r"^tg_experiments: .*mobility.log: No such file"):
+        bench.evaluated(bare, point, 1.0, bare, reuse=False)
+    assert not (bare / "figures.json").exists()
