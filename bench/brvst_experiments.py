@@ -540,6 +540,19 @@ def command_line(args: argparse.Namespace) -> str:
     return "".join(opts)
 
 
+def seeds_note(args: argparse.Namespace) -> list[str]:
+    """Why the page has fewer seeds than the plan, when ``--seeds`` cut it."""
+    planned: int = getattr(args, "plan_seeds", 0)
+    if not args.seeds or args.seeds >= planned:
+        return []
+    return [f"**Seeds: {args.seeds} of the plan's {planned}.** The machine time of the "
+            "session that ran the plan did not reach further; the same command without "
+            "`--seeds` completes the plan (finished points are kept), and with fewer seeds "
+            "the 95 % intervals are wider (Student t with "
+            f"{max(1, args.seeds - 1)} degree(s) of freedom), so fewer claims are decided.",
+            ""]
+
+
 def not_run_note(args: argparse.Namespace) -> list[str]:
     """The chosen points that had not finished when the page was written, if any."""
     missing: list[str] = getattr(args, "not_run", [])
@@ -558,6 +571,7 @@ def write_report(figs: list[RunFigures], args: argparse.Namespace, load: str, ou
              + (", the reduced plan: the default block, 2 seeds, "
                 f"{QUICK_DURATION_S:g} s runs" if args.quick else "")
              + f"; load: {load}). Do not edit by hand.", "",
+             *seeds_note(args),
              *not_run_note(args),
              "Set-up: `firmware-sim/meshsim/scenarios/brvst-400.toml` (400 nodes on "
              "1000 m x 1000 m, unit-disk 80 m, every node on random waypoint in its steady "
@@ -882,6 +896,7 @@ def main(argv: list[str] | None = None) -> int:
     except (SweepError, OSError) as exc:
         print(f"brvst_experiments: {exc}", file=sys.stderr)
         return 2
+    args.plan_seeds = max((len(b.seeds) for b in spec.blocks), default=0)
     if not todo:
         print("brvst_experiments: no point of the plan selected", file=sys.stderr)
         return 2

@@ -69,3 +69,13 @@ def test_the_run_length_says_whether_the_runs_start_steady(bench: ModuleType) ->
     cold = bench.run_length(_figures(bench, "brvst", 1))
     assert "start with no subscription" in cold and "at 300 s" in cold
 
+
+
+def test_a_page_cut_to_fewer_seeds_says_so(bench: ModuleType) -> None:
+    import argparse
+
+    cut = argparse.Namespace(seeds=3, plan_seeds=5)
+    note = " ".join(bench.seeds_note(cut))
+    assert "Seeds: 3 of the plan's 5" in note and "2 degree(s) of freedom" in note
+    assert bench.seeds_note(argparse.Namespace(seeds=0, plan_seeds=5)) == []
+    assert bench.seeds_note(argparse.Namespace(seeds=5, plan_seeds=5)) == []
