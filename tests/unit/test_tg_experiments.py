@@ -174,13 +174,19 @@ def test_the_optimum_figures_come_out_of_a_run(bench: ModuleType,
     assert f"over every counted event, {every.published} events per run" in page
 
 
+def copy_of(rundir: Path, into: Path) -> Path:
+    """A copy of the shared tiny run that a test may break without touching the others'."""
+    copy = into / rundir.name
+    shutil.copytree(rundir, copy)
+    return copy
+
+
 @pytest.mark.slow
 def test_a_run_without_a_topology_has_no_optimum(bench: ModuleType,
                                                  tiny_run: tuple[object, Path],
                                                  tmp_path: Path) -> None:
     point, rundir = tiny_run
-    bare = tmp_path / rundir.name
-    shutil.copytree(rundir, bare)
+    bare = copy_of(rundir, tmp_path)
     manifest = json.loads((bare / "manifest.json").read_text())
     del manifest["scenario"]["radio"]  # the radio model the optimum's graph needs
     (bare / "manifest.json").write_text(json.dumps(manifest))
@@ -209,8 +215,7 @@ def test_a_run_without_tracks_is_refused_with_one_line(bench: ModuleType,
                                                        tiny_run: tuple[object, Path],
                                                        tmp_path: Path) -> None:
     point, rundir = tiny_run
-    bare = tmp_path / rundir.name
-    shutil.copytree(rundir, bare)
+    bare = copy_of(rundir, tmp_path)
     (bare / "mobility.log").unlink()
     (bare / "figures.json").unlink(missing_ok=True)  # left by the tests before
     with pytest.raises(SystemExit, match=r"^tg_experiments: .*mobility.log: No such file"):
