@@ -41,8 +41,10 @@ SQL_SETTINGS = {
 
 
 LOCAL_JVM_OPTIONS = ("-XX:Tier4InvocationThreshold=15000 -XX:Tier4MinInvocationThreshold=1800 "
-                     "-XX:Tier4CompileThreshold=45000 -XX:Tier4BackEdgeThreshold=120000")
-"""The local JVM's optimising compiler (C2) starts three times later than by default.
+                     "-XX:Tier4CompileThreshold=45000 -XX:Tier4BackEdgeThreshold=120000 "
+                     "-XX:+UseSerialGC")
+"""The local JVM's optimising compiler (C2) starts three times later than by default,
+and its garbage collector is the serial one.
 
 Every Spark action brings new generated classes, and C2 compiled thousands of their
 methods: its threads took 44.6 CPU-s of a 10^7-record job of about 150 (bench/profile_eval.py
@@ -51,8 +53,22 @@ the thresholds tripled (HotSpot's defaults: 5000, 600, 15000, 40000), only metho
 that stay hot reach C2; the rest run as C1 code. C1 alone (``TieredStopAtLevel=1``)
 was slower: its code cost more than the compilation it saved (170 against 155 CPU-s
 for the job in side measurements under load; tripled thresholds: 139, C2 34.6 CPU-s).
-Only a local session's JVM is started here; a cluster's executors keep their own
-options."""
+
+G1, the default collector, runs concurrent marking and refinement threads beside the two
+task threads; the serial collector stops the tasks briefly instead and does no work
+beside them. On the bench's 10^7 records, cold, idle, one job after another: 61.3 s
+against 66.4 with G1 (mean of rounds, docs/benchmarks.md, "Ninth session"); the parallel
+collector was slower than G1 (eighth session). Only a local session's JVM is started
+here; a cluster's executors keep their own options."""
+
+LOCAL_SQL_SETTINGS = {
+    # The job caches a handful of derived tables (publications, the truth, the pairs),
+    # each written once and read two or three times: on a local session's two cores
+    # compressing and decompressing them cost more than the memory they save (54.3
+    # against 61.3 s, both with the serial collector, at 10^7 records, docs/benchmarks.md).
+    # Blocks that do not fit spill to disk as before. A cluster keeps Spark's default.
+    "spark.sql.inMemoryColumnarStorage.compressed": "false",
+}
 
 DRIVER_MEMORY = "2g"
 """A local session's memory; a sweep of hundreds of runs needs more (``--driver-memory``,
@@ -101,7 +117,10 @@ def get_session(master: str | None = None, app_name: str = "mesheval",
         spark = active
         for key, value in SQL_SETTINGS.items():
             spark.conf.set(key, value)
-    if not (spark.sparkContext.master or "local").startswith("local"):
+    if (spark.sparkContext.master or "local").startswith("local"):
+        for key, value in LOCAL_SQL_SETTINGS.items():
+            spark.conf.set(key, value)
+    else:
         ship_packages(spark)
     return spark
 

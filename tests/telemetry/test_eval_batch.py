@@ -361,17 +361,35 @@ def test_mesheval_sizes_a_local_driver_unless_told(
 
 def test_a_local_session_starts_its_jvm_with_the_compiler_thresholds(spark: Any) -> None:
     """``mesheval.session.LOCAL_JVM_OPTIONS`` reach the local JVM that runs the tasks
-    (the JIT's share of the job: docs/evaluation.md, "Performance"), and each is one
-    HotSpot option of the tiered compiler's thresholds, raised from its default."""
+    (the JIT's and the collector's share of the job: docs/evaluation.md, "Performance"):
+    the tiered compiler's thresholds, each raised from its default, and the serial
+    collector, which the JVM then runs."""
     from mesheval.session import LOCAL_JVM_OPTIONS
 
     defaults = {"Tier4InvocationThreshold": 5000, "Tier4MinInvocationThreshold": 600,
                 "Tier4CompileThreshold": 15000, "Tier4BackEdgeThreshold": 40000}
-    options = dict(o.removeprefix("-XX:").split("=") for o in LOCAL_JVM_OPTIONS.split())
+    flags = {o for o in LOCAL_JVM_OPTIONS.split() if "=" not in o}
+    options = dict(o.removeprefix("-XX:").split("=") for o in LOCAL_JVM_OPTIONS.split()
+                   if "=" in o)
     assert options.keys() == defaults.keys()
     assert all(int(options[k]) > v for k, v in defaults.items())
-    jvm = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
-    assert set(LOCAL_JVM_OPTIONS.split()) <= set(jvm.getInputArguments())
+    assert flags == {"-XX:+UseSerialGC"}
+    jvm = spark.sparkContext._jvm.java.lang.management
+    assert set(LOCAL_JVM_OPTIONS.split()) <= set(
+        jvm.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    collectors = {b.getName() for b in jvm.ManagementFactory.getGarbageCollectorMXBeans()}
+    assert collectors == {"Copy", "MarkSweepCompact"}  # the serial collector's two
+
+
+def test_a_local_session_caches_uncompressed(spark: Any) -> None:
+    """``mesheval.session.LOCAL_SQL_SETTINGS`` hold in a local session, also one that
+    was active before ``get_session`` (as under ``spark-submit --master local``)."""
+    from mesheval.session import LOCAL_SQL_SETTINGS, get_session
+
+    assert get_session() is spark
+    assert LOCAL_SQL_SETTINGS == {"spark.sql.inMemoryColumnarStorage.compressed": "false"}
+    for key, value in LOCAL_SQL_SETTINGS.items():
+        assert spark.conf.get(key) == value
 
 
 def _second_run(first: Path, second: Path) -> Path:
