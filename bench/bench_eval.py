@@ -211,7 +211,10 @@ def before_job(rev: str, into: Path) -> Path:
 
 def job_in_child(path: Path, rundir: Path, out: Path) -> tuple[float, float]:
     """(seconds, delivery ratio) of ``run_batch`` imported from ``path``, cold, in a fresh
-    process (a fresh JVM: nothing cached from the other measurements)."""
+    process (a fresh JVM: nothing cached from the other measurements) and a fresh ``out``
+    (the job keeps its Parquet cache of JSON Lines there: a second run into the same
+    folder would skip the conversion)."""
+    shutil.rmtree(out, ignore_errors=True)
     got = subprocess.run([sys.executable, __file__, "--job-only", str(path), str(rundir),
                           str(out)], check=True, capture_output=True, text=True).stdout
     seconds, ratio = (float(x) for x in got.split()[-2:])
