@@ -57,14 +57,14 @@ for the job in side measurements under load; tripled thresholds: 139, C2 34.6 CP
 G1, the default collector, runs concurrent marking and refinement threads beside the two
 task threads; the serial collector stops the tasks briefly instead and does no work
 beside them. On the bench's 10^7 records, cold, idle, one job after another: 61.3 s
-against 66.4 with G1 (mean of rounds, docs/benchmarks.md, "Ninth session"); the parallel
+against 66.1 with G1 (mean of rounds, docs/benchmarks.md, "Ninth session"); the parallel
 collector was slower than G1 (eighth session). Only a local session's JVM is started
 here; a cluster's executors keep their own options."""
 
 LOCAL_SQL_SETTINGS = {
     # The job caches a handful of derived tables (publications, the truth, the pairs),
     # each written once and read two or three times: on a local session's two cores
-    # compressing and decompressing them cost more than the memory they save (54.3
+    # compressing and decompressing them cost more than the memory they save (55.4
     # against 61.3 s, both with the serial collector, at 10^7 records, docs/benchmarks.md).
     # Blocks that do not fit spill to disk as before. A cluster keeps Spark's default.
     "spark.sql.inMemoryColumnarStorage.compressed": "false",
