@@ -107,6 +107,10 @@ async def test_send_refused_by_the_kernel_is_not_counted_as_sent(
     is a counted drop, returns False, and makes the link look at the interface."""
     name, peer = late
     add_late(name, peer, "10.251.9.1/24")
+    # the carrier first: without events the link looks again only after its 30 s poll, so
+    # a first look before the veth's carrier came up (it lags under load) would wait the
+    # whole guard (seen once in the suite at load 15)
+    await until(lambda: (info := interface_info(name)) is not None and info.carrier)
     link = Link(interface=name, port=0, on_datagram=lambda d, a: None, poll_interval=30.0,
                 events=False)
     await link.start()
