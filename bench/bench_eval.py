@@ -312,31 +312,27 @@ def main() -> int:
         pq_mb = (base / "run-parquet" / "telemetry.parquet").stat().st_size / 1e6
         print(f"\n{count} records ({mb:.0f} MB JSONL, {pq_mb:.0f} MB Parquet) generated in "
               f"{gen_s:.1f} s", flush=True)
-        runs_before: list[float] = []
-        runs_jsonl: list[float] = []
-        runs_pq: list[float] = []
-        r_before: float | None = None
-        with_before = args.before_max is None or size <= args.before_max
-        if not with_before:
+        jobs = {  # what is timed: the job's folder, its input, its output folder
+            "jsonl": ("now, JSON Lines (daemon), cold:", now_job, base / "run"),
+            "parquet": ("now, Parquet (simulator), cold:", now_job, base / "run-parquet"),
+        }
+        if args.before_max is None or size <= args.before_max:
+            jobs = {"before": (f"before ({rev}), JSON Lines, cold:", old_job, base / "run"),
+                    **jobs}
+        else:
             print(f"  before ({rev}), JSON Lines, cold:      n/a (size above --before-max "
                   f"{args.before_max:.0e})", flush=True)
+        times: dict[str, list[float]] = {key: [] for key in jobs}
+        delivery: dict[str, float] = {}
         for i in range(args.repeat):  # rounds of the three, so drifts reach each alike
             tag = f" [{i + 1}/{args.repeat}]" if args.repeat > 1 else ""
-            if with_before:
-                seconds, r_before = job_in_child(old_job, base / "run", base / "out-before")
-                runs_before.append(seconds)
-                print(f"  before ({rev}), JSON Lines, cold:  {seconds:7.1f} s ({load()}){tag}",
-                      flush=True)
-            seconds, r_jsonl = job_in_child(now_job, base / "run", base / "out-jsonl")
-            runs_jsonl.append(seconds)
-            print(f"  now, JSON Lines (daemon), cold:     {seconds:7.1f} s ({load()}){tag}",
-                  flush=True)
-            seconds, r_pq = job_in_child(now_job, base / "run-parquet", base / "out-parquet")
-            runs_pq.append(seconds)
-            print(f"  now, Parquet (simulator), cold:     {seconds:7.1f} s ({load()}){tag}",
-                  flush=True)
-        before = float(np.median(runs_before)) if runs_before else None
-        jsonl, parquet = float(np.median(runs_jsonl)), float(np.median(runs_pq))
+            for key, (label, job_dir, rundir) in jobs.items():
+                seconds, delivery[key] = job_in_child(job_dir, rundir, base / f"out-{key}")
+                times[key].append(seconds)
+                print(f"  {label:<36s}{seconds:7.1f} s ({load()}){tag}", flush=True)
+        median = {key: float(np.median(t)) for key, t in times.items()}
+        before = median.get("before")
+        jsonl, parquet = median["jsonl"], median["parquet"]
         if args.repeat > 1:
             print(f"  medians of {args.repeat}: before "
                   + ("n/a" if before is None else f"{before:.1f} s")
@@ -345,7 +341,8 @@ def main() -> int:
         print(f"  pandas (delivery ratio only):       {pd_s:7.1f} s, peak RSS {rss:.0f} MB "
               f"({load()})", flush=True)
         rows.append((count, mb, pq_mb, before, jsonl, parquet, pd_s,
-                     (r_before, r_jsonl, r_pq, pd_ratio)))
+                     (delivery.get("before"), delivery["jsonl"], delivery["parquet"],
+                      pd_ratio)))
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
     print(f"\n{load()}")
