@@ -70,7 +70,6 @@ def test_the_run_length_says_whether_the_runs_start_steady(bench: ModuleType) ->
     assert "start with no subscription" in cold and "at 300 s" in cold
 
 
-
 def test_a_page_cut_to_fewer_seeds_says_so(bench: ModuleType) -> None:
     import argparse
 
